@@ -1,0 +1,3 @@
+from logetl.cli import main
+
+main()

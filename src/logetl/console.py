@@ -1,0 +1,65 @@
+"""What a person sees on the terminal: a progress bar for long runs and the end-of-run summary."""
+from __future__ import annotations
+
+import sys
+import time
+
+from logetl.listener import SUCCESSFUL, FlowListener, FlowRun
+
+PROGRESS_AFTER = 2.0   # seconds before a progress bar appears (short runs stay quiet)
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+class ConsoleReporter(FlowListener):
+    def __init__(self, stream=None, outputs: dict[str, str] | None = None, progress: bool | None = None):
+        self.stream = stream or sys.stderr
+        self.outputs = outputs or {}
+        self.progress_on = self.stream.isatty() if progress is None else progress
+        self.started = time.monotonic()
+        self.last_draw = 0.0
+        self.drawn = False
+
+    def progress(self, run, done_bytes, total_bytes):
+        if not self.progress_on or total_bytes <= 0:
+            return
+        now = time.monotonic()
+        if now - self.started < PROGRESS_AFTER or now - self.last_draw < 0.2:
+            return
+        self.last_draw = now
+        frac = min(done_bytes / total_bytes, 1.0)
+        bar = "#" * int(frac * 30)
+        self.stream.write(f"\r[{bar:<30}] {frac:6.1%}  {_mb(done_bytes)} of {_mb(total_bytes)}")
+        self.stream.flush()
+        self.drawn = True
+
+    def flow_finished(self, run: FlowRun):
+        if self.drawn:
+            self.stream.write("\r" + " " * 72 + "\r")
+        self.stream.write(summary(run, self.outputs))
+        self.stream.flush()
+
+
+def summary(run: FlowRun, outputs: dict[str, str]) -> str:
+    lines = [f"logetl {run.program}: {run.status} in {run.elapsed:.2f} s ({run.engine} engine)"]
+    lines.append(f"  lines read          {run.lines_read:>14,}")
+    malformed = run.malformed
+    total = sum(malformed.values())
+    detail = ", ".join(f"{k} {v:,}" for k, v in sorted(malformed.items()))
+    lines.append(f"  malformed lines     {total:>14,}" + (f"  ({detail})" if detail else ""))
+    for where, reason, text in run.malformed_samples:
+        shown = text if len(text) <= 100 else text[:100] + "..."
+        lines.append(f"    {where}: {reason}: {shown}")
+    lines.append(f"  dropped (size '-')  {run.dropped_size_dash:>14,}")
+    for tap, path in outputs.items():
+        n = run.written.get(tap)
+        if run.status == SUCCESSFUL:
+            lines.append(f"  written {tap:<11} {n or 0:>14,}  -> {path}")
+    for s in run.steps:
+        took = (s.finished_at - s.started_at) if s.started_at and s.finished_at else 0.0
+        lines.append(f"  step {s.name:<14} {s.status:<10} {took:8.2f} s")
+    if run.error:
+        lines.append(f"  error: {run.error}")
+    return "\n".join(lines) + "\n"

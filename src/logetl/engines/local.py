@@ -1,0 +1,441 @@
+"""The embedded engine: runs a flow in this process, with no JVM and no server.
+
+Why this shape: the parse dominates the cost, so it runs in a native kernel (``_scan.c``) on two threads
+over 4 MiB chunks of whole lines, without the GIL. Records then move as batches: a batch fresh from the
+kernel carries its TSV bytes, so a sink of the unchanged fields (Branch) writes them as they are, and it
+turns into a Polars DataFrame (zero-copy, Arrow string views) only when an operator needs columns.
+Polars runs the columnar operators (filter, unique, join, sort) in Rust. Streaming operators hold one
+batch; the blocking ones hold what their docstrings in ``logetl.assembly`` say.
+
+Each step is a push graph: roots (the source's parse, or stored outputs of earlier steps) push batches
+to their children; when all inputs of an operator are done it flushes (``finish``) and tells its
+children. Stored outputs (checkpoints, and anything a later step reads) are Arrow IPC parts in the run's
+working directory with a ``_COMPLETE`` marker written when the storing step ends.
+"""
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import zlib
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+
+from logetl import assembly, contract
+from logetl.engines import kernel
+from logetl.engines.base import Engine, StepContext
+from logetl.io import inputs
+from logetl.io.outputs import StagedOutput
+from logetl.listener import StepRun
+
+PARSE_THREADS = 2
+STORE_ROWS = 262_144          # rows buffered before a stored part is written
+COMPACT_ROWS = 1_000_000      # Unique compacts its partial results past this many rows
+
+
+def _pl():
+    import polars as pl  # imported on first use: Branch never needs it
+
+    return pl
+
+
+class Batch:
+    """Records with named fields: from the kernel (``parsed``) or a Polars DataFrame (``frame``)."""
+
+    __slots__ = ("fields", "_frame", "parsed")
+
+    def __init__(self, fields, frame=None, parsed: kernel.Parsed | None = None):
+        self.fields = tuple(fields)
+        self._frame = frame
+        self.parsed = parsed
+
+    def __len__(self) -> int:
+        return self.parsed.n_records if self._frame is None else self._frame.height
+
+    def frame(self):
+        if self._frame is None:
+            import pyarrow as pa
+
+            pl = _pl()
+            table = pa.Table.from_arrays(self.parsed.columns(), names=list(contract.FIELDS))
+            frame = pl.from_arrow(table)
+            self._frame = frame.rename(dict(zip(contract.FIELDS, self.fields)))
+        return self._frame
+
+    def tsv(self) -> bytes:
+        if self.parsed is not None and self._frame is None:
+            return self.parsed.tsv
+        buf = io.BytesIO()
+        if self._frame.height:
+            self._frame.write_csv(buf, separator="\t", include_header=False, quote_style="never",
+                                  line_terminator="\n")
+        return buf.getvalue()
+
+
+class Op:
+    """Runtime of one assembly node inside a step."""
+
+    def __init__(self, node: assembly.Pipe, ctx: StepContext, state: StepRun, n_inputs: int):
+        self.node, self.ctx, self.state = node, ctx, state
+        self.children: list[tuple[Op, int]] = []
+        self.n_inputs = n_inputs
+        self._done = 0
+
+    def emit(self, batch: Batch) -> None:
+        if len(batch) == 0:
+            return
+        self.state.count(self.node.name, "out", len(batch))
+        for child, port in self.children:
+            child.push(batch, port)
+
+    def push(self, batch: Batch, port: int) -> None:
+        self.state.count(self.node.name, "in", len(batch))
+        self.process(batch, port)
+
+    def process(self, batch: Batch, port: int) -> None:
+        self.emit(batch)
+
+    def input_done(self, port: int) -> None:
+        self._done += 1
+        if self._done == self.n_inputs:
+            self.finish()
+            for child, p in self.children:
+                child.input_done(p)
+
+    def finish(self) -> None:
+        """All input seen: blocking operators emit here."""
+
+
+class FilterOp(Op):
+    def process(self, batch, port):
+        pl = _pl()
+        pred = self.node.predicate
+        if isinstance(pred, assembly.StartsWith):
+            expr = pl.col(pred.field).str.starts_with(pred.prefix)
+        elif isinstance(pred, assembly.AtLeast):
+            expr = pl.col(pred.field) >= pred.value
+        else:  # pragma: no cover - check() refuses unknown predicates first
+            raise TypeError(pred)
+        self.emit(Batch(batch.fields, batch.frame().filter(expr)))
+
+
+class RetainOp(Op):
+    def process(self, batch, port):
+        self.emit(Batch(self.node.fields, batch.frame().select(self.node.keep)))
+
+
+class RenameOp(Op):
+    def process(self, batch, port):
+        if batch._frame is None:  # a kernel batch renames for free
+            self.emit(Batch(self.node.fields, parsed=batch.parsed))
+        else:
+            self.emit(Batch(self.node.fields, batch.frame().rename({self.node.old: self.node.new})))
+
+
+class FunctionOp(Op):
+    """CRC-32 is computed once per distinct value (client addresses repeat a lot), then mapped."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.cache: dict[str, int] = {}
+
+    def process(self, batch, port):
+        pl = _pl()
+        fn = self.node.function
+        frame = batch.frame()
+        values = frame.get_column(fn.field).unique()
+        cache, mod = self.cache, fn.modulus
+        keys = values.to_list()
+        scores = []
+        for v in keys:
+            s = cache.get(v)
+            if s is None:
+                s = cache[v] = zlib.crc32(v.encode("utf-8")) % mod
+            scores.append(s)
+        if len(cache) > 4_000_000:
+            cache.clear()
+        col = frame.get_column(fn.field).replace_strict(keys, scores, return_dtype=pl.Int64)
+        self.emit(Batch(self.node.fields, frame.with_columns(col.alias(self.node.field))))
+
+
+class UniqueOp(Op):
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.parts, self.rows = [], 0
+
+    def process(self, batch, port):
+        part = batch.frame().unique(maintain_order=True)
+        self.parts.append(part)
+        self.rows += part.height
+        if self.rows > COMPACT_ROWS and len(self.parts) > 1:
+            merged = _pl().concat(self.parts).unique(maintain_order=True)
+            self.parts, self.rows = [merged], merged.height
+
+    def finish(self):
+        if self.parts:
+            self.emit(Batch(self.node.fields, _pl().concat(self.parts).unique(maintain_order=True)))
+
+
+class SortOp(Op):
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.parts = []
+
+    def process(self, batch, port):
+        self.parts.append(batch.frame())
+
+    def finish(self):
+        if self.parts:
+            frame = _pl().concat(self.parts, rechunk=False)
+            self.parts = []
+            self.emit(Batch(self.node.fields, frame.sort(
+                list(self.node.by), descending=self.node.descending, maintain_order=True)))
+
+
+class HashJoinOp(Op):
+    """Port 0 is the left (accumulated) side, port 1 the right (streamed) side."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.left_parts, self.left, self.pending = [], None, []
+
+    def process(self, batch, port):
+        if port == 0:
+            self.left_parts.append(batch.frame())
+        elif self.left is None:
+            self.pending.append(batch)      # the right side arrived first: hold it until the left is done
+        else:
+            self._probe(batch)
+
+    def _probe(self, batch):
+        node = self.node
+        joined = batch.frame().join(self.left, left_on=node.right_key, right_on=node.left_key, how="inner",
+                                    coalesce=False, maintain_order="left_right")
+        self.emit(Batch(node.fields, joined.select(list(node.fields))))
+
+    def input_done(self, port):
+        if port == 0:
+            pl = _pl()
+            fields = list(self.node.left.fields)
+            self.left = pl.concat(self.left_parts) if self.left_parts else pl.DataFrame(
+                {f: [] for f in fields}, schema={f: pl.String for f in fields})
+            self.left_parts = []
+            for b in self.pending:
+                self._probe(b)
+            self.pending = []
+        super().input_done(port)
+
+
+class SinkOp(Op):
+    def __init__(self, *args, output: StagedOutput):
+        super().__init__(*args)
+        self.file = open(output.part, "wb")
+        self.written = 0
+
+    def process(self, batch, port):
+        self.file.write(batch.tsv())
+        self.written += len(batch)
+        self.emit(batch)
+
+    def finish(self):
+        self.file.close()
+        run = self.ctx.run
+        run.written[self.node.tap] = run.written.get(self.node.tap, 0) + self.written
+
+
+class StoreWriter(Op):
+    """Writes a node's output for later steps: Arrow IPC parts, then ``_COMPLETE``."""
+
+    def __init__(self, *args, directory: str):
+        super().__init__(*args)
+        self.directory = directory
+        shutil.rmtree(directory, ignore_errors=True)
+        os.makedirs(directory)
+        self.parts, self.rows, self.n = [], 0, 0
+
+    def push(self, batch, port):
+        self.parts.append(batch.frame())
+        self.rows += len(batch)
+        if self.rows >= STORE_ROWS:
+            self._flush()
+
+    def _flush(self):
+        if not self.parts:
+            return
+        frame = _pl().concat(self.parts)
+        frame.write_ipc(os.path.join(self.directory, f"part-{self.n:05d}.arrow"), compression="uncompressed")
+        self.parts, self.rows, self.n = [], 0, self.n + 1
+
+    def finish(self):
+        self._flush()
+        open(os.path.join(self.directory, "_COMPLETE"), "wb").close()
+
+
+class ParseOp(Op):
+    """Receives kernel results from the source; accounts for malformed lines and traps them."""
+
+    def __init__(self, *args, trap_file=None):
+        super().__init__(*args)
+        self.trap_file = trap_file
+        self.path, self.line_base = None, 0
+
+    def consume(self, parsed: kernel.Parsed, path: str) -> None:
+        st = self.state
+        if path != self.path:
+            self.path, self.line_base = path, 0
+        st.lines_read += parsed.n_lines
+        st.count(self.node.name, "in", parsed.n_lines)
+        st.dropped_size_dash += parsed.n_dash
+        if parsed.malformed:
+            samples = self.ctx.run.malformed_samples
+            data = parsed.data
+            for line, start, end, code in parsed.malformed:
+                reason = kernel.REASON_NAMES[code]
+                st.malformed[reason] = st.malformed.get(reason, 0) + 1
+                if len(samples) < 5:
+                    text = data[start:end].decode("utf-8", "backslashreplace")
+                    samples.append((f"{self.path}:{self.line_base + line + 1}", reason, text))
+            if self.trap_file is not None:
+                self.trap_file.write(b"".join(data[s:e] + b"\n" for _, s, e, _ in parsed.malformed))
+        self.line_base += parsed.n_lines
+        self.emit(Batch(contract.FIELDS, parsed=parsed))
+
+
+class StoreReader:
+    """A root that replays a stored output of an earlier step."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+
+    def batches(self):
+        pl = _pl()
+        names = sorted(n for n in os.listdir(self.directory) if n.endswith(".arrow"))
+        for n in names:
+            yield pl.read_ipc(os.path.join(self.directory, n))
+
+
+OPS = {
+    assembly.Pipe: Op,
+    assembly.Checkpoint: Op,
+    assembly.Filter: FilterOp,
+    assembly.Retain: RetainOp,
+    assembly.Rename: RenameOp,
+    assembly.Function: FunctionOp,
+    assembly.Unique: UniqueOp,
+    assembly.Sort: SortOp,
+    assembly.HashJoin: HashJoinOp,
+}
+
+
+def scan(files: list[str], on_bytes=None, threads: int = PARSE_THREADS):
+    """Parsed chunks of the input files in order; the kernel runs ahead on ``threads`` threads."""
+    depth = threads * 2
+    with ThreadPoolExecutor(threads, thread_name_prefix="logetl-parse") as pool:
+        pending: deque = deque()
+        try:
+            for path in files:
+                for data, final in inputs.read_chunks([path], on_bytes=on_bytes):
+                    pending.append((pool.submit(kernel.parse, data, final), path))
+                    if len(pending) >= depth:
+                        fut, p = pending.popleft()
+                        yield fut.result(), p
+            while pending:
+                fut, p = pending.popleft()
+                yield fut.result(), p
+        finally:
+            for fut, _ in pending:
+                fut.cancel()
+
+
+class LocalEngine(Engine):
+    name = "local"
+    supports = (assembly.Source, assembly.Parse, assembly.Sink, *OPS)
+
+    def check(self, flow):
+        super().check(flow)
+        for node in flow.nodes:
+            if isinstance(node, assembly.Filter) and not isinstance(
+                    node.predicate, (assembly.StartsWith, assembly.AtLeast)):
+                raise assembly.AssemblyError(f"the local engine cannot evaluate the predicate of {node.name!r}")
+            if isinstance(node, assembly.Function) and not isinstance(node.function, assembly.Crc32Mod):
+                raise assembly.AssemblyError(f"the local engine cannot evaluate the function of {node.name!r}")
+
+    def prepare(self, ctx):
+        taps = ctx.taps
+        self.outputs = {tap: StagedOutput(path, taps.overwrite) for tap, path in taps.outputs.items()}
+        self.trap = StagedOutput(taps.trap, taps.overwrite) if taps.trap else None
+        self.trap_file = open(self.trap.part, "wb") if self.trap else None
+        self.work_dir = taps.work_dir
+        self.done_bytes = 0
+
+    def _store_dir(self, node: assembly.Pipe) -> str:
+        return os.path.join(self.work_dir, node.name)
+
+    def execute_step(self, ctx, step, state):
+        flow = ctx.flow
+        in_step = {id(n) for n in step.nodes}
+        ops: dict[int, Op] = {}
+        parse_ops: list[tuple[ParseOp, assembly.Source]] = []
+        for node in step.nodes:
+            if isinstance(node, assembly.Source):
+                continue
+            n_in = len(node.previous)
+            if isinstance(node, assembly.Parse):
+                op = ParseOp(node, ctx, state, n_in, trap_file=self.trap_file)
+                parse_ops.append((op, node.previous[0]))
+            elif isinstance(node, assembly.Sink):
+                op = SinkOp(node, ctx, state, n_in, output=self.outputs[node.tap])
+            else:
+                op = OPS[type(node)](node, ctx, state, n_in)
+            ops[id(node)] = op
+        for node in step.nodes:
+            if id(node) not in ops:
+                continue
+            for port, prev in enumerate(node.previous):
+                if id(prev) in ops:
+                    ops[id(prev)].children.append((ops[id(node)], port))
+        for node in step.writes:
+            writer = StoreWriter(node, ctx, state, 1, directory=self._store_dir(node))
+            ops[id(node)].children.append((writer, 0))
+        # roots: stored outputs of earlier steps, then the sources
+        for stored in step.reads:
+            reader = StoreReader(self._store_dir(stored))
+            if not os.path.exists(os.path.join(reader.directory, "_COMPLETE")):
+                raise RuntimeError(f"stored output of {stored.name!r} is incomplete")
+            targets = [(ops[id(c)], c.previous.index(stored)) for c in flow.children(stored) if id(c) in in_step]
+            for frame in reader.batches():
+                batch = Batch(stored.fields, frame)
+                for op, port in targets:
+                    op.push(batch, port)
+            for op, port in targets:
+                op.input_done(port)
+        for parse_op, source in parse_ops:
+            files = ctx.taps.inputs
+            total = ctx.taps.input_bytes
+
+            def on_bytes(n, total=total):
+                self.done_bytes += n
+                ctx.listener.progress(ctx.run, self.done_bytes, total)
+
+            for parsed, path in scan(files, on_bytes):
+                parse_op.consume(parsed, path)
+            parse_op.input_done(0)
+
+    def commit(self, ctx):
+        if self.trap_file:
+            self.trap_file.close()
+        for out in self.outputs.values():
+            out.commit()
+        if self.trap:
+            self.trap.commit()
+
+    def close(self, ctx, ok):
+        if getattr(self, "trap_file", None) and not self.trap_file.closed:
+            self.trap_file.close()
+        if not ok:
+            for out in getattr(self, "outputs", {}).values():
+                out.discard()
+            if getattr(self, "trap", None):
+                self.trap.discard()
+        if ok and self.work_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)

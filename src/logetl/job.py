@@ -1,0 +1,62 @@
+"""Running a program: bind its taps to paths, pick the engine, run. Used by the CLI, tests and benchmarks."""
+from __future__ import annotations
+
+import os
+
+from logetl import programs
+from logetl.engines import get_engine
+from logetl.engines.base import Taps
+from logetl.io import inputs, outputs
+from logetl.listener import FlowListener, FlowRun
+
+
+class JobError(ValueError):
+    """A problem with what the user asked for; ``option`` names the option at fault, when there is one."""
+
+    def __init__(self, message: str, option: str | None = None):
+        super().__init__(message)
+        self.option = option
+
+
+def default_work_dir(output: str) -> str:
+    """Checkpoints live beside the (first) output, in a hidden directory of their own."""
+    path = os.path.abspath(output)
+    return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.logetl-work")
+
+
+def bind(program: str, input_path: str, output_paths: dict[str, str], trap: str | None = None,
+         overwrite: bool = False, work_dir: str | None = None) -> Taps:
+    flow = programs.get(program)
+    wanted = sorted(s.tap for s in flow.sinks)
+    if sorted(output_paths) != wanted:
+        raise JobError(f"program {program} writes outputs {', '.join(wanted)}")
+    try:
+        files = inputs.resolve(input_path)
+    except inputs.InputError as exc:
+        raise JobError(str(exc), "input") from None
+    seen: dict[str, str] = {}
+    for tap, path in list(output_paths.items()) + ([("trap", trap)] if trap else []):
+        real = os.path.realpath(path)
+        if real in seen:
+            raise JobError(f"{tap} and {seen[real]} are the same path {path!r}", tap)
+        seen[real] = tap
+        try:
+            outputs.check_output(path, overwrite, tap)
+        except outputs.OutputError as exc:
+            raise JobError(str(exc), tap) from None
+        for f in files:
+            if os.path.realpath(f).startswith(real + os.sep):
+                raise JobError(f"{tap} {path!r} contains input file {f!r}", tap)
+    first = output_paths[wanted[0]]
+    return Taps(inputs=files, outputs=dict(output_paths), trap=trap,
+                work_dir=work_dir or default_work_dir(first), overwrite=overwrite,
+                input_bytes=inputs.total_size(files))
+
+
+def run_program(program: str, input_path: str, output_paths: dict[str, str], *, engine: str = "local",
+                trap: str | None = None, overwrite: bool = False, work_dir: str | None = None,
+                listener: FlowListener | None = None, engine_options: dict | None = None) -> FlowRun:
+    engine_cls = get_engine(engine)
+    taps = bind(program, input_path, output_paths, trap, overwrite, work_dir)
+    flow = programs.get(program)
+    return engine_cls(**(engine_options or {})).run(flow, taps, listener or FlowListener())

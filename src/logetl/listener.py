@@ -1,0 +1,133 @@
+"""What a run reports while it goes: the run and step state, and the listener interface that receives it.
+
+Every engine drives the same ``FlowRun``/``StepRun`` objects and calls the same listener hooks, so the
+console summary, tests and the monitor see one model whatever the engine.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+
+PENDING, RUNNING, SUCCESSFUL, FAILED, STOPPED, SKIPPED = (
+    "PENDING", "RUNNING", "SUCCESSFUL", "FAILED", "STOPPED", "SKIPPED")
+
+
+def new_run_id() -> str:
+    """32 uppercase hex digits."""
+    return uuid.uuid4().hex.upper()
+
+
+@dataclass
+class StepRun:
+    name: str
+    index: int
+    operators: list[str]
+    status: str = PENDING
+    started_at: float | None = None
+    finished_at: float | None = None
+    #: per operator: {"in": records in, "out": records out}
+    counters: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: line-contract counters of the parse in this step: lines, malformed by reason, dropped size '-'
+    lines_read: int = 0
+    malformed: dict[str, int] = field(default_factory=dict)
+    dropped_size_dash: int = 0
+
+    def count(self, operator: str, key: str, n: int) -> None:
+        c = self.counters.setdefault(operator, {"in": 0, "out": 0})
+        c[key] += n
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name, "index": self.index, "operators": self.operators, "status": self.status,
+            "started_at": self.started_at, "finished_at": self.finished_at, "counters": self.counters,
+            "lines_read": self.lines_read, "malformed": self.malformed,
+            "dropped_size_dash": self.dropped_size_dash,
+        }
+
+
+@dataclass
+class FlowRun:
+    program: str
+    engine: str
+    run_id: str = field(default_factory=new_run_id)
+    status: str = PENDING
+    started_at: float | None = None
+    finished_at: float | None = None
+    steps: list[StepRun] = field(default_factory=list)
+    #: records written per output tap
+    written: dict[str, int] = field(default_factory=dict)
+    #: up to 5 (line number, reason, text) samples of malformed lines
+    malformed_samples: list[tuple[int, str, str]] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def elapsed(self) -> float:
+        end = self.finished_at if self.finished_at is not None else time.time()
+        return end - self.started_at if self.started_at is not None else 0.0
+
+    @property
+    def lines_read(self) -> int:
+        return sum(s.lines_read for s in self.steps)
+
+    @property
+    def malformed(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for s in self.steps:
+            for k, v in s.malformed.items():
+                total[k] = total.get(k, 0) + v
+        return total
+
+    @property
+    def dropped_size_dash(self) -> int:
+        return sum(s.dropped_size_dash for s in self.steps)
+
+    def to_dict(self) -> dict:
+        return {
+            "run_id": self.run_id, "program": self.program, "engine": self.engine, "status": self.status,
+            "started_at": self.started_at, "finished_at": self.finished_at,
+            "steps": [s.to_dict() for s in self.steps], "written": self.written,
+            "malformed_samples": [list(s) for s in self.malformed_samples], "error": self.error,
+        }
+
+
+class FlowListener:
+    """Receives a run's progress. Override what you need; every hook is optional. Hooks are called on the
+    thread that drives the run and must return quickly (hand slow work to a thread of your own)."""
+
+    def flow_started(self, run: FlowRun) -> None: ...
+
+    def step_started(self, run: FlowRun, step: StepRun) -> None: ...
+
+    def step_finished(self, run: FlowRun, step: StepRun) -> None:
+        """Called once per step with its final status: SUCCESSFUL, FAILED, STOPPED or SKIPPED."""
+
+    def progress(self, run: FlowRun, done_bytes: int, total_bytes: int) -> None: ...
+
+    def flow_finished(self, run: FlowRun) -> None: ...
+
+
+class Listeners(FlowListener):
+    """Fans every hook out to several listeners."""
+
+    def __init__(self, listeners: list[FlowListener]):
+        self.listeners = list(listeners)
+
+    def _each(self, hook: str, *args) -> None:
+        for listener in self.listeners:
+            getattr(listener, hook)(*args)
+
+    def flow_started(self, run):
+        self._each("flow_started", run)
+
+    def step_started(self, run, step):
+        self._each("step_started", run, step)
+
+    def step_finished(self, run, step):
+        self._each("step_finished", run, step)
+
+    def progress(self, run, done_bytes, total_bytes):
+        self._each("progress", run, done_bytes, total_bytes)
+
+    def flow_finished(self, run):
+        self._each("flow_finished", run)

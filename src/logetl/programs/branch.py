@@ -1,0 +1,15 @@
+"""Branch: one parsed stream split into two branches, each written whole to its own output.
+
+Both outputs hold ``ip time request response size`` as TSV in input order, so they are byte-identical."""
+from logetl.assembly import Flow, Parse, Pipe, Sink, Source
+
+
+def flow() -> Flow:
+    parsed = Parse("parse", Source("input"))
+    left = Pipe("branch1", parsed)
+    right = Pipe("branch2", parsed)
+    return Flow(
+        "branch",
+        [Sink("sink1", left, tap="output1"), Sink("sink2", right, tap="output2")],
+        "one parsed stream written to two identical outputs",
+    )
