@@ -21,8 +21,11 @@ PAGES = (
     "/blog/geekery/solaris-10-and-ssh.html", "/misc/Title.php.txt", "/files/logstash/logstash-1.3.2.jar",
 )
 REFERERS = (
-    "-", "-", "-", "http://semicomplete.com/", "http://www.semicomplete.com/projects/xdotool/",
-    "https://www.google.com/", "http://example.org/search?q=logstash+kibana", "http://t.co/xYz12",
+    "-", "http://semicomplete.com/presentations/logstash-monitorama-2013/",
+    "http://www.semicomplete.com/projects/xdotool/", "http://semicomplete.com/blog/geekery/ssl-latency.html",
+    "https://www.google.com/url?sa=t&rct=j&q=&esrc=s&source=web&cd=1&ved=0CCkQFjAA",
+    "http://example.org/search?q=logstash+kibana+dashboard", "http://t.co/xYz12AbCd",
+    "http://www.semicomplete.com/articles/dynamic-dns-with-dhcp/",
 )
 AGENTS = (
     "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_9_1) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/32.0.1700.77 Safari/537.36",

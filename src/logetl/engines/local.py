@@ -29,6 +29,7 @@ from logetl.io.outputs import StagedOutput
 from logetl.listener import StepRun
 
 PARSE_THREADS = 2
+BATCH_ROWS = 131_072          # kernel chunks are coalesced into batches this big: Polars calls pay per call
 STORE_ROWS = 262_144          # rows buffered before a stored part is written
 COMPACT_ROWS = 1_000_000      # Unique compacts its partial results past this many rows
 
@@ -40,36 +41,53 @@ def _pl():
 
 
 class Batch:
-    """Records with named fields: from the kernel (``parsed``) or a Polars DataFrame (``frame``)."""
+    """Records with named fields: kernel chunks (``parsed``, a list) or a Polars DataFrame (``frame``).
 
-    __slots__ = ("fields", "_frame", "parsed")
+    ``shares_chunk`` is true while the frame's strings are views into the kernel's chunk buffer: free for
+    streaming operators, but an operator that keeps rows past the batch must ``kept()`` them, or it would
+    keep every whole chunk alive."""
 
-    def __init__(self, fields, frame=None, parsed: kernel.Parsed | None = None):
+    __slots__ = ("fields", "_frame", "parsed", "shares_chunk")
+
+    def __init__(self, fields, frame=None, parsed: list[kernel.Parsed] | None = None, shares_chunk: bool = False):
         self.fields = tuple(fields)
         self._frame = frame
         self.parsed = parsed
+        self.shares_chunk = shares_chunk or parsed is not None
+
+    def derive(self, fields, frame) -> "Batch":
+        """A batch computed from this one by a streaming operator."""
+        return Batch(fields, frame, shares_chunk=self.shares_chunk)
+
+    def kept(self):
+        """The frame with its own compact copy of the strings it uses."""
+        frame = self.frame()
+        return _pl().from_arrow(frame.to_arrow()) if self.shares_chunk else frame
 
     def __len__(self) -> int:
-        return self.parsed.n_records if self._frame is None else self._frame.height
+        if self._frame is None:
+            return sum(p.n_records for p in self.parsed)
+        return self._frame.height
 
     def frame(self):
         if self._frame is None:
             import pyarrow as pa
 
             pl = _pl()
-            table = pa.Table.from_arrays(self.parsed.columns(), names=list(contract.FIELDS))
-            frame = pl.from_arrow(table)
-            self._frame = frame.rename(dict(zip(contract.FIELDS, self.fields)))
+            names = list(self.fields)
+            frames = [pl.from_arrow(pa.Table.from_arrays(p.columns(), names=names)) for p in self.parsed]
+            self._frame = pl.concat(frames, rechunk=False) if len(frames) > 1 else frames[0]
         return self._frame
 
-    def tsv(self) -> bytes:
+    def tsv(self) -> list[bytes]:
+        """The records as TSV, in pieces."""
         if self.parsed is not None and self._frame is None:
-            return self.parsed.tsv
+            return [p.tsv for p in self.parsed]
         buf = io.BytesIO()
         if self._frame.height:
             self._frame.write_csv(buf, separator="\t", include_header=False, quote_style="never",
                                   line_terminator="\n")
-        return buf.getvalue()
+        return [buf.getvalue()]
 
 
 class Op:
@@ -116,12 +134,12 @@ class FilterOp(Op):
             expr = pl.col(pred.field) >= pred.value
         else:  # pragma: no cover - check() refuses unknown predicates first
             raise TypeError(pred)
-        self.emit(Batch(batch.fields, batch.frame().filter(expr)))
+        self.emit(batch.derive(batch.fields, batch.frame().filter(expr)))
 
 
 class RetainOp(Op):
     def process(self, batch, port):
-        self.emit(Batch(self.node.fields, batch.frame().select(self.node.keep)))
+        self.emit(batch.derive(self.node.fields, batch.frame().select(self.node.keep)))
 
 
 class RenameOp(Op):
@@ -129,33 +147,31 @@ class RenameOp(Op):
         if batch._frame is None:  # a kernel batch renames for free
             self.emit(Batch(self.node.fields, parsed=batch.parsed))
         else:
-            self.emit(Batch(self.node.fields, batch.frame().rename({self.node.old: self.node.new})))
+            self.emit(batch.derive(self.node.fields, batch.frame().rename({self.node.old: self.node.new})))
 
 
 class FunctionOp(Op):
-    """CRC-32 is computed once per distinct value (client addresses repeat a lot), then mapped."""
+    """CRC-32 is computed once per distinct value (client addresses repeat a lot): the scores seen so far
+    are kept in a table (memory grows with the distinct values), and each batch is joined with it."""
 
     def __init__(self, *args):
         super().__init__(*args)
-        self.cache: dict[str, int] = {}
+        pl = _pl()
+        fn = self.node.function
+        self.known = pl.DataFrame(schema={fn.field: pl.String, self.node.field: pl.Int64})
 
     def process(self, batch, port):
         pl = _pl()
-        fn = self.node.function
+        fn, out = self.node.function, self.node.field
         frame = batch.frame()
-        values = frame.get_column(fn.field).unique()
-        cache, mod = self.cache, fn.modulus
-        keys = values.to_list()
-        scores = []
-        for v in keys:
-            s = cache.get(v)
-            if s is None:
-                s = cache[v] = zlib.crc32(v.encode("utf-8")) % mod
-            scores.append(s)
-        if len(cache) > 4_000_000:
-            cache.clear()
-        col = frame.get_column(fn.field).replace_strict(keys, scores, return_dtype=pl.Int64)
-        self.emit(Batch(self.node.fields, frame.with_columns(col.alias(self.node.field))))
+        new = frame.select(pl.col(fn.field).unique()).join(self.known, on=fn.field, how="anti")
+        if new.height:
+            values = new.get_column(fn.field).to_list()
+            scores = [zlib.crc32(v.encode("utf-8")) % fn.modulus for v in values]
+            self.known = pl.concat([self.known, pl.DataFrame(
+                {fn.field: values, out: scores}, schema={fn.field: pl.String, out: pl.Int64})])
+        scored = frame.join(self.known, on=fn.field, how="left", maintain_order="left")
+        self.emit(batch.derive(self.node.fields, scored.select(list(self.node.fields))))
 
 
 class UniqueOp(Op):
@@ -164,7 +180,7 @@ class UniqueOp(Op):
         self.parts, self.rows = [], 0
 
     def process(self, batch, port):
-        part = batch.frame().unique(maintain_order=True)
+        part = batch.derive(batch.fields, batch.frame().unique(maintain_order=True)).kept()
         self.parts.append(part)
         self.rows += part.height
         if self.rows > COMPACT_ROWS and len(self.parts) > 1:
@@ -182,7 +198,7 @@ class SortOp(Op):
         self.parts = []
 
     def process(self, batch, port):
-        self.parts.append(batch.frame())
+        self.parts.append(batch.kept())
 
     def finish(self):
         if self.parts:
@@ -201,7 +217,7 @@ class HashJoinOp(Op):
 
     def process(self, batch, port):
         if port == 0:
-            self.left_parts.append(batch.frame())
+            self.left_parts.append(batch.kept())
         elif self.left is None:
             self.pending.append(batch)      # the right side arrived first: hold it until the left is done
         else:
@@ -211,7 +227,7 @@ class HashJoinOp(Op):
         node = self.node
         joined = batch.frame().join(self.left, left_on=node.right_key, right_on=node.left_key, how="inner",
                                     coalesce=False, maintain_order="left_right")
-        self.emit(Batch(node.fields, joined.select(list(node.fields))))
+        self.emit(batch.derive(node.fields, joined.select(list(node.fields))))
 
     def input_done(self, port):
         if port == 0:
@@ -233,7 +249,8 @@ class SinkOp(Op):
         self.written = 0
 
     def process(self, batch, port):
-        self.file.write(batch.tsv())
+        for piece in batch.tsv():
+            self.file.write(piece)
         self.written += len(batch)
         self.emit(batch)
 
@@ -254,7 +271,7 @@ class StoreWriter(Op):
         self.parts, self.rows, self.n = [], 0, 0
 
     def push(self, batch, port):
-        self.parts.append(batch.frame())
+        self.parts.append(batch.kept())
         self.rows += len(batch)
         if self.rows >= STORE_ROWS:
             self._flush()
@@ -278,6 +295,8 @@ class ParseOp(Op):
         super().__init__(*args)
         self.trap_file = trap_file
         self.path, self.line_base = None, 0
+        self.pending: list[kernel.Parsed] = []
+        self.pending_rows = 0
 
     def consume(self, parsed: kernel.Parsed, path: str) -> None:
         st = self.state
@@ -293,12 +312,30 @@ class ParseOp(Op):
                 reason = kernel.REASON_NAMES[code]
                 st.malformed[reason] = st.malformed.get(reason, 0) + 1
                 if len(samples) < 5:
-                    text = data[start:end].decode("utf-8", "backslashreplace")
+                    text = _printable(data[start:min(end, start + 300)])
                     samples.append((f"{self.path}:{self.line_base + line + 1}", reason, text))
             if self.trap_file is not None:
                 self.trap_file.write(b"".join(data[s:e] + b"\n" for _, s, e, _ in parsed.malformed))
         self.line_base += parsed.n_lines
-        self.emit(Batch(contract.FIELDS, parsed=parsed))
+        parsed.data = None  # trapped and sampled: the raw chunk is not needed any more
+        self.pending.append(parsed)
+        self.pending_rows += parsed.n_records
+        if self.pending_rows >= BATCH_ROWS:
+            self._flush()
+
+    def _flush(self):
+        if self.pending:
+            self.emit(Batch(contract.FIELDS, parsed=self.pending))
+        self.pending, self.pending_rows = [], 0
+
+    def finish(self):
+        self._flush()
+
+
+def _printable(raw: bytes) -> str:
+    """A malformed line as it can be shown on one terminal line: bad bytes and controls escaped."""
+    text = raw.decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class StoreReader:

@@ -1,0 +1,166 @@
+"""Benchmark: logetl's programs against the baselines in ../shared/bench, in the same run.
+
+    python bench/run.py [--lines 2000000] [--repeat 3] [--shared ../shared] [--chart bench/results.png]
+
+Generates a seeded log with ``logetl generate`` (kept in bench/out/ for later runs), builds the native
+baseline with gcc, then runs every implementation ``--repeat`` times, interleaved so that a noisy
+neighbour hurts all of them alike, from a cleared output each time. Reports the median wall time, peak RSS
+(of the process tree's largest process, from wait4) and the ratios the targets are stated in; writes
+bench/out/results.json and draws the chart the README shows.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+OUT = os.path.join(HERE, "out")
+
+TARGETS = [
+    # (label, numerator, denominator, limit)
+    ("Branch / plain Python", "logetl branch", "python branch", 0.5),
+    ("Branch / native C", "logetl branch", "native branch", 1.5),
+    ("Filter / plain Python", "logetl filter", "python filter", 0.4),
+    ("Join / plain Python", "logetl join", "python join", 0.4),
+]
+RSS_LIMITS_MB = {"logetl branch": 256, "logetl filter": 256, "logetl join": 1024}
+
+
+def measure(cmd: list[str], clear: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB) of one run of ``cmd``."""
+    for path in clear:
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.exists(path):
+            os.remove(path)
+    subprocess.run(["sync"], check=False)
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"benchmark command failed: {' '.join(cmd)}\n{err}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", type=int, default=2_000_000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--shared", default=os.path.join(ROOT, "..", "shared"))
+    ap.add_argument("--chart", default=os.path.join(HERE, "results.png"))
+    args = ap.parse_args()
+
+    baselines = os.path.join(os.path.abspath(args.shared), "bench")
+    if not os.path.isdir(baselines):
+        raise SystemExit(f"the baselines are not at {baselines} (give --shared)")
+    os.makedirs(OUT, exist_ok=True)
+    log = os.path.join(OUT, f"access-{args.lines}-{args.seed}.log")
+    if not os.path.exists(log):
+        print(f"generating {args.lines:,} lines -> {log}", flush=True)
+        subprocess.run([sys.executable, "-m", "logetl", "generate", "--lines", str(args.lines),
+                        "--seed", str(args.seed), log], check=True)
+    native = os.path.join(OUT, "native_branch")
+    subprocess.run(["gcc", "-O2", "-o", native, os.path.join(baselines, "native_branch.c")], check=True)
+
+    py, o = sys.executable, lambda name: os.path.join(OUT, name)
+    logetl = [py, "-m", "logetl"]
+    jobs = {
+        "native branch": ([native, log, o("nb1"), o("nb2")], [o("nb1"), o("nb2")]),
+        "python branch": ([py, os.path.join(baselines, "python_branch.py"), log, o("pb1"), o("pb2")],
+                          [o("pb1"), o("pb2")]),
+        "logetl branch": (logetl + ["branch", "-q", "--input", log, "--output1", o("lb1"), "--output2", o("lb2")],
+                          [o("lb1"), o("lb2")]),
+        "python filter": ([py, os.path.join(baselines, "python_filter.py"), log, o("pf")], [o("pf")]),
+        "logetl filter": (logetl + ["filter", "-q", "--input", log, "--output", o("lf")], [o("lf")]),
+        "python join": ([py, os.path.join(baselines, "python_join.py"), log, o("pj")], [o("pj")]),
+        "logetl join": (logetl + ["join", "-q", log, o("lj")], [o("lj")]),
+    }
+    runs: dict[str, list[tuple[float, float]]] = {k: [] for k in jobs}
+    for i in range(args.repeat):
+        for name, (cmd, clear) in jobs.items():
+            runs[name].append(measure(cmd, clear))
+            print(f"  run {i + 1}/{args.repeat} {name:<14} {runs[name][-1][0]:7.2f} s", flush=True)
+
+    size_mb = os.path.getsize(log) / 1e6
+    results = {name: {"median_s": statistics.median(w for w, _ in r), "runs_s": [round(w, 3) for w, _ in r],
+                      "peak_rss_mb": max(m for _, m in r)} for name, r in runs.items()}
+    print(f"\n{args.lines:,} lines, {size_mb:,.0f} MB, median of {args.repeat} runs, "
+          f"{os.cpu_count()} cores, Python {sys.version.split()[0]}")
+    print(f"{'implementation':<16}{'wall (s)':>10}{'peak RSS (MB)':>16}")
+    for name, r in results.items():
+        print(f"{name:<16}{r['median_s']:>10.2f}{r['peak_rss_mb']:>16.0f}")
+    print(f"\n{'target':<24}{'ratio':>8}{'limit':>8}  met")
+    verdicts = []
+    for label, num, den, limit in TARGETS:
+        ratio = results[num]["median_s"] / results[den]["median_s"]
+        verdicts.append({"target": label, "ratio": round(ratio, 3), "limit": limit, "met": ratio <= limit})
+        print(f"{label:<24}{ratio:>8.2f}{limit:>8.2f}  {'yes' if ratio <= limit else 'NO'}")
+    for name, limit in RSS_LIMITS_MB.items():
+        rss = results[name]["peak_rss_mb"]
+        verdicts.append({"target": f"{name} peak RSS (MB)", "value": round(rss), "limit": limit, "met": rss <= limit})
+        print(f"{name + ' peak RSS':<24}{rss:>7.0f}M{limit:>7}M  {'yes' if rss <= limit else 'NO'}")
+
+    # correctness beside speed: the baselines skip parts of the line contract (invalid UTF-8 is accepted),
+    # so equal bytes are expected only where the input has no such line; report what was seen
+    same = {}
+    for a, b in (("lb1/part-00000", "pb1"), ("lf/part-00000", "pf"), ("lj/part-00000", "pj")):
+        pa_, pb_ = o(a), o(b)
+        same[a.split("/")[0]] = subprocess.run(["cmp", "-s", pa_, pb_]).returncode == 0
+    same["lb1 == lb2"] = subprocess.run(["cmp", "-s", o("lb1/part-00000"), o("lb2/part-00000")]).returncode == 0
+    print("\nbyte-identical to the plain-Python baseline:", same)
+
+    report = {"lines": args.lines, "bytes": os.path.getsize(log), "repeat": args.repeat, "results": results,
+              "targets": verdicts, "identical": same}
+    with open(os.path.join(OUT, "results.json"), "w") as f:
+        json.dump(report, f, indent=2)
+    draw(results, args, size_mb)
+
+
+def draw(results: dict, args, size_mb: float) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed (pip install 'logetl[bench]'): no chart drawn")
+        return
+    groups = [("Branch", ["native branch", "python branch", "logetl branch"]),
+              ("Filter", ["python filter", "logetl filter"]),
+              ("Join", ["python join", "logetl join"])]
+    colors = {"native": "#888888", "python": "#4C72B0", "logetl": "#DD8452"}
+    fig, ax = plt.subplots(figsize=(8, 4.2), dpi=110)
+    x, ticks, labels = 0, [], []
+    for title, names in groups:
+        start = x
+        for name in names:
+            v = results[name]["median_s"]
+            kind = name.split()[0]
+            ax.bar(x, v, color=colors[kind], label=kind if kind not in labels else None)
+            ax.text(x, v, f"{v:.2f}s", ha="center", va="bottom", fontsize=8)
+            labels.append(kind)
+            x += 1
+        ticks.append((start + x - 1) / 2)
+        x += 0.6
+    ax.set_xticks(ticks, [g for g, _ in groups])
+    ax.set_ylabel("wall time (s), median")
+    ax.set_title(f"{args.lines:,} lines ({size_mb:,.0f} MB), {os.cpu_count()} cores: lower is better")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(args.chart)
+    print(f"chart: {args.chart}")
+
+
+if __name__ == "__main__":
+    main()

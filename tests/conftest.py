@@ -1,0 +1,60 @@
+"""Shared fixtures. The program suite runs once per engine (``ENGINES``), like Cascading's
+PlatformTestCase: the same inputs, the same checked-in expected bytes.
+
+A test that needs a component which is missing here skips with the reason; under CI (CI=true) that skip
+is a failure instead (``require``)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+CORPUS = os.path.join(HERE, "data", "corpus")
+SHARED = os.path.abspath(os.path.join(HERE, "..", "..", "shared"))
+SAMPLE = os.path.join(SHARED, "data", "access_sample_5k.log")
+BASELINES = os.path.join(SHARED, "bench")
+UNDER_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+#: engines the program suite runs on
+ENGINES = ["local"]
+
+
+def require(condition: bool, reason: str) -> None:
+    """Skip with ``reason`` when ``condition`` is false; under CI a missing component fails the test."""
+    if condition:
+        return
+    if UNDER_CI:
+        pytest.fail(f"required under CI: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def sample() -> str:
+    require(os.path.isfile(SAMPLE), f"the real sample log is not at {SAMPLE} (../shared is absent)")
+    return SAMPLE
+
+
+def read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def corpus(name: str) -> bytes:
+    return read(os.path.join(CORPUS, name))
+
+
+def logetl(*args: str, env: dict | None = None, cwd: str | None = None) -> subprocess.CompletedProcess:
+    """Runs the real command line (``python -m logetl``) and captures bytes."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "logetl", *args], capture_output=True, env=full_env, cwd=cwd,
+                          timeout=600)

@@ -1,0 +1,171 @@
+"""The command line as a user meets it: shapes, exit codes, one-line errors, help, explain, generate."""
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+
+from conftest import CORPUS, corpus, logetl, read
+
+CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
+
+
+def one_line_error(proc, *needles):
+    err = proc.stderr.decode()
+    assert "Traceback" not in err
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert len(lines) == 1, err
+    for n in needles:
+        assert n in lines[0], err
+    return lines[0]
+
+
+def test_join_positional_and_option_forms_give_the_same_bytes(tmp_path):
+    a = logetl("join", CORPUS_LOG, str(tmp_path / "a"))
+    b = logetl("join", "--input", CORPUS_LOG, "--output", str(tmp_path / "b"))
+    assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
+    assert read(tmp_path / "a" / "part-00000") == corpus("join.tsv") == read(tmp_path / "b" / "part-00000")
+
+
+def test_branch_and_filter_commands(tmp_path):
+    p = logetl("branch", "--input", CORPUS_LOG, "--output1", str(tmp_path / "o1"), "--output2", str(tmp_path / "o2"))
+    assert p.returncode == 0, p.stderr
+    assert read(tmp_path / "o1" / "part-00000") == corpus("branch.tsv") == read(tmp_path / "o2" / "part-00000")
+    p = logetl("filter", "--input", CORPUS_LOG, "--output", str(tmp_path / "f"))
+    assert p.returncode == 0, p.stderr
+    assert read(tmp_path / "f" / "part-00000") == corpus("filter.tsv")
+
+
+def test_summary_reports_counts_samples_and_outputs(tmp_path):
+    p = logetl("branch", "--input", CORPUS_LOG, "--output1", str(tmp_path / "o1"), "--output2", str(tmp_path / "o2"),
+               "--trap", str(tmp_path / "trap"))
+    err = p.stderr.decode()
+    assert "logetl branch: SUCCESSFUL" in err
+    assert "lines read                      47" in err
+    assert "malformed lines                 19  (invalid_utf8 4, no_match 11, tab_or_cr_in_field 4)" in err
+    assert "dropped (size '-')               1" in err
+    assert "written output1                 27" in err
+    assert err.count("corpus.log:") == 5              # at most five samples, with file and line number
+    assert "corpus.log:4: no_match: 10.0.0.1 - - [17/May/2015:10:05:03 +0000] \"\" 400 0" in err
+    assert read(tmp_path / "trap" / "part-00000") == corpus("trap.log")
+
+
+def test_quiet_prints_nothing(tmp_path):
+    p = logetl("filter", "-q", "--input", CORPUS_LOG, "--output", str(tmp_path / "f"))
+    assert p.returncode == 0 and p.stderr == b""
+
+
+@pytest.mark.parametrize("args,needles", [
+    (["filter", "--input", "/no/such/file.log", "--output", "{tmp}/o"], ["/no/such/file.log", "does not exist"]),
+    (["filter", "--input", "{tmp}/empty-dir", "--output", "{tmp}/o"], ["holds no visible files"]),
+    (["filter", "--input", "{tmp}/*.nomatch", "--output", "{tmp}/o"], ["matches no files"]),
+    (["filter", "--input", CORPUS_LOG, "--output", "{tmp}/full"], ["{tmp}/full", "not empty", "--overwrite"]),
+    (["filter", "--input", CORPUS_LOG, "--output", "{tmp}/afile"], ["{tmp}/afile", "not a directory"]),
+    (["branch", "--input", CORPUS_LOG, "--output1", "{tmp}/same", "--output2", "{tmp}/same"], ["same path"]),
+    (["join", "--hdfs", CORPUS_LOG, "{tmp}/o"], ["spark", "--hdfs"]),
+    (["filter", "--hdfs", "--input", CORPUS_LOG, "--output", "{tmp}/o"], ["spark"]),
+])
+def test_user_errors_are_one_line_and_exit_2(tmp_path, args, needles):
+    (tmp_path / "empty-dir").mkdir()
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_bytes(b"x")
+    (tmp_path / "afile").write_bytes(b"x")
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    p = logetl(*args)
+    assert p.returncode == 2
+    one_line_error(p, *[n.replace("{tmp}", str(tmp_path)) for n in needles])
+    assert not os.path.exists(tmp_path / "o")
+
+
+def test_unreadable_input_is_a_user_error(tmp_path, monkeypatch):
+    # root (CI) reads every file, so the permission check is driven in-process
+    from logetl.io import inputs
+    from logetl.job import JobError, bind
+
+    f = tmp_path / "secret.log"
+    f.write_bytes(b"x\n")
+    monkeypatch.setattr(inputs.os, "access", lambda path, mode: False)
+    with pytest.raises(JobError, match="input file .*secret.log' is not readable"):
+        bind("filter", str(f), {"output": str(tmp_path / "o")})
+
+
+def test_input_that_is_not_a_file_is_a_user_error(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    p = logetl("filter", "--input", str(fifo), "--output", str(tmp_path / "o"))
+    assert p.returncode == 2
+    one_line_error(p, str(fifo), "not a regular file")
+
+
+@pytest.mark.parametrize("args", [
+    ["join"], ["join", CORPUS_LOG], ["filter", "--input", CORPUS_LOG], ["branch", "--bogus"],
+    ["join", CORPUS_LOG, "x", "--input", CORPUS_LOG], ["nonsense"], ["generate", "--lines", "-3", "x.log"],
+])
+def test_usage_errors_exit_2_without_traceback(tmp_path, args):
+    p = logetl(*args, cwd=str(tmp_path))
+    assert p.returncode == 2
+    assert b"Traceback" not in p.stderr
+    assert b"Error" in p.stderr
+
+
+def test_a_failed_run_exits_1_with_one_line_after_the_summary(tmp_path):
+    p = logetl("join", CORPUS_LOG, str(tmp_path / "o"), env={"LOGETL_FAIL_AT": "join"})
+    assert p.returncode == 1
+    err = p.stderr.decode()
+    assert "Traceback" not in err
+    assert "logetl join: FAILED" in err
+    assert "step join           FAILED" in err
+    assert err.splitlines()[-1] == "Error: join failed: injected failure at step 'join' (LOGETL_FAIL_AT)"
+    assert not os.path.exists(tmp_path / "o")
+
+
+@pytest.mark.parametrize("command", ["branch", "filter", "join", "explain", "generate"])
+def test_help_has_an_example(command):
+    p = logetl(command, "--help")
+    assert p.returncode == 0
+    assert b"Example" in p.stdout
+
+
+def test_explain_lists_operators_and_steps():
+    p = logetl("explain", "join")
+    out = p.stdout.decode()
+    assert p.returncode == 0
+    for op in ("parse", "images", "retain_ip", "unique_ip", "rename_ip", "score", "min_score", "checkpoint",
+               "join", "sort_score", "sink"):
+        assert f"\n  {op} " in out
+    assert "  1. parse: input -> parse" in out
+    assert "  2. join: join -> sort_score -> sink" in out
+    assert "reads the stored output of: unique_ip, checkpoint" in out
+
+
+def test_explain_dot_is_a_graph_of_every_edge():
+    out = logetl("explain", "join", "--dot").stdout.decode()
+    assert out.startswith('digraph "join" {') and out.rstrip().endswith("}")
+    assert '"checkpoint" -> "join"' in out and '"unique_ip" -> "join"' in out
+    edges = [l for l in out.splitlines() if l.startswith('  "') and '" -> "' in l]
+    assert len(edges) == 12
+    assert 'label="step 2: join"' in out
+
+
+def test_generate_is_seeded_and_parses_with_a_small_malformed_share(tmp_path):
+    a, b, c = (tmp_path / n for n in ("a.log", "b.log", "c.log"))
+    assert logetl("generate", "--lines", "20000", "--seed", "7", str(a)).returncode == 0
+    assert logetl("generate", "--lines", "20000", "--seed", "7", str(b)).returncode == 0
+    assert logetl("generate", "--lines", "20000", "--seed", "8", str(c)).returncode == 0
+    assert read(a) == read(b) != read(c)
+    assert read(a).count(b"\n") == 20000
+    # fixed bytes for a fixed seed, on every machine
+    assert hashlib.sha256(read(a)).hexdigest() == GENERATED_SHA256
+    p = logetl("filter", "--input", str(a), "--output", str(tmp_path / "f"))
+    err = p.stderr.decode()
+    assert p.returncode == 0
+    malformed = int(err.split("malformed lines")[1].split()[0].replace(",", ""))
+    assert 10 <= malformed <= 100          # about 0.2 %
+    dropped = int(err.split("dropped (size '-')")[1].split()[0].replace(",", ""))
+    assert 1000 <= dropped <= 4000         # 304s and a few more
+    clients = read(tmp_path / "f" / "part-00000").count(b"\n")
+    assert 100 <= clients <= 500           # addresses repeat
+
+
+GENERATED_SHA256 = "18947353519aedd726294442bd6eab002fb41164263ff31079b145c9b094a477"
