@@ -1,0 +1,43 @@
+# The two commands of the quick start, and the benchmark. Needs only python3 (>= 3.11) and make;
+# a C compiler makes the parse kernel native (without one logetl still works, in pure Python, slowly).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+DEMO   := demo-output
+
+.PHONY: demo test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
+SOURCES := pyproject.toml setup.py src/logetl/_scan.c
+
+$(VENV)/.installed-run: $(BIN)/python $(SOURCES)
+	$(PIP) -e .
+	touch $@
+
+$(VENV)/.installed-test: $(BIN)/python $(SOURCES)
+	$(PIP) -e '.[test]'
+	touch $@
+
+$(VENV)/.installed-bench: $(BIN)/python $(SOURCES)
+	$(PIP) -e '.[bench]'
+	touch $@
+
+demo: $(VENV)/.installed-run
+	mkdir -p $(DEMO)
+	$(BIN)/logetl generate --lines 200000 --seed 42 $(DEMO)/access.log
+	$(BIN)/logetl join --overwrite $(DEMO)/access.log $(DEMO)/joined
+	@echo
+	@echo "Join result: $(DEMO)/joined/part-00000 ($$(wc -l < $(DEMO)/joined/part-00000) records); first lines:"
+	@head -n 3 $(DEMO)/joined/part-00000
+
+test: $(VENV)/.installed-test
+	$(BIN)/python -m pytest
+
+bench: $(VENV)/.installed-bench
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) $(DEMO) bench/out build src/*.egg-info src/logetl/*.so
