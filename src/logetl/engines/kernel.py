@@ -20,7 +20,7 @@ REASON_NAMES = {1: contract.INVALID_UTF8, 2: contract.NO_MATCH, 3: contract.TAB_
 
 @dataclass
 class Parsed:
-    data: bytes                    # the raw chunk (for trapping malformed lines)
+    data: object                   # the raw chunk, a buffer (for trapping malformed lines)
     tsv: bytes
     n_records: int
     n_lines: int
@@ -39,11 +39,14 @@ class Parsed:
             views = pa.py_buffer(self.views)
             return [pa.Array.from_buffers(pa.string_view(), n, [None, views.slice(k * n * 16, n * 16), data])
                     for k in range(5)]
+        if self.rows is None:
+            raise RuntimeError("this chunk was parsed without columns")
         cols = list(zip(*self.rows)) if self.rows else [()] * 5
         return [pa.array(list(c), pa.string()) for c in cols]
 
 
-def parse_python(data: bytes, final: bool) -> Parsed:
+def parse_python(data, final: bool, columns: bool = True) -> Parsed:
+    data = bytes(data)
     lines = data.split(b"\n")
     tail = lines.pop()
     if final and tail:
@@ -65,8 +68,10 @@ def parse_python(data: bytes, final: bool) -> Parsed:
     return Parsed(data, tsv, len(rows), len(lines), dash, bad, rows=rows)
 
 
-def parse(data: bytes, final: bool) -> Parsed:
+def parse(data, final: bool, columns: bool = True) -> Parsed:
+    """Parse a chunk of whole lines (any buffer). ``columns=False`` when no operator will need columns:
+    the native kernel then only writes the TSV."""
     if _native is None:
-        return parse_python(data, final)
-    tsv, views, n, n_lines, n_dash, bad = _native(data, final)
+        return parse_python(data, final, columns)
+    tsv, views, n, n_lines, n_dash, bad = _native(data, final, columns)
     return Parsed(data, tsv, n, n_lines, n_dash, bad, views=views)

@@ -312,10 +312,10 @@ class ParseOp(Op):
                 reason = kernel.REASON_NAMES[code]
                 st.malformed[reason] = st.malformed.get(reason, 0) + 1
                 if len(samples) < 5:
-                    text = _printable(data[start:min(end, start + 300)])
+                    text = _printable(bytes(data[start:min(end, start + 300)]))
                     samples.append((f"{self.path}:{self.line_base + line + 1}", reason, text))
             if self.trap_file is not None:
-                self.trap_file.write(b"".join(data[s:e] + b"\n" for _, s, e, _ in parsed.malformed))
+                self.trap_file.write(b"".join(bytes(data[s:e]) + b"\n" for _, s, e, _ in parsed.malformed))
         self.line_base += parsed.n_lines
         parsed.data = None  # trapped and sampled: the raw chunk is not needed any more
         self.pending.append(parsed)
@@ -364,7 +364,7 @@ OPS = {
 }
 
 
-def scan(files: list[str], on_bytes=None, threads: int = PARSE_THREADS):
+def scan(files: list[str], on_bytes=None, threads: int = PARSE_THREADS, columns: bool = True):
     """Parsed chunks of the input files in order; the kernel runs ahead on ``threads`` threads."""
     depth = threads * 2
     with ThreadPoolExecutor(threads, thread_name_prefix="logetl-parse") as pool:
@@ -372,7 +372,7 @@ def scan(files: list[str], on_bytes=None, threads: int = PARSE_THREADS):
         try:
             for path in files:
                 for data, final in inputs.read_chunks([path], on_bytes=on_bytes):
-                    pending.append((pool.submit(kernel.parse, data, final), path))
+                    pending.append((pool.submit(kernel.parse, data, final, columns), path))
                     if len(pending) >= depth:
                         fut, p = pending.popleft()
                         yield fut.result(), p
@@ -454,9 +454,26 @@ class LocalEngine(Engine):
                 self.done_bytes += n
                 ctx.listener.progress(ctx.run, self.done_bytes, total)
 
-            for parsed, path in scan(files, on_bytes):
+            columns = self._needs_columns(flow, step, parse_op.node)
+            for parsed, path in scan(files, on_bytes, columns=columns):
                 parse_op.consume(parsed, path)
             parse_op.input_done(0)
+
+    @staticmethod
+    def _needs_columns(flow, step, parse) -> bool:
+        """False when everything the parse feeds in this step passes records through untouched to sinks."""
+        todo, seen = [parse], set()
+        while todo:
+            node = todo.pop()
+            for child in flow.children(node):
+                if id(child) in seen:
+                    continue
+                seen.add(id(child))
+                if type(child) not in (assembly.Pipe, assembly.Sink) or child not in step.nodes \
+                        or child in step.writes:
+                    return True
+                todo.append(child)
+        return parse in step.writes
 
     def commit(self, ctx):
         if self.trap_file:

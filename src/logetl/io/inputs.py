@@ -58,40 +58,39 @@ def total_size(files: list[str]) -> int:
     return sum(os.path.getsize(f) for f in files)
 
 
-def read_chunks(files: list[str], chunk: int = CHUNK, on_bytes=None) -> Iterator[tuple[bytes, bool]]:
-    """Yields ``(data, final)``: data holds whole lines; ``final`` marks the last piece of a file, which may
-    end without ``\\n``. ``on_bytes(n)`` is told how many (compressed) bytes of input were consumed."""
+def read_chunks(files: list[str], chunk: int = CHUNK, on_bytes=None) -> Iterator[tuple[memoryview, bool]]:
+    """Yields ``(data, final)``: data (a buffer) holds whole lines; ``final`` marks the last piece of a file,
+    which may end without ``\\n``. ``on_bytes(n)`` is told how many (compressed) bytes were consumed.
+
+    Each chunk is read straight into a buffer of its own (the consumer may still hold earlier ones),
+    after the partial line carried over from the previous read: no copy of the chunk is made."""
     for path in files:
         try:
             f = open_input(path)
         except OSError as exc:
             raise InputError(f"cannot open input {path!r}: {exc.strerror or exc}") from None
         with f:
-            carry = b""
             raw = getattr(f, "fileobj", None) or getattr(f, "_fp", None)
+            carry = b""
             last_pos = 0
             while True:
+                buf = bytearray(len(carry) + chunk)
+                buf[: len(carry)] = carry
+                view = memoryview(buf)
                 try:
-                    data = f.read(chunk)
+                    n = f.readinto(view[len(carry):])
                 except (OSError, EOFError) as exc:
                     raise InputError(f"cannot read input {path!r}: {exc}") from None
                 if on_bytes is not None:
-                    pos = raw.tell() if raw is not None and hasattr(raw, "tell") else last_pos + len(data)
+                    pos = raw.tell() if raw is not None and hasattr(raw, "tell") else last_pos + n
                     on_bytes(pos - last_pos)
                     last_pos = pos
-                if not data:
+                end = len(carry) + n
+                if n == 0:
                     if carry:
-                        yield carry, True
+                        yield view[:end], True
                     break
-                if carry:
-                    data = carry + data
-                cut = data.rfind(b"\n") + 1
-                if cut == 0:
-                    carry = data
-                    continue
-                if cut < len(data):
-                    carry = data[cut:]
-                    yield data[:cut], False
-                else:
-                    carry = b""
-                    yield data, False
+                cut = buf.rfind(b"\n", 0, end) + 1
+                carry = bytes(view[cut:end])
+                if cut:
+                    yield view[:cut], False
