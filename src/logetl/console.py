@@ -1,12 +1,13 @@
 """What a person sees on the terminal: a progress bar for long runs and the end-of-run summary."""
 from __future__ import annotations
 
+import os
 import sys
 import time
 
 from logetl.listener import SUCCESSFUL, FlowListener, FlowRun
 
-PROGRESS_AFTER = 2.0   # seconds before a progress bar appears (short runs stay quiet)
+PROGRESS_AFTER = float(os.environ.get("LOGETL_PROGRESS_AFTER", "2.0"))  # short runs stay quiet
 
 
 def _mb(n: int) -> str:

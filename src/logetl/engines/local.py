@@ -364,14 +364,15 @@ OPS = {
 }
 
 
-def scan(files: list[str], on_bytes=None, threads: int = PARSE_THREADS, columns: bool = True):
+def scan(files: list[str], on_bytes=None, threads: int = PARSE_THREADS, columns: bool = True,
+         chunk: int = inputs.CHUNK):
     """Parsed chunks of the input files in order; the kernel runs ahead on ``threads`` threads."""
     depth = threads * 2
     with ThreadPoolExecutor(threads, thread_name_prefix="logetl-parse") as pool:
         pending: deque = deque()
         try:
             for path in files:
-                for data, final in inputs.read_chunks([path], on_bytes=on_bytes):
+                for data, final in inputs.read_chunks([path], chunk, on_bytes=on_bytes):
                     pending.append((pool.submit(kernel.parse, data, final, columns), path))
                     if len(pending) >= depth:
                         fut, p = pending.popleft()
@@ -386,6 +387,8 @@ def scan(files: list[str], on_bytes=None, threads: int = PARSE_THREADS, columns:
 
 class LocalEngine(Engine):
     name = "local"
+    #: bytes read per kernel call; tests make it tiny so that lines cross chunk boundaries
+    chunk_bytes = inputs.CHUNK
     supports = (assembly.Source, assembly.Parse, assembly.Sink, *OPS)
 
     def check(self, flow):
@@ -455,7 +458,7 @@ class LocalEngine(Engine):
                 ctx.listener.progress(ctx.run, self.done_bytes, total)
 
             columns = self._needs_columns(flow, step, parse_op.node)
-            for parsed, path in scan(files, on_bytes, columns=columns):
+            for parsed, path in scan(files, on_bytes, columns=columns, chunk=self.chunk_bytes):
                 parse_op.consume(parsed, path)
             parse_op.input_done(0)
 
