@@ -116,11 +116,33 @@ def main() -> None:
     same = check_against_baselines(log, baselines, o, logetl)
     print("\nlogetl (whole log) byte-identical to the baseline (log without trapped lines):", same)
 
-    report = {"lines": args.lines, "bytes": os.path.getsize(log), "repeat": args.repeat, "results": results,
+    restart = measure_restart(log, logetl, o, args.repeat)
+    print(f"\nJoin rerun after a failure at step join: {restart['rerun_s']:.2f} s, "
+          f"{restart['fraction']:.0%} of a full run ({restart['full_s']:.2f} s)")
+
+    report = {"restart": restart, "lines": args.lines, "bytes": os.path.getsize(log), "repeat": args.repeat, "results": results,
               "targets": verdicts, "identical": same}
     with open(os.path.join(OUT, "results.json"), "w") as f:
         json.dump(report, f, indent=2)
     draw(results, args, size_mb)
+
+
+def measure_restart(log: str, logetl: list[str], o, repeat: int) -> dict:
+    """Full Join runs against reruns that restart after the checkpoint of a run failed at ``join``."""
+    full, rerun = [], []
+    env_fail = {**os.environ, "LOGETL_FAIL_AT": "join"}
+    for _ in range(repeat):
+        full.append(measure(logetl + ["join", "-q", log, o("rj")], [o("rj"), o(".rj.logetl-work")])[0])
+        shutil.rmtree(o("rj"), ignore_errors=True)
+        failed = subprocess.run(logetl + ["join", "-q", log, o("rj")], env=env_fail, stderr=subprocess.DEVNULL)
+        assert failed.returncode == 1
+        rerun.append(measure(logetl + ["join", "-q", log, o("rj")], [])[0])
+        same = subprocess.run(["cmp", "-s", o("rj/part-00000"), o("lj/part-00000")]).returncode == 0
+        if not same:
+            raise SystemExit("the restarted Join gave other bytes than a full run")
+        shutil.rmtree(o("rj"))
+    f, r = statistics.median(full), statistics.median(rerun)
+    return {"full_s": round(f, 3), "rerun_s": round(r, 3), "fraction": round(r / f, 3)}
 
 
 def check_against_baselines(log: str, baselines: str, o, logetl: list[str]) -> dict[str, bool]:

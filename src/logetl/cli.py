@@ -25,6 +25,9 @@ class RunFailed(click.ClickException):
 
 
 def _engine_options(f):
+    f = click.option("--work-dir", metavar="DIR", default=None,
+                     help="Where checkpoints and other stored step outputs live "
+                          "(default: .OUTPUT.logetl-work beside the first output).")(f)
     f = click.option("--overwrite", is_flag=True, help="Replace non-empty output directories.")(f)
     f = click.option("--trap", "trap", metavar="DIR", default=None,
                      help="Write malformed lines here, unchanged (DIR/part-00000).")(f)
@@ -33,7 +36,8 @@ def _engine_options(f):
     return f
 
 
-def _run(program: str, input_path: str, outputs: dict[str, str], hdfs: bool, trap, overwrite: bool, quiet: bool):
+def _run(program: str, input_path: str, outputs: dict[str, str], hdfs: bool, trap, overwrite: bool, quiet: bool,
+         work_dir: str | None, checkpoint_dir: str | None = None):
     from logetl.console import ConsoleReporter
     from logetl.job import JobError, run_program
 
@@ -41,8 +45,10 @@ def _run(program: str, input_path: str, outputs: dict[str, str], hdfs: bool, tra
     listener = ConsoleReporter(outputs={**outputs, **({"trap": trap} if trap else {})}, progress=None if not quiet else False)
     if quiet:
         listener.flow_finished = lambda run: None
+        listener.notice = lambda run, message: None
     try:
-        run_program(program, input_path, outputs, engine=engine, trap=trap, overwrite=overwrite, listener=listener)
+        run_program(program, input_path, outputs, engine=engine, trap=trap, overwrite=overwrite, listener=listener,
+                    work_dir=work_dir, checkpoint_dir=checkpoint_dir)
     except JobError as exc:
         raise UserError(str(exc)) from None
     except (EngineUnavailable, UnsupportedOperator) as exc:
@@ -70,7 +76,7 @@ def main():
 @click.option("--output1", required=True, metavar="OUT1", help="First output directory.")
 @click.option("--output2", required=True, metavar="OUT2", help="Second output directory.")
 @_engine_options
-def branch(input_path, output1, output2, hdfs, trap, overwrite, quiet):
+def branch(input_path, output1, output2, hdfs, trap, overwrite, quiet, work_dir):
     """Write the parsed records to two identical outputs.
 
     Each output holds ip, time, request, response, size as TSV, in input order.
@@ -79,14 +85,14 @@ def branch(input_path, output1, output2, hdfs, trap, overwrite, quiet):
     Example:
       logetl branch --input access.log --output1 out/a --output2 out/b
     """
-    _run("branch", input_path, {"output1": output1, "output2": output2}, hdfs, trap, overwrite, quiet)
+    _run("branch", input_path, {"output1": output1, "output2": output2}, hdfs, trap, overwrite, quiet, work_dir)
 
 
 @main.command(name="filter")
 @click.option("--input", "input_path", required=True, metavar="IN", help="Log file, directory or glob.")
 @click.option("--output", required=True, metavar="OUT", help="Output directory.")
 @_engine_options
-def filter_(input_path, output, hdfs, trap, overwrite, quiet):
+def filter_(input_path, output, hdfs, trap, overwrite, quiet, work_dir):
     """Write the distinct clients that requested the images area.
 
     Keeps records whose request starts with "GET /images/", one ip per line, ascending byte order.
@@ -95,7 +101,7 @@ def filter_(input_path, output, hdfs, trap, overwrite, quiet):
     Example:
       logetl filter --input access.log --output out/images-clients
     """
-    _run("filter", input_path, {"output": output}, hdfs, trap, overwrite, quiet)
+    _run("filter", input_path, {"output": output}, hdfs, trap, overwrite, quiet, work_dir)
 
 
 @main.command()
@@ -103,12 +109,17 @@ def filter_(input_path, output, hdfs, trap, overwrite, quiet):
 @click.argument("out_arg", required=False, metavar="[OUTDIR]")
 @click.option("--input", "input_path", metavar="IN", help="Log file, directory or glob (or give IN).")
 @click.option("--output", metavar="OUTDIR", help="Output directory (or give OUTDIR).")
+@click.option("--checkpoint-dir", metavar="DIR", default=None,
+              help="Keep the checkpoint here after success (default: anonymous, deleted).")
 @_engine_options
-def join(in_arg, out_arg, input_path, output, hdfs, trap, overwrite, quiet):
+def join(in_arg, out_arg, input_path, output, checkpoint_dir, hdfs, trap, overwrite, quiet, work_dir):
     """Join the images-area clients with their scored records, highest score first.
 
     Writes ip, userip, time, request, response, size, score as TSV to OUTDIR/part-00000; score is
     crc32(ip) % 100, records below 60 are left out; equal scores keep input order.
+
+    A failed run keeps its completed checkpoint: running the same command again (same inputs, outputs
+    and options) restarts after it.
 
     \b
     Examples:
@@ -123,7 +134,7 @@ def join(in_arg, out_arg, input_path, output, hdfs, trap, overwrite, quiet):
         raise click.UsageError("missing input: logetl join IN OUTDIR")
     if not output:
         raise click.UsageError("missing output directory: logetl join IN OUTDIR")
-    _run("join", input_path, {"output": output}, hdfs, trap, overwrite, quiet)
+    _run("join", input_path, {"output": output}, hdfs, trap, overwrite, quiet, work_dir, checkpoint_dir)
 
 
 @main.command()

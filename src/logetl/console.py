@@ -5,7 +5,7 @@ import os
 import sys
 import time
 
-from logetl.listener import SUCCESSFUL, FlowListener, FlowRun
+from logetl.listener import SKIPPED, SUCCESSFUL, FlowListener, FlowRun
 
 PROGRESS_AFTER = float(os.environ.get("LOGETL_PROGRESS_AFTER", "2.0"))  # short runs stay quiet
 
@@ -36,6 +36,12 @@ class ConsoleReporter(FlowListener):
         self.stream.flush()
         self.drawn = True
 
+    def notice(self, run, message):
+        if self.drawn:
+            self.stream.write("\r" + " " * 72 + "\r")
+        self.stream.write(f"logetl: {message}\n")
+        self.stream.flush()
+
     def flow_finished(self, run: FlowRun):
         if self.drawn:
             self.stream.write("\r" + " " * 72 + "\r")
@@ -55,12 +61,13 @@ def summary(run: FlowRun, outputs: dict[str, str]) -> str:
         lines.append(f"    {where}: {reason}: {shown}")
     lines.append(f"  dropped (size '-')  {run.dropped_size_dash:>14,}")
     for tap, path in outputs.items():
-        n = run.written.get(tap)
+        n = total if tap == "trap" else run.written.get(tap)
         if run.status == SUCCESSFUL:
             lines.append(f"  written {tap:<11} {n or 0:>14,}  -> {path}")
     for s in run.steps:
         took = (s.finished_at - s.started_at) if s.started_at and s.finished_at else 0.0
-        lines.append(f"  step {s.name:<14} {s.status:<10} {took:8.2f} s")
+        note = "  (done by an earlier run)" if s.status == SKIPPED else ""
+        lines.append(f"  step {s.name:<14} {s.status:<10} {took:8.2f} s{note}")
     if run.error:
         lines.append(f"  error: {run.error}")
     return "\n".join(lines) + "\n"

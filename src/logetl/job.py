@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import os
 
-from logetl import programs
+from logetl import assembly, programs
 from logetl.engines import get_engine
 from logetl.engines.base import Taps
 from logetl.io import inputs, outputs
 from logetl.listener import FlowListener, FlowRun
+from logetl.workdir import WorkDir, flow_identity, is_checkpoint_dir
 
 
 class JobError(ValueError):
@@ -25,7 +26,8 @@ def default_work_dir(output: str) -> str:
 
 
 def bind(program: str, input_path: str, output_paths: dict[str, str], trap: str | None = None,
-         overwrite: bool = False, work_dir: str | None = None) -> Taps:
+         overwrite: bool = False, work_dir: str | None = None, checkpoint_dir: str | None = None,
+         engine: str = "local") -> Taps:
     flow = programs.get(program)
     wanted = sorted(s.tap for s in flow.sinks)
     if sorted(output_paths) != wanted:
@@ -34,6 +36,22 @@ def bind(program: str, input_path: str, output_paths: dict[str, str], trap: str 
         files = inputs.resolve(input_path)
     except inputs.InputError as exc:
         raise JobError(str(exc), "input") from None
+    checkpoints = [n.name for n in flow.nodes if isinstance(n, assembly.Checkpoint)]
+    bound: dict[str, str] = {}
+    if checkpoint_dir:
+        if len(checkpoints) != 1:
+            raise JobError(f"program {program} has no checkpoint to keep", "checkpoint-dir")
+        if not is_checkpoint_dir(checkpoint_dir):
+            raise JobError(f"checkpoint directory {checkpoint_dir!r} holds files that are not a logetl "
+                           "checkpoint", "checkpoint-dir")
+        bound[checkpoints[0]] = checkpoint_dir
+    first = output_paths[wanted[0]]
+    identity = flow_identity(program, flow.explain(), engine, files, output_paths,
+                             {"trap": os.path.abspath(trap) if trap else None,
+                              "checkpoint_dir": os.path.abspath(checkpoint_dir) if checkpoint_dir else None})
+    work = WorkDir(work_dir or default_work_dir(first), identity, bound)
+    # an earlier run of this very flow that died while publishing its outputs may have published some
+    replaceable = work.was_committing()
     seen: dict[str, str] = {}
     for tap, path in list(output_paths.items()) + ([("trap", trap)] if trap else []):
         real = os.path.realpath(path)
@@ -41,22 +59,21 @@ def bind(program: str, input_path: str, output_paths: dict[str, str], trap: str 
             raise JobError(f"{tap} and {seen[real]} are the same path {path!r}", tap)
         seen[real] = tap
         try:
-            outputs.check_output(path, overwrite, tap)
+            outputs.check_output(path, overwrite or replaceable, tap)
         except outputs.OutputError as exc:
             raise JobError(str(exc), tap) from None
         for f in files:
             if os.path.realpath(f).startswith(real + os.sep):
                 raise JobError(f"{tap} {path!r} contains input file {f!r}", tap)
-    first = output_paths[wanted[0]]
-    return Taps(inputs=files, outputs=dict(output_paths), trap=trap,
-                work_dir=work_dir or default_work_dir(first), overwrite=overwrite,
-                input_bytes=inputs.total_size(files))
+    return Taps(inputs=files, outputs=dict(output_paths), trap=trap, work=work,
+                overwrite=overwrite or replaceable, input_bytes=inputs.total_size(files))
 
 
 def run_program(program: str, input_path: str, output_paths: dict[str, str], *, engine: str = "local",
                 trap: str | None = None, overwrite: bool = False, work_dir: str | None = None,
-                listener: FlowListener | None = None, engine_options: dict | None = None) -> FlowRun:
+                checkpoint_dir: str | None = None, listener: FlowListener | None = None,
+                engine_options: dict | None = None) -> FlowRun:
     engine_cls = get_engine(engine)
-    taps = bind(program, input_path, output_paths, trap, overwrite, work_dir)
+    taps = bind(program, input_path, output_paths, trap, overwrite, work_dir, checkpoint_dir, engine)
     flow = programs.get(program)
     return engine_cls(**(engine_options or {})).run(flow, taps, listener or FlowListener())

@@ -37,6 +37,14 @@ class StepRun:
         c = self.counters.setdefault(operator, {"in": 0, "out": 0})
         c[key] += n
 
+    def restore(self, record: dict) -> None:
+        """Takes the timings and counters a completed step recorded (a step skipped on restart)."""
+        self.started_at, self.finished_at = record.get("started_at"), record.get("finished_at")
+        self.counters = record.get("counters", {})
+        self.lines_read = record.get("lines_read", 0)
+        self.malformed = record.get("malformed", {})
+        self.dropped_size_dash = record.get("dropped_size_dash", 0)
+
     def to_dict(self) -> dict:
         return {
             "name": self.name, "index": self.index, "operators": self.operators, "status": self.status,
@@ -60,6 +68,9 @@ class FlowRun:
     #: up to 5 (line number, reason, text) samples of malformed lines
     malformed_samples: list[tuple[int, str, str]] = field(default_factory=list)
     error: str | None = None
+    #: the checkpoint this run restarted after, when it did
+    restarted_after: str | None = None
+    notices: list[str] = field(default_factory=list)
 
     @property
     def elapsed(self) -> float:
@@ -88,6 +99,7 @@ class FlowRun:
             "started_at": self.started_at, "finished_at": self.finished_at,
             "steps": [s.to_dict() for s in self.steps], "written": self.written,
             "malformed_samples": [list(s) for s in self.malformed_samples], "error": self.error,
+            "restarted_after": self.restarted_after, "notices": self.notices,
         }
 
 
@@ -103,6 +115,9 @@ class FlowListener:
         """Called once per step with its final status: SUCCESSFUL, FAILED, STOPPED or SKIPPED."""
 
     def progress(self, run: FlowRun, done_bytes: int, total_bytes: int) -> None: ...
+
+    def notice(self, run: FlowRun, message: str) -> None:
+        """Something the person running the flow should know now (a restart, and why or why not)."""
 
     def flow_finished(self, run: FlowRun) -> None: ...
 
@@ -128,6 +143,9 @@ class Listeners(FlowListener):
 
     def progress(self, run, done_bytes, total_bytes):
         self._each("progress", run, done_bytes, total_bytes)
+
+    def notice(self, run, message):
+        self._each("notice", run, message)
 
     def flow_finished(self, run):
         self._each("flow_finished", run)

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 from logetl import assembly
 from logetl.listener import (
-    FAILED, RUNNING, STOPPED, SUCCESSFUL, FlowListener, FlowRun, StepRun)
+    FAILED, RUNNING, SKIPPED, STOPPED, SUCCESSFUL, FlowListener, FlowRun, StepRun)
+from logetl.workdir import Resume, WorkDir
 
 
 class EngineUnavailable(Exception):
@@ -33,7 +34,7 @@ class Taps:
     inputs: list[str]                    # resolved input files, in order
     outputs: dict[str, str]              # sink tap name -> output directory
     trap: str | None = None              # directory for malformed lines
-    work_dir: str | None = None          # where checkpoints and intermediates are stored
+    work: WorkDir | None = None          # where checkpoints and other stored outputs live
     overwrite: bool = False
     input_bytes: int = 0
 
@@ -80,6 +81,27 @@ class Engine:
 
     # --- the protocol ---------------------------------------------------------------------------------
 
+    @staticmethod
+    def restart_point(flow: assembly.Flow, resume: Resume, work: WorkDir) -> int:
+        """Index of the last step that may be skipped: every step up to it completed in an earlier run of
+        this flow, it stored a checkpoint, everything later steps read from those steps is complete, and
+        none of them writes an output (outputs are only published by a successful run). -1: none."""
+        best = -1
+        for step in flow.steps:
+            if step.name not in resume.completed or any(isinstance(n, assembly.Sink) for n in step.nodes):
+                break
+            if any(isinstance(n, assembly.Checkpoint) for n in step.writes):
+                later_reads = [r for s in flow.steps[step.index + 1:] for r in s.reads
+                               if flow.step_of(r).index <= step.index]
+                if all(work.is_complete(r.name) for r in later_reads):
+                    best = step.index
+        return best
+
+    @staticmethod
+    def _notice(run: FlowRun, listener: FlowListener, message: str) -> None:
+        run.notices.append(message)
+        listener.notice(run, message)
+
     def run(self, flow: assembly.Flow, taps: Taps, listener: FlowListener, run: FlowRun | None = None) -> FlowRun:
         self.check(flow)
         run = run or FlowRun(program=flow.name, engine=self.name)
@@ -91,18 +113,47 @@ class Engine:
         ok = False
         current: StepRun | None = None
         try:
+            work = taps.work
+            resume = work.inspect()
+            skip_to = self.restart_point(flow, resume, work)
+            work.claim(run.run_id, fresh=skip_to < 0)
+            if resume.reason:
+                self._notice(run, listener, f"not restarting the earlier failed run: {resume.reason}; starting from scratch")
+            elif resume.completed and skip_to < 0:
+                self._notice(run, listener, "the earlier failed run completed no checkpoint; starting from scratch")
+            if skip_to >= 0:
+                names = [s.name for s in flow.steps[: skip_to + 1]]
+                cps = [n.name for s in flow.steps[: skip_to + 1] for n in s.writes if isinstance(n, assembly.Checkpoint)]
+                run.restarted_after = cps[-1]
+                self._notice(run, listener, f"restarting after checkpoint {cps[-1]!r}: skipping step(s) {', '.join(names)}, "
+                                     f"completed by the failed run {resume.previous_run}")
+            for step in flow.steps[skip_to + 1:]:
+                work.forget_step(step.name)
             self.prepare(ctx)
             for step, state in zip(flow.steps, run.steps):
+                if step.index <= skip_to:
+                    state.restore(resume.completed[step.name])
+                    run.malformed_samples.extend(
+                        tuple(x) for x in resume.completed[step.name].get("malformed_samples", []))
+                    del run.malformed_samples[5:]
+                    state.status = SKIPPED
+                    listener.step_finished(run, state)
+                    continue
                 current = state
                 state.status, state.started_at = RUNNING, time.time()
                 listener.step_started(run, state)
+                samples_before = len(run.malformed_samples)
                 if step.name == fail_at:
                     raise InjectedFailure(f"injected failure at step {step.name!r} (LOGETL_FAIL_AT)")
                 self.execute_step(ctx, step, state)
                 state.status, state.finished_at = SUCCESSFUL, time.time()
+                work.step_completed(step.name, {**state.to_dict(), "malformed_samples": [
+                    list(x) for x in run.malformed_samples[samples_before:]]})
                 listener.step_finished(run, state)
                 current = None
+            work.committing()
             self.commit(ctx)
+            work.finish()
             ok = True
             run.status = SUCCESSFUL
         except BaseException as exc:

@@ -402,14 +402,14 @@ class LocalEngine(Engine):
 
     def prepare(self, ctx):
         taps = ctx.taps
+        self.work = taps.work
         self.outputs = {tap: StagedOutput(path, taps.overwrite) for tap, path in taps.outputs.items()}
         self.trap = StagedOutput(taps.trap, taps.overwrite) if taps.trap else None
-        self.trap_file = open(self.trap.part, "wb") if self.trap else None
-        self.work_dir = taps.work_dir
+        self.trap_file = None
         self.done_bytes = 0
 
     def _store_dir(self, node: assembly.Pipe) -> str:
-        return os.path.join(self.work_dir, node.name)
+        return self.work.store(node.name)
 
     def execute_step(self, ctx, step, state):
         flow = ctx.flow
@@ -421,6 +421,9 @@ class LocalEngine(Engine):
                 continue
             n_in = len(node.previous)
             if isinstance(node, assembly.Parse):
+                if self.trap and self.trap_file is None:
+                    # trapped lines belong to the step that parses: kept with it, for a restart
+                    self.trap_file = open(self.work.trap_part, "wb")
                 op = ParseOp(node, ctx, state, n_in, trap_file=self.trap_file)
                 parse_ops.append((op, node.previous[0]))
             elif isinstance(node, assembly.Sink):
@@ -461,6 +464,9 @@ class LocalEngine(Engine):
             for parsed, path in scan(files, on_bytes, columns=columns, chunk=self.chunk_bytes):
                 parse_op.consume(parsed, path)
             parse_op.input_done(0)
+        if parse_ops and self.trap_file is not None:
+            self.trap_file.flush()
+            os.fsync(self.trap_file.fileno())
 
     @staticmethod
     def _needs_columns(flow, step, parse) -> bool:
@@ -481,6 +487,9 @@ class LocalEngine(Engine):
     def commit(self, ctx):
         if self.trap_file:
             self.trap_file.close()
+        if self.trap:
+            if os.path.exists(self.work.trap_part):
+                shutil.copyfile(self.work.trap_part, self.trap.part)
         for out in self.outputs.values():
             out.commit()
         if self.trap:
@@ -494,5 +503,3 @@ class LocalEngine(Engine):
                 out.discard()
             if getattr(self, "trap", None):
                 self.trap.discard()
-        if ok and self.work_dir:
-            shutil.rmtree(self.work_dir, ignore_errors=True)

@@ -1,0 +1,193 @@
+"""Checkpoint restart and fault tolerance: a failed Join resumes after its checkpoint; no failure, however
+abrupt, leaves a partial result; anything changed starts from scratch."""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import CORPUS, corpus, read
+from logetl.job import run_program
+from logetl.listener import SKIPPED, SUCCESSFUL, FlowListener
+
+CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
+
+
+class Notes(FlowListener):
+    def __init__(self):
+        self.notices, self.finished = [], []
+
+    def notice(self, run, message):
+        self.notices.append(message)
+
+    def step_finished(self, run, step):
+        self.finished.append((step.name, step.status))
+
+
+def fail_join(tmp_path, engine, monkeypatch, **kw):
+    monkeypatch.setenv("LOGETL_FAIL_AT", "join")
+    with pytest.raises(Exception, match="injected failure at step 'join'"):
+        run_program("join", CORPUS_LOG, {"output": str(tmp_path / "out")}, engine=engine, **kw)
+    monkeypatch.delenv("LOGETL_FAIL_AT")
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_rerun_after_a_failure_at_join_restarts_after_the_checkpoint(engine, tmp_path, monkeypatch):
+    fail_join(tmp_path, engine, monkeypatch, trap=str(tmp_path / "trap"))
+    notes = Notes()
+    result = run_program("join", CORPUS_LOG, {"output": str(tmp_path / "out")}, engine=engine, listener=notes,
+                         trap=str(tmp_path / "trap"))
+    assert result.status == SUCCESSFUL
+    assert result.restarted_after == "checkpoint"
+    assert notes.notices[0].startswith("restarting after checkpoint 'checkpoint': skipping step(s) parse")
+    assert notes.finished == [("parse", SKIPPED), ("join", SUCCESSFUL)]
+    assert read(tmp_path / "out" / "part-00000") == corpus("join.tsv")
+    # what the skipped step did is still reported: counts, and the trapped lines
+    assert result.lines_read == 47 and sum(result.malformed.values()) == 19
+    assert read(tmp_path / "trap" / "part-00000") == corpus("trap.log")
+    assert not os.path.exists(tmp_path / ".out.logetl-work"), "the anonymous checkpoint outlived the run"
+
+
+def test_cli_prints_the_restart_line(tmp_path):
+    args = [sys.executable, "-m", "logetl", "join", CORPUS_LOG, str(tmp_path / "out")]
+    failed = subprocess.run(args, capture_output=True, env={**os.environ, "LOGETL_FAIL_AT": "join"})
+    assert failed.returncode == 1
+    again = subprocess.run(args, capture_output=True)
+    assert again.returncode == 0, again.stderr
+    err = again.stderr.decode()
+    assert err.startswith("logetl: restarting after checkpoint 'checkpoint': skipping step(s) parse, "
+                          "completed by the failed run ")
+    assert "step parse          SKIPPED" in err
+    assert read(tmp_path / "out" / "part-00000") == corpus("join.tsv")
+
+
+def test_changed_input_starts_from_scratch_and_says_why(engine, tmp_path, monkeypatch):
+    log = tmp_path / "in.log"
+    log.write_bytes(corpus("corpus.log"))
+    monkeypatch.setenv("LOGETL_FAIL_AT", "join")
+    with pytest.raises(Exception):
+        run_program("join", str(log), {"output": str(tmp_path / "out")}, engine=engine)
+    monkeypatch.delenv("LOGETL_FAIL_AT")
+    # drop the first line (an images request of 10.0.0.3): the result must reflect the new input
+    changed = corpus("corpus.log").split(b"\n", 1)[1]
+    log.write_bytes(changed)
+    notes = Notes()
+    result = run_program("join", str(log), {"output": str(tmp_path / "out")}, engine=engine, listener=notes)
+    assert result.restarted_after is None
+    assert notes.notices == [f"not restarting the earlier failed run: input {str(log)!r} changed (size or "
+                             "modification time); starting from scratch"]
+    assert notes.finished == [("parse", SUCCESSFUL), ("join", SUCCESSFUL)]
+    expected = corpus("join.tsv").replace(
+        b"10.0.0.3\t10.0.0.3\t17/May/2015:10:05:03 +0000\tGET /images/a.png HTTP/1.1\t200\t123\t91\n", b"")
+    assert read(tmp_path / "out" / "part-00000") == expected != corpus("join.tsv")
+
+
+def test_changed_option_starts_from_scratch(engine, tmp_path, monkeypatch):
+    fail_join(tmp_path, engine, monkeypatch)
+    notes = Notes()
+    result = run_program("join", CORPUS_LOG, {"output": str(tmp_path / "out")}, engine=engine, listener=notes,
+                         trap=str(tmp_path / "trap"))
+    assert result.restarted_after is None
+    assert "option trap changed" in notes.notices[0]
+    assert read(tmp_path / "out" / "part-00000") == corpus("join.tsv")
+
+
+def test_an_incomplete_checkpoint_is_never_used(engine, tmp_path, monkeypatch):
+    fail_join(tmp_path, engine, monkeypatch)
+    stored = tmp_path / ".out.logetl-work" / "stored" / "checkpoint"
+    os.remove(stored / "_COMPLETE")
+    for part in stored.iterdir():       # and what is there is garbage
+        part.write_bytes(b"not arrow")
+    notes = Notes()
+    result = run_program("join", CORPUS_LOG, {"output": str(tmp_path / "out")}, engine=engine, listener=notes)
+    assert result.restarted_after is None
+    assert notes.finished == [("parse", SUCCESSFUL), ("join", SUCCESSFUL)]
+    assert read(tmp_path / "out" / "part-00000") == corpus("join.tsv")
+
+
+def test_checkpoint_dir_keeps_the_checkpoint_and_restarts_from_it(engine, tmp_path, monkeypatch):
+    keep = tmp_path / "kept"
+    fail_join(tmp_path, engine, monkeypatch, checkpoint_dir=str(keep))
+    assert (keep / "_COMPLETE").exists()
+    result = run_program("join", CORPUS_LOG, {"output": str(tmp_path / "out")}, engine=engine,
+                         checkpoint_dir=str(keep))
+    assert result.restarted_after == "checkpoint"
+    assert read(tmp_path / "out" / "part-00000") == corpus("join.tsv")
+    assert (keep / "_COMPLETE").exists(), "a bound checkpoint stays after success"
+    assert not os.path.exists(tmp_path / ".out.logetl-work")
+
+
+def test_checkpoint_dir_refuses_a_directory_of_other_files(tmp_path):
+    keep = tmp_path / "kept"
+    keep.mkdir()
+    (keep / "precious.txt").write_bytes(b"mine")
+    from logetl.job import JobError
+    with pytest.raises(JobError, match="not a logetl checkpoint"):
+        run_program("join", CORPUS_LOG, {"output": str(tmp_path / "out")}, checkpoint_dir=str(keep))
+    assert read(keep / "precious.txt") == b"mine"
+
+
+# --- SIGKILL at seeded moments -------------------------------------------------------------------------------
+
+def _outputs(program, tmp_path):
+    if program == "branch":
+        return ["--input", "{log}", "--output1", str(tmp_path / "o1"), "--output2", str(tmp_path / "o2")], \
+               [tmp_path / "o1", tmp_path / "o2"]
+    if program == "filter":
+        return ["--input", "{log}", "--output", str(tmp_path / "o1")], [tmp_path / "o1"]
+    return ["{log}", str(tmp_path / "o1")], [tmp_path / "o1"]
+
+
+def _check_invariant(out_dirs, expected: dict):
+    """An output path holds nothing, or the whole result with its _SUCCESS: never a part without it."""
+    for d in out_dirs:
+        if not d.exists():
+            continue
+        names = sorted(os.listdir(d))
+        assert names == ["_SUCCESS", "part-00000"], names
+        assert read(d / "part-00000") == expected[d.name]
+
+
+@pytest.mark.parametrize("program", ["branch", "filter", "join"])
+def test_sigkill_at_any_moment_leaves_no_partial_result_and_the_rerun_succeeds(engine, tmp_path, program):
+    log = tmp_path / "in.log"
+    subprocess.run([sys.executable, "-m", "logetl", "generate", "--lines", "300000", "--seed", "3", str(log)],
+                   check=True)
+    args, out_dirs = _outputs(program, tmp_path)
+    base = [sys.executable, "-m", "logetl", program, "-q"]
+    if engine != "local":
+        base.append("--hdfs")
+    cmd = base + [a.replace("{log}", str(log)) for a in args]
+    # the uninterrupted run: expected bytes and duration
+    start = time.monotonic()
+    subprocess.run(cmd, check=True)
+    duration = time.monotonic() - start
+    expected = {d.name: read(d / "part-00000") for d in out_dirs}
+    for d in out_dirs:
+        subprocess.run(["rm", "-rf", str(d)], check=True)
+
+    rng = random.Random(f"{program}-{engine}")
+    for attempt in range(6):
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.0, duration * 1.05))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        _check_invariant(out_dirs, expected)
+        if all(d.exists() for d in out_dirs):   # killed after it had finished: start the next round afresh
+            for d in out_dirs:
+                subprocess.run(["rm", "-rf", str(d)], check=True)
+            continue
+        # the rerun of the same command completes and gives the uninterrupted bytes
+        again = subprocess.run(cmd, capture_output=True)
+        assert again.returncode == 0, again.stderr
+        _check_invariant(out_dirs, expected)
+        assert all(d.exists() for d in out_dirs)
+        for d in out_dirs:
+            subprocess.run(["rm", "-rf", str(d)], check=True)
+    leftovers = [n for n in os.listdir(tmp_path) if n.startswith(".o")]
+    assert leftovers == [], leftovers
