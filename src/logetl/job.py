@@ -7,6 +7,7 @@ from logetl import assembly, programs
 from logetl.engines import get_engine
 from logetl.engines.base import Taps
 from logetl.io import inputs, outputs
+from logetl.io.fs import LOCAL
 from logetl.listener import FlowListener, FlowRun
 from logetl.workdir import WorkDir, flow_identity, is_checkpoint_dir
 
@@ -19,21 +20,20 @@ class JobError(ValueError):
         self.option = option
 
 
-def default_work_dir(output: str) -> str:
+def default_work_dir(output: str, fs=LOCAL) -> str:
     """Checkpoints live beside the (first) output, in a hidden directory of their own."""
-    path = os.path.abspath(output)
-    return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.logetl-work")
+    return fs.join(fs.parent(output), f".{fs.basename(output)}.logetl-work")
 
 
 def bind(program: str, input_path: str, output_paths: dict[str, str], trap: str | None = None,
          overwrite: bool = False, work_dir: str | None = None, checkpoint_dir: str | None = None,
-         engine: str = "local") -> Taps:
+         engine: str = "local", fs=LOCAL) -> Taps:
     flow = programs.get(program)
     wanted = sorted(s.tap for s in flow.sinks)
     if sorted(output_paths) != wanted:
         raise JobError(f"program {program} writes outputs {', '.join(wanted)}")
     try:
-        files = inputs.resolve(input_path)
+        files = inputs.resolve(input_path, fs)
     except inputs.InputError as exc:
         raise JobError(str(exc), "input") from None
     checkpoints = [n.name for n in flow.nodes if isinstance(n, assembly.Checkpoint)]
@@ -41,39 +41,42 @@ def bind(program: str, input_path: str, output_paths: dict[str, str], trap: str 
     if checkpoint_dir:
         if len(checkpoints) != 1:
             raise JobError(f"program {program} has no checkpoint to keep", "checkpoint-dir")
-        if not is_checkpoint_dir(checkpoint_dir):
+        if not is_checkpoint_dir(checkpoint_dir, fs):
             raise JobError(f"checkpoint directory {checkpoint_dir!r} holds files that are not a logetl "
                            "checkpoint", "checkpoint-dir")
         bound[checkpoints[0]] = checkpoint_dir
     first = output_paths[wanted[0]]
     identity = flow_identity(program, flow.explain(), engine, files, output_paths,
-                             {"trap": os.path.abspath(trap) if trap else None,
-                              "checkpoint_dir": os.path.abspath(checkpoint_dir) if checkpoint_dir else None})
-    work = WorkDir(work_dir or default_work_dir(first), identity, bound)
+                             {"trap": fs.abspath(trap) if trap else None,
+                              "checkpoint_dir": fs.abspath(checkpoint_dir) if checkpoint_dir else None}, fs)
+    work = WorkDir(work_dir or default_work_dir(first, fs), identity, bound, fs)
     # an earlier run of this very flow that died while publishing its outputs may have published some
     replaceable = work.was_committing()
     seen: dict[str, str] = {}
     for tap, path in list(output_paths.items()) + ([("trap", trap)] if trap else []):
-        real = os.path.realpath(path)
+        real = os.path.realpath(path) if fs is LOCAL else fs.abspath(path)
         if real in seen:
             raise JobError(f"{tap} and {seen[real]} are the same path {path!r}", tap)
         seen[real] = tap
         try:
-            outputs.check_output(path, overwrite or replaceable, tap)
+            outputs.check_output(path, overwrite or replaceable, tap, fs)
         except outputs.OutputError as exc:
             raise JobError(str(exc), tap) from None
         for f in files:
-            if os.path.realpath(f).startswith(real + os.sep):
+            if (os.path.realpath(f) if fs is LOCAL else f).startswith(real + "/"):
                 raise JobError(f"{tap} {path!r} contains input file {f!r}", tap)
     return Taps(inputs=files, outputs=dict(output_paths), trap=trap, work=work,
-                overwrite=overwrite or replaceable, input_bytes=inputs.total_size(files))
+                overwrite=overwrite or replaceable, input_bytes=inputs.total_size(files, fs))
 
 
 def run_program(program: str, input_path: str, output_paths: dict[str, str], *, engine: str = "local",
                 trap: str | None = None, overwrite: bool = False, work_dir: str | None = None,
                 checkpoint_dir: str | None = None, listener: FlowListener | None = None,
                 engine_options: dict | None = None) -> FlowRun:
-    engine_cls = get_engine(engine)
-    taps = bind(program, input_path, output_paths, trap, overwrite, work_dir, checkpoint_dir, engine)
-    flow = programs.get(program)
-    return engine_cls(**(engine_options or {})).run(flow, taps, listener or FlowListener())
+    runner = get_engine(engine)(**(engine_options or {}))
+    try:
+        taps = bind(program, input_path, output_paths, trap, overwrite, work_dir, checkpoint_dir, engine,
+                    runner.filesystem())
+        return runner.run(programs.get(program), taps, listener or FlowListener())
+    finally:
+        runner.shutdown()

@@ -12,28 +12,28 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import time
 from dataclasses import dataclass, field
+
+from logetl.io.fs import LOCAL
 
 FLOW_FILE = "flow.json"
 COMPLETE = "_COMPLETE"
 
 
-def file_fingerprint(path: str) -> dict:
-    st = os.stat(path)
-    return {"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+def file_fingerprint(path: str, fs=LOCAL) -> dict:
+    size, mtime = fs.stat(path)
+    return {"path": fs.abspath(path), "size": size, "mtime_ns": mtime}
 
 
 def flow_identity(program: str, definition: str, engine: str, inputs: list[str], outputs: dict[str, str],
-                  options: dict) -> dict:
+                  options: dict, fs=LOCAL) -> dict:
     return {
         "program": program,
         "definition": hashlib.sha256(definition.encode()).hexdigest()[:16],
         "engine": engine,
-        "inputs": [file_fingerprint(p) for p in inputs],
-        "outputs": {k: os.path.abspath(v) for k, v in sorted(outputs.items())},
+        "inputs": [file_fingerprint(p, fs) for p in inputs],
+        "outputs": {k: fs.abspath(v) for k, v in sorted(outputs.items())},
         "options": {k: v for k, v in sorted(options.items())},
     }
 
@@ -68,15 +68,6 @@ def why_different(old: dict, new: dict) -> str:
     return "the flow changed"
 
 
-def _write_atomic(path: str, text: str) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 @dataclass
 class Resume:
     """What an earlier, failed run of the same flow left: completed steps by name, and why not, if not."""
@@ -89,107 +80,112 @@ class Resume:
 class WorkDir:
     """The working directory of one flow on the local file system."""
 
-    def __init__(self, path: str, identity: dict, checkpoint_dirs: dict[str, str] | None = None):
-        self.path = os.path.abspath(path)
+    def __init__(self, path: str, identity: dict, checkpoint_dirs: dict[str, str] | None = None, fs=LOCAL):
+        self.fs = fs
+        self.path = fs.abspath(path)
         self.identity = identity
         self.id = identity_id(identity)
         #: checkpoints bound to a place of the user's (kept after success)
-        self.checkpoint_dirs = {k: os.path.abspath(v) for k, v in (checkpoint_dirs or {}).items()}
+        self.checkpoint_dirs = {k: fs.abspath(v) for k, v in (checkpoint_dirs or {}).items()}
 
     # --- layout --------------------------------------------------------------------------------------------
 
     def store(self, name: str) -> str:
-        return self.checkpoint_dirs.get(name) or os.path.join(self.path, "stored", name)
+        return self.checkpoint_dirs.get(name) or self.fs.join(self.path, "stored", name)
+
+    @property
+    def trap_dir(self) -> str:
+        return self.fs.join(self.path, "trap")
 
     @property
     def trap_part(self) -> str:
-        return os.path.join(self.path, "trap", "part-00000")
+        return self.fs.join(self.trap_dir, "part-00000")
 
     def _step_record(self, step: str) -> str:
-        return os.path.join(self.path, "steps", f"{step}.json")
+        return self.fs.join(self.path, "steps", f"{step}.json")
 
     def is_complete(self, name: str) -> bool:
-        return os.path.exists(os.path.join(self.store(name), COMPLETE))
+        return self.fs.exists(self.fs.join(self.store(name), COMPLETE))
+
+    def mark_complete(self, name: str) -> None:
+        self.fs.touch(self.fs.join(self.store(name), COMPLETE))
 
     # --- life cycle ----------------------------------------------------------------------------------------
 
     def inspect(self) -> Resume:
         """What an earlier failed run of the same flow left here (nothing is changed)."""
         resume = Resume()
-        state = self._read(os.path.join(self.path, FLOW_FILE))
+        state = self._read(self.fs.join(self.path, FLOW_FILE))
         if state is None:
             return resume
         if state.get("id") != self.id:
             resume.reason = why_different(state.get("identity", {}), self.identity)
             return resume
         resume.previous_run = state.get("run_id")
-        steps_dir = os.path.join(self.path, "steps")
-        if os.path.isdir(steps_dir):
-            for name in sorted(os.listdir(steps_dir)):
+        steps_dir = self.fs.join(self.path, "steps")
+        if self.fs.isdir(steps_dir):
+            for name in self.fs.listdir(steps_dir):
                 if name.endswith(".json"):
-                    record = self._read(os.path.join(steps_dir, name))
+                    record = self._read(self.fs.join(steps_dir, name))
                     if record is not None:
                         resume.completed[name[:-5]] = record
         return resume
 
     def claim(self, run_id: str, fresh: bool) -> None:
         """Takes the directory for this run; ``fresh`` discards whatever an earlier run left."""
+        fs = self.fs
         if fresh:
             self.clear()
-        os.makedirs(os.path.join(self.path, "steps"), exist_ok=True)
-        os.makedirs(os.path.dirname(self.trap_part), exist_ok=True)
-        try:
-            os.remove(os.path.join(self.path, "committing"))
-        except FileNotFoundError:
-            pass
-        _write_atomic(os.path.join(self.path, FLOW_FILE), json.dumps(
+        fs.makedirs(fs.join(self.path, "steps"))
+        fs.makedirs(self.trap_dir)
+        fs.remove(fs.join(self.path, "committing"))
+        fs.write_text_atomic(fs.join(self.path, FLOW_FILE), json.dumps(
             {"id": self.id, "run_id": run_id, "identity": self.identity, "opened_at": time.time()}, indent=2))
 
     def step_completed(self, step: str, record: dict) -> None:
-        _write_atomic(self._step_record(step), json.dumps(record, indent=2))
+        self.fs.write_text_atomic(self._step_record(step), json.dumps(record, indent=2))
 
     def forget_step(self, step: str) -> None:
-        try:
-            os.remove(self._step_record(step))
-        except FileNotFoundError:
-            pass
+        self.fs.remove(self._step_record(step))
 
     def clear(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
+        self.fs.rmtree(self.path)
         for d in self.checkpoint_dirs.values():
-            if os.path.isdir(d):
-                _clear_dir(d)
+            if self.fs.isdir(d):
+                _clear_dir(d, self.fs)
 
     def committing(self) -> None:
         """Outputs are about to be published: a rerun of this flow may replace those already published."""
-        _write_atomic(os.path.join(self.path, "committing"), self.id)
+        self.fs.write_text_atomic(self.fs.join(self.path, "committing"), self.id)
 
     def was_committing(self) -> bool:
-        state = self._read(os.path.join(self.path, FLOW_FILE))
-        return bool(state and state.get("id") == self.id and os.path.exists(os.path.join(self.path, "committing")))
+        state = self._read(self.fs.join(self.path, FLOW_FILE))
+        return bool(state and state.get("id") == self.id and self.fs.exists(self.fs.join(self.path, "committing")))
 
     def finish(self) -> None:
         """After success: anonymous stored outputs go; bound checkpoints stay where the user put them."""
-        shutil.rmtree(self.path, ignore_errors=True)
+        self.fs.rmtree(self.path)
 
-    @staticmethod
-    def _read(path: str) -> dict | None:
+    def _read(self, path: str) -> dict | None:
+        text = self.fs.read_text(path)
+        if text is None:
+            return None
         try:
-            with open(path) as f:
-                return json.load(f)
-        except (OSError, ValueError):
+            return json.loads(text)
+        except ValueError:
             return None
 
 
-def is_checkpoint_dir(path: str) -> bool:
+def is_checkpoint_dir(path: str, fs=LOCAL) -> bool:
     """A directory logetl may clear: absent, empty, or holding only a checkpoint's parts and marker."""
-    if not os.path.isdir(path):
-        return not os.path.exists(path)
-    return all(n == COMPLETE or n.startswith("part-") for n in os.listdir(path))
+    if not fs.isdir(path):
+        return not fs.exists(path)
+    return all(n == COMPLETE or n.startswith("part-") or n.startswith(".") or n == "_SUCCESS"
+               for n in fs.listdir(path))
 
 
-def _clear_dir(path: str) -> None:
+def _clear_dir(path: str, fs) -> None:
     """Empties a directory the user bound a checkpoint to of the checkpoint's files, keeping the directory."""
-    for name in os.listdir(path):
-        if name == COMPLETE or name.startswith("part-"):
-            os.remove(os.path.join(path, name))
+    for name in fs.listdir(path):
+        if name == COMPLETE or name.startswith("part-") or name == "_SUCCESS" or name.endswith(".crc"):
+            fs.rmtree(fs.join(path, name))

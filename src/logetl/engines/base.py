@@ -60,6 +60,15 @@ class Engine:
 
     # --- hooks ---------------------------------------------------------------------------------------
 
+    def filesystem(self):
+        """The file system this engine's paths (inputs, outputs, working directory) live on."""
+        from logetl.io.fs import LOCAL
+
+        return LOCAL
+
+    def shutdown(self) -> None:
+        """Called once when the engine is no longer needed (stop sessions it started)."""
+
     def check(self, flow: assembly.Flow) -> None:
         """Refuse, before running, a flow with an operator this engine cannot run, naming it."""
         for node in flow.nodes:

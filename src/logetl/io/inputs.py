@@ -8,10 +8,10 @@ even without ``\\n``.
 from __future__ import annotations
 
 import bz2
-import glob
 import gzip
-import os
 from collections.abc import Iterator
+
+from logetl.io.fs import LOCAL
 
 CHUNK = 4 << 20   # small chunks keep peak memory low and give the parse threads even work
 
@@ -24,24 +24,23 @@ def _visible(name: str) -> bool:
     return not (name.startswith("_") or name.startswith("."))
 
 
-def resolve(path: str) -> list[str]:
-    if os.path.isdir(path):
-        names = sorted(n for n in os.listdir(path) if _visible(n))
-        files = [os.path.join(path, n) for n in names if os.path.isfile(os.path.join(path, n))]
+def resolve(path: str, fs=LOCAL) -> list[str]:
+    if fs.isdir(path):
+        files = [fs.join(path, n) for n in fs.listdir(path) if _visible(n) and fs.isfile(fs.join(path, n))]
         if not files:
             raise InputError(f"input directory {path!r} holds no visible files")
-    elif os.path.isfile(path):
+    elif fs.isfile(path):
         files = [path]
-    elif glob.has_magic(path):
-        files = sorted(p for p in glob.glob(path) if os.path.isfile(p) and _visible(os.path.basename(p)))
+    elif fs.has_magic(path):
+        files = [p for p in fs.glob(path) if fs.isfile(p) and _visible(p.rstrip("/").rsplit("/", 1)[-1])]
         if not files:
             raise InputError(f"input glob {path!r} matches no files")
-    elif os.path.exists(path):
+    elif fs.exists(path):
         raise InputError(f"input {path!r} is not a regular file or directory")
     else:
         raise InputError(f"input {path!r} does not exist")
     for f in files:
-        if not os.access(f, os.R_OK):
+        if not fs.readable(f):
             raise InputError(f"input file {f!r} is not readable")
     return files
 
@@ -54,8 +53,8 @@ def open_input(path: str):
     return open(path, "rb", buffering=0)
 
 
-def total_size(files: list[str]) -> int:
-    return sum(os.path.getsize(f) for f in files)
+def total_size(files: list[str], fs=LOCAL) -> int:
+    return sum(fs.stat(f)[0] for f in files)
 
 
 def read_chunks(files: list[str], chunk: int = CHUNK, on_bytes=None) -> Iterator[tuple[memoryview, bool]]:

@@ -1,15 +1,17 @@
-"""Output taps on the local file system, committed atomically.
+"""Output taps, committed atomically, on any file system of ``logetl.io.fs``.
 
-An output is a directory holding ``part-00000`` and an empty ``_SUCCESS``. It is staged in a hidden sibling
-directory (same file system) and moved into place with one ``rename``: readers see either no result or the
+An output is a directory holding ``part-00000`` (Spark: ``part-00000``, ``part-00001``, ... whose
+concatenation in name order is the result) and an empty ``_SUCCESS``. It is staged in a hidden sibling
+directory (same file system) and moved into place with one rename: readers see either no result or the
 whole result with its ``_SUCCESS``, never a partial ``part-*``, whenever the process dies. Staging
 directories left by killed runs are removed by the next run on the same output.
 """
 from __future__ import annotations
 
 import os
-import shutil
 import uuid
+
+from logetl.io.fs import LOCAL
 
 PART = "part-00000"
 SUCCESS = "_SUCCESS"
@@ -19,78 +21,65 @@ class OutputError(ValueError):
     """An output path that cannot be used; the message names it."""
 
 
-def check_output(path: str, overwrite: bool, option: str = "output") -> None:
-    if os.path.isdir(path):
-        if os.listdir(path) and not overwrite:
+def check_output(path: str, overwrite: bool, option: str = "output", fs=LOCAL) -> None:
+    if fs.isdir(path):
+        if fs.listdir(path) and not overwrite:
             raise OutputError(f"{option} directory {path!r} is not empty (use --overwrite to replace it)")
-    elif os.path.lexists(path):
+    elif fs.exists(path):
         raise OutputError(f"{option} {path!r} exists and is not a directory")
-    parent = os.path.dirname(os.path.abspath(path))
-    probe = parent
-    while not os.path.exists(probe):
-        probe = os.path.dirname(probe)
-    if not os.access(probe, os.W_OK):
-        raise OutputError(f"{option} {path!r}: cannot write to {probe!r}")
+    denied = fs.writable_ancestor(path)
+    if denied:
+        raise OutputError(f"{option} {path!r}: cannot write to {denied!r}")
 
 
-def _staging_prefix(path: str) -> str:
-    path = os.path.abspath(path)
-    return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.logetl-")
+def _staging_prefix(path: str, fs) -> str:
+    return fs.join(fs.parent(path), f".{fs.basename(path)}.logetl-")
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def clean_stale(path: str) -> None:
+def clean_stale(path: str, fs=LOCAL) -> None:
     """Removes staging directories of ``path`` whose process is gone (a run killed before commit)."""
-    prefix = _staging_prefix(path)
-    parent = os.path.dirname(prefix)
-    if not os.path.isdir(parent):
+    prefix = _staging_prefix(path, fs)
+    parent = fs.parent(path)
+    if not fs.isdir(parent):
         return
-    base = os.path.basename(prefix)
-    for name in os.listdir(parent):
+    base = prefix.rsplit("/", 1)[-1]
+    for name in fs.listdir(parent):
         if not name.startswith(base):
             continue
         pid = name[len(base):].split("-", 1)[0]
-        if pid.isdigit() and not _pid_alive(int(pid)):
-            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+        if pid.isdigit() and not fs.pid_alive(int(pid)):
+            fs.rmtree(fs.join(parent, name))
 
 
 class StagedOutput:
-    """One output directory being written. ``part`` is the path to write; ``commit`` publishes it."""
+    """One output directory being written. ``staging`` is where to write (``part`` for a single part
+    file); ``commit`` publishes it."""
 
-    def __init__(self, path: str, overwrite: bool = False):
-        self.path = os.path.abspath(path)
+    def __init__(self, path: str, overwrite: bool = False, fs=LOCAL, create: bool = True):
+        self.fs = fs
+        self.path = fs.abspath(path)
         self.overwrite = overwrite
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        clean_stale(self.path)
-        self.staging = f"{_staging_prefix(self.path)}{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        os.mkdir(self.staging)
-        self.part = os.path.join(self.staging, PART)
+        fs.makedirs(fs.parent(self.path))
+        clean_stale(self.path, fs)
+        self.staging = f"{_staging_prefix(self.path, fs)}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        if create:
+            fs.makedirs(self.staging)
+        self.part = fs.join(self.staging, PART)
 
     def commit(self) -> None:
-        if not os.path.exists(self.part):
-            open(self.part, "wb").close()
-        with open(os.path.join(self.staging, SUCCESS), "wb") as f:
-            f.flush()
-            os.fsync(f.fileno())
+        fs = self.fs
+        if not any(n.startswith("part-") for n in fs.listdir(self.staging)):
+            fs.touch(self.part)
+        fs.touch(fs.join(self.staging, SUCCESS))
         trash = None
-        if os.path.isdir(self.path) and os.listdir(self.path):
+        if fs.isdir(self.path) and fs.listdir(self.path):
             if not self.overwrite:
                 raise OutputError(f"output directory {self.path!r} became non-empty during the run")
             trash = self.staging + ".old"
-            os.rename(self.path, trash)
-        # rename(2) replaces an empty directory atomically, and creates the path when absent.
-        os.rename(self.staging, self.path)
+            fs.rename(self.path, trash)
+        fs.replace_dir(self.staging, self.path)
         if trash:
-            shutil.rmtree(trash, ignore_errors=True)
+            fs.rmtree(trash)
 
     def discard(self) -> None:
-        shutil.rmtree(self.staging, ignore_errors=True)
+        self.fs.rmtree(self.staging)

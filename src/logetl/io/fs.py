@@ -1,0 +1,110 @@
+"""The file-system operations taps, outputs and working directories need, so that they work on the local
+disk (``LocalFS``) and on whatever Hadoop's FileSystem reaches (``logetl.engines.spark.HadoopFS``: HDFS,
+object stores) alike. Paths are strings; each engine says which file system its paths live on."""
+from __future__ import annotations
+
+import glob as _glob
+import os
+import shutil
+
+
+class LocalFS:
+    name = "local"
+
+    def abspath(self, p: str) -> str:
+        return os.path.abspath(p)
+
+    def join(self, *parts: str) -> str:
+        return os.path.join(*parts)
+
+    def parent(self, p: str) -> str:
+        return os.path.dirname(os.path.abspath(p))
+
+    def basename(self, p: str) -> str:
+        return os.path.basename(os.path.abspath(p))
+
+    def exists(self, p: str) -> bool:
+        return os.path.lexists(p)
+
+    def isdir(self, p: str) -> bool:
+        return os.path.isdir(p)
+
+    def isfile(self, p: str) -> bool:
+        return os.path.isfile(p)
+
+    def listdir(self, p: str) -> list[str]:
+        return sorted(os.listdir(p))
+
+    def glob(self, pattern: str) -> list[str]:
+        return sorted(_glob.glob(pattern))
+
+    def has_magic(self, p: str) -> bool:
+        return _glob.has_magic(p)
+
+    def stat(self, p: str) -> tuple[int, int]:
+        st = os.stat(p)
+        return st.st_size, st.st_mtime_ns
+
+    def readable(self, p: str) -> bool:
+        return os.access(p, os.R_OK)
+
+    def writable_ancestor(self, p: str) -> str | None:
+        """The nearest existing ancestor of ``p`` if it cannot be written to, else None."""
+        probe = os.path.dirname(os.path.abspath(p))
+        while not os.path.exists(probe):
+            probe = os.path.dirname(probe)
+        return None if os.access(probe, os.W_OK) else probe
+
+    def makedirs(self, p: str) -> None:
+        os.makedirs(p, exist_ok=True)
+
+    def rmtree(self, p: str) -> None:
+        if os.path.isdir(p) and not os.path.islink(p):
+            shutil.rmtree(p, ignore_errors=True)
+        elif os.path.lexists(p):
+            os.remove(p)
+
+    def remove(self, p: str) -> None:
+        try:
+            os.remove(p)
+        except FileNotFoundError:
+            pass
+
+    def replace_dir(self, src: str, dst: str) -> None:
+        """Moves directory ``src`` to ``dst`` (absent or empty) in one rename."""
+        os.rename(src, dst)
+
+    def rename(self, src: str, dst: str) -> None:
+        os.rename(src, dst)
+
+    def read_text(self, p: str) -> str | None:
+        try:
+            with open(p) as f:
+                return f.read()
+        except OSError:
+            return None
+
+    def write_text_atomic(self, p: str, text: str) -> None:
+        tmp = f"{p}.tmp-{os.getpid()}"
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+
+    def touch(self, p: str) -> None:
+        with open(p, "wb") as f:
+            f.flush()
+            os.fsync(f.fileno())
+
+    def pid_alive(self, pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+LOCAL = LocalFS()
