@@ -6,6 +6,7 @@ is a failure instead (``require``)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -21,7 +22,7 @@ BASELINES = os.path.join(SHARED, "bench")
 UNDER_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 #: engines the program suite runs on
-ENGINES = ["local"]
+ENGINES = ["local", "spark"]
 
 
 def require(condition: bool, reason: str) -> None:
@@ -33,9 +34,47 @@ def require(condition: bool, reason: str) -> None:
     pytest.skip(reason)
 
 
+def spark_missing() -> str | None:
+    """Why the spark engine cannot run here, or None."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        return "PySpark is not installed (pip install 'logetl[spark]')"
+    if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
+        return "Java is not installed (the spark engine needs Java 17)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def spark_session():
+    """One local[2] Spark session for the whole run, made the way the engine makes its own."""
+    missing = spark_missing()
+    require(missing is None, missing or "")
+    from logetl.engines.spark import SparkEngine
+
+    engine = SparkEngine(master="local[2]", conf={"spark.sql.shuffle.partitions": "4",
+                                                  "spark.ui.enabled": "false"})
+    spark = engine.keep_session()
+    yield spark
+    spark.stop()
+
+
 @pytest.fixture(params=ENGINES)
 def engine(request) -> str:
+    if request.param == "spark":
+        request.getfixturevalue("spark_session")
     return request.param
+
+
+def parts(path) -> bytes:
+    """An output directory's result: its part files concatenated in name order, after checking that it
+    holds nothing but them and an empty _SUCCESS."""
+    names = sorted(os.listdir(path))
+    assert "_SUCCESS" in names, names
+    assert read(os.path.join(path, "_SUCCESS")) == b""
+    others = [n for n in names if n != "_SUCCESS" and not n.startswith("part-")]
+    assert others == [], others
+    return b"".join(read(os.path.join(path, n)) for n in names if n.startswith("part-"))
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import CORPUS, corpus, read
+from conftest import CORPUS, corpus, parts, read
 from logetl.job import run_program
 from logetl.listener import SKIPPED, SUCCESSFUL, FlowListener
 
@@ -46,10 +46,10 @@ def test_rerun_after_a_failure_at_join_restarts_after_the_checkpoint(engine, tmp
     assert result.restarted_after == "checkpoint"
     assert notes.notices[0].startswith("restarting after checkpoint 'checkpoint': skipping step(s) parse")
     assert notes.finished == [("parse", SKIPPED), ("join", SUCCESSFUL)]
-    assert read(tmp_path / "out" / "part-00000") == corpus("join.tsv")
+    assert parts(tmp_path / "out") == corpus("join.tsv")
     # what the skipped step did is still reported: counts, and the trapped lines
     assert result.lines_read == 47 and sum(result.malformed.values()) == 19
-    assert read(tmp_path / "trap" / "part-00000") == corpus("trap.log")
+    assert parts(tmp_path / "trap") == corpus("trap.log")
     assert not os.path.exists(tmp_path / ".out.logetl-work"), "the anonymous checkpoint outlived the run"
 
 
@@ -63,7 +63,7 @@ def test_cli_prints_the_restart_line(tmp_path):
     assert err.startswith("logetl: restarting after checkpoint 'checkpoint': skipping step(s) parse, "
                           "completed by the failed run ")
     assert "step parse          SKIPPED" in err
-    assert read(tmp_path / "out" / "part-00000") == corpus("join.tsv")
+    assert parts(tmp_path / "out") == corpus("join.tsv")
 
 
 def test_changed_input_starts_from_scratch_and_says_why(engine, tmp_path, monkeypatch):
@@ -79,12 +79,13 @@ def test_changed_input_starts_from_scratch_and_says_why(engine, tmp_path, monkey
     notes = Notes()
     result = run_program("join", str(log), {"output": str(tmp_path / "out")}, engine=engine, listener=notes)
     assert result.restarted_after is None
-    assert notes.notices == [f"not restarting the earlier failed run: input {str(log)!r} changed (size or "
-                             "modification time); starting from scratch"]
+    (notice,) = notes.notices
+    assert notice.startswith("not restarting the earlier failed run: input ")
+    assert notice.endswith(f"{str(log)}' changed (size or modification time); starting from scratch")
     assert notes.finished == [("parse", SUCCESSFUL), ("join", SUCCESSFUL)]
     expected = corpus("join.tsv").replace(
         b"10.0.0.3\t10.0.0.3\t17/May/2015:10:05:03 +0000\tGET /images/a.png HTTP/1.1\t200\t123\t91\n", b"")
-    assert read(tmp_path / "out" / "part-00000") == expected != corpus("join.tsv")
+    assert parts(tmp_path / "out") == expected != corpus("join.tsv")
 
 
 def test_changed_option_starts_from_scratch(engine, tmp_path, monkeypatch):
@@ -94,7 +95,7 @@ def test_changed_option_starts_from_scratch(engine, tmp_path, monkeypatch):
                          trap=str(tmp_path / "trap"))
     assert result.restarted_after is None
     assert "option trap changed" in notes.notices[0]
-    assert read(tmp_path / "out" / "part-00000") == corpus("join.tsv")
+    assert parts(tmp_path / "out") == corpus("join.tsv")
 
 
 def test_an_incomplete_checkpoint_is_never_used(engine, tmp_path, monkeypatch):
@@ -107,7 +108,7 @@ def test_an_incomplete_checkpoint_is_never_used(engine, tmp_path, monkeypatch):
     result = run_program("join", CORPUS_LOG, {"output": str(tmp_path / "out")}, engine=engine, listener=notes)
     assert result.restarted_after is None
     assert notes.finished == [("parse", SUCCESSFUL), ("join", SUCCESSFUL)]
-    assert read(tmp_path / "out" / "part-00000") == corpus("join.tsv")
+    assert parts(tmp_path / "out") == corpus("join.tsv")
 
 
 def test_checkpoint_dir_keeps_the_checkpoint_and_restarts_from_it(engine, tmp_path, monkeypatch):
@@ -117,7 +118,7 @@ def test_checkpoint_dir_keeps_the_checkpoint_and_restarts_from_it(engine, tmp_pa
     result = run_program("join", CORPUS_LOG, {"output": str(tmp_path / "out")}, engine=engine,
                          checkpoint_dir=str(keep))
     assert result.restarted_after == "checkpoint"
-    assert read(tmp_path / "out" / "part-00000") == corpus("join.tsv")
+    assert parts(tmp_path / "out") == corpus("join.tsv")
     assert (keep / "_COMPLETE").exists(), "a bound checkpoint stays after success"
     assert not os.path.exists(tmp_path / ".out.logetl-work")
 
@@ -148,9 +149,7 @@ def _check_invariant(out_dirs, expected: dict):
     for d in out_dirs:
         if not d.exists():
             continue
-        names = sorted(os.listdir(d))
-        assert names == ["_SUCCESS", "part-00000"], names
-        assert read(d / "part-00000") == expected[d.name]
+        assert parts(d) == expected[d.name]
 
 
 @pytest.mark.parametrize("program", ["branch", "filter", "join"])
@@ -167,12 +166,12 @@ def test_sigkill_at_any_moment_leaves_no_partial_result_and_the_rerun_succeeds(e
     start = time.monotonic()
     subprocess.run(cmd, check=True)
     duration = time.monotonic() - start
-    expected = {d.name: read(d / "part-00000") for d in out_dirs}
+    expected = {d.name: parts(d) for d in out_dirs}
     for d in out_dirs:
         subprocess.run(["rm", "-rf", str(d)], check=True)
 
     rng = random.Random(f"{program}-{engine}")
-    for attempt in range(6):
+    for attempt in range(6 if engine == "local" else 3):
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(rng.uniform(0.0, duration * 1.05))
         proc.send_signal(signal.SIGKILL)

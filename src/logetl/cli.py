@@ -31,24 +31,48 @@ def _engine_options(f):
     f = click.option("--overwrite", is_flag=True, help="Replace non-empty output directories.")(f)
     f = click.option("--trap", "trap", metavar="DIR", default=None,
                      help="Write malformed lines here, unchanged (DIR/part-00000).")(f)
+    f = click.option("--conf", "confs", metavar="KEY=VALUE", multiple=True, callback=_parse_confs,
+                     help="A Spark setting (repeatable), e.g. --conf spark.executor.memory=4g.")(f)
+    f = click.option("--master", metavar="URL", default=None,
+                     help="Spark master (default: $LOGETL_SPARK_MASTER, else local[*]; "
+                          "under spark-submit, its own).")(f)
+    f = click.option("--engine", type=click.Choice(["local", "spark"]), default=None,
+                     help="Engine to run on (--hdfs is --engine spark).")(f)
     f = click.option("--hdfs", is_flag=True, help="Run on the distributed engine (Apache Spark).")(f)
     f = click.option("--quiet", "-q", is_flag=True, help="No summary or progress bar.")(f)
     return f
 
 
-def _run(program: str, input_path: str, outputs: dict[str, str], hdfs: bool, trap, overwrite: bool, quiet: bool,
+def _parse_confs(ctx, param, values):
+    confs = {}
+    for v in values:
+        key, sep, value = v.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{v!r} is not KEY=VALUE", ctx=ctx, param=param)
+        confs[key] = value
+    return confs
+
+
+def _run(program: str, input_path: str, outputs: dict[str, str], opts: dict, trap, overwrite: bool, quiet: bool,
          work_dir: str | None, checkpoint_dir: str | None = None):
     from logetl.console import ConsoleReporter
     from logetl.job import JobError, run_program
 
-    engine = "spark" if hdfs else "local"
+    if opts["hdfs"] and opts["engine"] == "local":
+        raise click.UsageError("--hdfs runs on spark: it cannot go with --engine local")
+    engine = "spark" if opts["hdfs"] else (opts["engine"] or "local")
+    engine_options = {}
+    if engine == "spark":
+        engine_options = {"master": opts["master"], "conf": opts["confs"]}
+    elif opts["master"] or opts["confs"]:
+        raise click.UsageError("--master and --conf are Spark settings: use them with --hdfs")
     listener = ConsoleReporter(outputs={**outputs, **({"trap": trap} if trap else {})}, progress=None if not quiet else False)
     if quiet:
         listener.flow_finished = lambda run: None
         listener.notice = lambda run, message: None
     try:
         run_program(program, input_path, outputs, engine=engine, trap=trap, overwrite=overwrite, listener=listener,
-                    work_dir=work_dir, checkpoint_dir=checkpoint_dir)
+                    work_dir=work_dir, checkpoint_dir=checkpoint_dir, engine_options=engine_options)
     except JobError as exc:
         raise UserError(str(exc)) from None
     except (EngineUnavailable, UnsupportedOperator) as exc:
@@ -76,7 +100,7 @@ def main():
 @click.option("--output1", required=True, metavar="OUT1", help="First output directory.")
 @click.option("--output2", required=True, metavar="OUT2", help="Second output directory.")
 @_engine_options
-def branch(input_path, output1, output2, hdfs, trap, overwrite, quiet, work_dir):
+def branch(input_path, output1, output2, trap, overwrite, quiet, work_dir, **opts):
     """Write the parsed records to two identical outputs.
 
     Each output holds ip, time, request, response, size as TSV, in input order.
@@ -85,14 +109,14 @@ def branch(input_path, output1, output2, hdfs, trap, overwrite, quiet, work_dir)
     Example:
       logetl branch --input access.log --output1 out/a --output2 out/b
     """
-    _run("branch", input_path, {"output1": output1, "output2": output2}, hdfs, trap, overwrite, quiet, work_dir)
+    _run("branch", input_path, {"output1": output1, "output2": output2}, opts, trap, overwrite, quiet, work_dir)
 
 
 @main.command(name="filter")
 @click.option("--input", "input_path", required=True, metavar="IN", help="Log file, directory or glob.")
 @click.option("--output", required=True, metavar="OUT", help="Output directory.")
 @_engine_options
-def filter_(input_path, output, hdfs, trap, overwrite, quiet, work_dir):
+def filter_(input_path, output, trap, overwrite, quiet, work_dir, **opts):
     """Write the distinct clients that requested the images area.
 
     Keeps records whose request starts with "GET /images/", one ip per line, ascending byte order.
@@ -101,7 +125,7 @@ def filter_(input_path, output, hdfs, trap, overwrite, quiet, work_dir):
     Example:
       logetl filter --input access.log --output out/images-clients
     """
-    _run("filter", input_path, {"output": output}, hdfs, trap, overwrite, quiet, work_dir)
+    _run("filter", input_path, {"output": output}, opts, trap, overwrite, quiet, work_dir)
 
 
 @main.command()
@@ -112,7 +136,7 @@ def filter_(input_path, output, hdfs, trap, overwrite, quiet, work_dir):
 @click.option("--checkpoint-dir", metavar="DIR", default=None,
               help="Keep the checkpoint here after success (default: anonymous, deleted).")
 @_engine_options
-def join(in_arg, out_arg, input_path, output, checkpoint_dir, hdfs, trap, overwrite, quiet, work_dir):
+def join(in_arg, out_arg, input_path, output, checkpoint_dir, trap, overwrite, quiet, work_dir, **opts):
     """Join the images-area clients with their scored records, highest score first.
 
     Writes ip, userip, time, request, response, size, score as TSV to OUTDIR/part-00000; score is
@@ -134,7 +158,7 @@ def join(in_arg, out_arg, input_path, output, checkpoint_dir, hdfs, trap, overwr
         raise click.UsageError("missing input: logetl join IN OUTDIR")
     if not output:
         raise click.UsageError("missing output directory: logetl join IN OUTDIR")
-    _run("join", input_path, {"output": output}, hdfs, trap, overwrite, quiet, work_dir, checkpoint_dir)
+    _run("join", input_path, {"output": output}, opts, trap, overwrite, quiet, work_dir, checkpoint_dir)
 
 
 @main.command()

@@ -63,3 +63,13 @@ def parse_line(raw: bytes) -> tuple[str, str, str, str, str]:
 def keeps(fields: tuple[str, ...]) -> bool:
     """False for the records the contract drops after parsing (size exactly ``-``)."""
     return fields[4] != "-"
+
+
+def display(raw) -> str:
+    """A (malformed) line as it can be shown on one terminal line: bad bytes and controls escaped,
+    at most 300 bytes of it."""
+    if isinstance(raw, (bytes, bytearray, memoryview)):
+        text = bytes(raw[:300]).decode("utf-8", "backslashreplace")
+    else:
+        text = str(raw)[:300]
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

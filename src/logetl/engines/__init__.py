@@ -8,18 +8,11 @@ from logetl.engines.base import Engine, EngineUnavailable, UnsupportedOperator
 #: name -> "module:class"
 ENGINES = {
     "local": "logetl.engines.local:LocalEngine",
-}
-
-#: engines that are planned but not in this build, with the line a user sees
-NOT_YET = {
-    "spark": "the spark engine (--hdfs) is not available in this version of logetl yet; "
-    "run without --hdfs to use the embedded local engine",
+    "spark": "logetl.engines.spark:SparkEngine",
 }
 
 
 def get_engine(name: str) -> type[Engine]:
-    if name in NOT_YET:
-        raise EngineUnavailable(NOT_YET[name])
     if name not in ENGINES:
         raise EngineUnavailable(f"unknown engine {name!r} (choose from {', '.join(sorted(ENGINES))})")
     module, cls = ENGINES[name].split(":")

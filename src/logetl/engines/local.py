@@ -312,7 +312,7 @@ class ParseOp(Op):
                 reason = kernel.REASON_NAMES[code]
                 st.malformed[reason] = st.malformed.get(reason, 0) + 1
                 if len(samples) < 5:
-                    text = _printable(bytes(data[start:min(end, start + 300)]))
+                    text = contract.display(data[start:end])
                     samples.append((f"{self.path}:{self.line_base + line + 1}", reason, text))
             if self.trap_file is not None:
                 self.trap_file.write(b"".join(bytes(data[s:e]) + b"\n" for _, s, e, _ in parsed.malformed))
@@ -330,12 +330,6 @@ class ParseOp(Op):
 
     def finish(self):
         self._flush()
-
-
-def _printable(raw: bytes) -> str:
-    """A malformed line as it can be shown on one terminal line: bad bytes and controls escaped."""
-    text = raw.decode("utf-8", "backslashreplace")
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class StoreReader:

@@ -1,0 +1,486 @@
+"""The distributed engine: runs the same flow definitions on Apache Spark (``--hdfs``).
+
+Each step compiles to Spark DataFrame operations with built-in functions only on the per-record path (no
+Python UDFs, so records never leave the JVM). Paths are whatever Hadoop's FileSystem accepts (``hdfs://``,
+``file://``, ``s3a://`` when configured); plain paths use the cluster's default file system.
+
+How the contract and the orderings are kept, so that outputs are byte-identical to the local engine's:
+
+- Lines: ``spark.read.text`` with ``lineSep="\\n"`` (Spark's default also splits on ``\\r``); the raw
+  bytes are kept, so ``is_valid_utf8`` finds invalid UTF-8; one trailing ``\\r`` is cut with
+  ``\\r\\z``; Java's regex engine has ASCII classes by default, and ``(?s)`` makes ``.`` match anything.
+- Input order: one ``read.text`` per input file, unioned in input order (Spark orders the splits of a
+  multi-file read by size); within a file, splits keep their offset order. So partition order is input
+  order, ``monotonically_increasing_id`` is a global input-order key (``_order``), and a sink of unsorted
+  records writes parts whose concatenation in name order is the input order, without a shuffle.
+- TAB/CR in a field: only fields and the separators ' ', '[', ']', '"' precede the end of the size, and
+  ident, user and status cannot hold TAB/CR; so a field holds one exactly when the TSV of the five fields
+  holds a CR or more than four TABs.
+- Sort is a single-partition sort on its keys plus ``_order`` (stable); HashJoin broadcasts its left
+  (small, in-memory) side and keeps the right side's ``_order``; Unique is ``distinct``.
+- Checkpoints and other stored outputs are Parquet in the working directory on the cluster's file system;
+  counters come from ``DataFrame.observe`` (no extra pass over the data).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from functools import reduce
+
+from logetl import assembly, contract
+from logetl.engines.base import Engine, EngineUnavailable, StepContext
+from logetl.io.outputs import StagedOutput
+
+SPARK_PATTERN = "(?s)" + contract.PATTERN
+MASTER_ENV = "LOGETL_SPARK_MASTER"
+ORDER = "_order"
+
+
+class HadoopFS:
+    """``logetl.io.fs.LocalFS``'s interface over Hadoop's FileSystem API (through the Spark driver's JVM)."""
+
+    name = "hadoop"
+
+    def __init__(self, spark):
+        self.jvm = spark._jvm
+        self.conf = spark._jsc.hadoopConfiguration()
+
+    def _p(self, p: str):
+        path = self.jvm.org.apache.hadoop.fs.Path(p)
+        return path.getFileSystem(self.conf), path
+
+    def abspath(self, p: str) -> str:
+        fs, path = self._p(p)
+        return fs.makeQualified(path).toString()
+
+    def join(self, *parts: str) -> str:
+        return "/".join([parts[0].rstrip("/")] + [x.strip("/") for x in parts[1:]])
+
+    def parent(self, p: str) -> str:
+        return self.jvm.org.apache.hadoop.fs.Path(self.abspath(p)).getParent().toString()
+
+    def basename(self, p: str) -> str:
+        return self.jvm.org.apache.hadoop.fs.Path(p).getName()
+
+    def _status(self, p: str):
+        fs, path = self._p(p)
+        try:
+            return fs.getFileStatus(path)
+        except Exception as exc:  # py4j wraps java.io.FileNotFoundException
+            if "FileNotFoundException" in str(exc):
+                return None
+            raise
+
+    def exists(self, p: str) -> bool:
+        fs, path = self._p(p)
+        return bool(fs.exists(path))
+
+    def isdir(self, p: str) -> bool:
+        st = self._status(p)
+        return bool(st is not None and st.isDirectory())
+
+    def isfile(self, p: str) -> bool:
+        st = self._status(p)
+        return bool(st is not None and st.isFile())
+
+    def listdir(self, p: str) -> list[str]:
+        fs, path = self._p(p)
+        return sorted(s.getPath().getName() for s in fs.listStatus(path))
+
+    def glob(self, pattern: str) -> list[str]:
+        fs, path = self._p(pattern)
+        found = fs.globStatus(path)
+        return sorted(s.getPath().toString() for s in (found or []))
+
+    def has_magic(self, p: str) -> bool:
+        return any(c in p for c in "*?[{")
+
+    def stat(self, p: str) -> tuple[int, int]:
+        st = self._status(p)
+        return int(st.getLen()), int(st.getModificationTime()) * 1_000_000
+
+    def readable(self, p: str) -> bool:
+        fs, path = self._p(p)
+        try:
+            fs.access(path, self.jvm.org.apache.hadoop.fs.permission.FsAction.READ)
+            return True
+        except Exception:
+            return False
+
+    def writable_ancestor(self, p: str) -> str | None:
+        return None  # the cluster's permissions are checked when the output is written
+
+    def makedirs(self, p: str) -> None:
+        fs, path = self._p(p)
+        fs.mkdirs(path)
+
+    def rmtree(self, p: str) -> None:
+        fs, path = self._p(p)
+        fs.delete(path, True)
+
+    def remove(self, p: str) -> None:
+        fs, path = self._p(p)
+        fs.delete(path, False)
+
+    def rename(self, src: str, dst: str) -> None:
+        fs, s = self._p(src)
+        _, d = self._p(dst)
+        if not fs.rename(s, d):
+            raise OSError(f"cannot rename {src!r} to {dst!r}")
+
+    def replace_dir(self, src: str, dst: str) -> None:
+        # Hadoop moves a directory *into* an existing one: an empty target is removed first. The result
+        # still appears whole, in one rename.
+        if self.isdir(dst):
+            self.remove(dst)
+        self.rename(src, dst)
+
+    def read_text(self, p: str) -> str | None:
+        fs, path = self._p(p)
+        if not fs.exists(path):
+            return None
+        stream = fs.open(path)
+        try:
+            data = self.jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
+        finally:
+            stream.close()
+        return bytes(data).decode("utf-8")
+
+    def write_text_atomic(self, p: str, text: str) -> None:
+        tmp = f"{p}.tmp-{os.getpid()}"
+        fs, tpath = self._p(tmp)
+        out = fs.create(tpath, True)
+        try:
+            out.write(bytearray(text.encode("utf-8")))
+            out.hsync()
+        finally:
+            out.close()
+        if self.exists(p):
+            self.remove(p)
+        self.rename(tmp, p)
+
+    def touch(self, p: str) -> None:
+        fs, path = self._p(p)
+        fs.create(path, True).close()
+
+    def pid_alive(self, pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def _check_java() -> None:
+    if os.environ.get("JAVA_HOME") or shutil.which("java"):
+        return
+    raise EngineUnavailable("the spark engine needs Java 17 or later, and no java was found "
+                            "(install a JDK or set JAVA_HOME)")
+
+
+def _check_master(master: str) -> None:
+    """A standalone master that does not answer makes Spark retry for a minute: say so at once."""
+    if not master.startswith("spark://"):
+        return
+    for hostport in master[len("spark://"):].split(","):
+        host, _, port = hostport.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=5):
+                return
+        except (OSError, ValueError):
+            continue
+    raise EngineUnavailable(f"cannot reach the Spark master at {master} (is it running?)")
+
+
+def _metrics(observation) -> dict:
+    """An observation's metrics, read after its action succeeded. A plan with no partitions (an empty
+    input) reports none: it saw no rows, so every metric is zero."""
+    try:
+        return dict(observation.get)
+    except Exception:
+        return {}
+
+
+class SparkEngine(Engine):
+    name = "spark"
+    supports = (assembly.Source, assembly.Parse, assembly.Pipe, assembly.Filter, assembly.Retain,
+                assembly.Rename, assembly.Function, assembly.Unique, assembly.HashJoin, assembly.Checkpoint,
+                assembly.Sort, assembly.Sink)
+
+    def __init__(self, master: str | None = None, conf: dict | None = None, **options):
+        super().__init__(**options)
+        self.master = master
+        self.conf = dict(conf or {})
+        self._spark = None
+        self._owns_session = False
+
+    # --- the session ------------------------------------------------------------------------------------
+
+    def session(self):
+        if self._spark is not None:
+            return self._spark
+        try:
+            from pyspark.sql import SparkSession
+        except ImportError:
+            raise EngineUnavailable("the spark engine needs PySpark: pip install 'logetl[spark]'") from None
+        _check_java()
+        under_submit = "PYSPARK_GATEWAY_PORT" in os.environ   # launched by spark-submit: it set the master
+        active = SparkSession.getActiveSession()
+        builder = SparkSession.builder.appName("logetl")
+        master = self.master or (None if under_submit or active else os.environ.get(MASTER_ENV, "local[*]"))
+        if master:
+            _check_master(master)
+            builder = builder.master(master)
+        log4j = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
+        conf = {
+            "spark.ui.showConsoleProgress": "false",
+            # no .crc files beside local outputs: a local output must hold exactly part-* and _SUCCESS
+            "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+            "spark.hadoop.fs.file.impl.disable.cache": "true",
+            "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}",
+            **self.conf,
+        }
+        if master and master.startswith("local") and "SPARK_LOCAL_IP" not in os.environ:
+            os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"   # a local run binds to loopback only
+        for k, v in conf.items():
+            builder = builder.config(k, v)
+        self._owns_session = active is None and not under_submit
+        try:
+            self._spark = builder.getOrCreate()
+        except Exception as exc:
+            raise EngineUnavailable(f"cannot start Spark ({master or 'from spark-submit'}): "
+                                    f"{str(exc).strip().splitlines()[0]}") from None
+        self._spark.sparkContext.setLogLevel(os.environ.get("LOGETL_SPARK_LOG_LEVEL", "ERROR"))
+        return self._spark
+
+    def filesystem(self):
+        return HadoopFS(self.session())
+
+    def keep_session(self):
+        """Hands the session over to the caller (a test fixture, a notebook): shutdown will not stop it."""
+        spark = self.session()
+        self._owns_session = False
+        return spark
+
+    def shutdown(self) -> None:
+        if self._spark is not None and self._owns_session:
+            self._spark.stop()
+        self._spark = None
+
+    # --- running ------------------------------------------------------------------------------------------
+
+    def check(self, flow):
+        super().check(flow)
+        for node in flow.nodes:
+            if isinstance(node, assembly.Filter) and not isinstance(
+                    node.predicate, (assembly.StartsWith, assembly.AtLeast)):
+                raise assembly.AssemblyError(f"the spark engine cannot evaluate the predicate of {node.name!r}")
+            if isinstance(node, assembly.Function) and not isinstance(node.function, assembly.Crc32Mod):
+                raise assembly.AssemblyError(f"the spark engine cannot evaluate the function of {node.name!r}")
+
+    def prepare(self, ctx: StepContext) -> None:
+        self.fs = HadoopFS(self.session())
+        taps = ctx.taps
+        self.work = taps.work
+        self.outputs = {tap: StagedOutput(path, taps.overwrite, self.fs, create=False)
+                        for tap, path in taps.outputs.items()}
+        self.trap = StagedOutput(taps.trap, taps.overwrite, self.fs, create=False) if taps.trap else None
+
+    def _parse(self, ctx: StepContext, node, observations: list, persist: bool):
+        """(records, malformed) of the input: records with the five fields and ``_order``; malformed
+        lines with their raw ``value``, ``_file``, ``_reason`` and ``_order``."""
+        from pyspark import StorageLevel
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        spark = self.session()
+        reads = [spark.read.option("lineSep", "\n").text(f).select(
+            "value", F.col("_metadata.file_path").alias("_file")) for f in ctx.taps.inputs]
+        raw = reduce(lambda a, b: a.union(b), reads).withColumn(ORDER, F.monotonically_increasing_id())
+        line = F.regexp_replace("value", r"\r\z", "")
+        tsv = F.regexp_replace(line, SPARK_PATTERN, "$1\t$2\t$3\t$4\t$5")
+        tabs = F.length(F.col("_tsv")) - F.length(F.regexp_replace(F.col("_tsv"), "\t", ""))
+        reason = (F.when(~F.expr("is_valid_utf8(value)"), F.lit(contract.INVALID_UTF8))
+                  .when(~line.rlike(SPARK_PATTERN), F.lit(contract.NO_MATCH))
+                  .when((F.instr(F.col("_tsv"), "\r") > 0) | (tabs != 4), F.lit(contract.TAB_OR_CR)))
+        checked = raw.withColumn("_tsv", tsv).withColumn("_reason", reason)
+        dash = F.col("_reason").isNull() & F.col("_tsv").endswith("\t-")
+        kept = F.col("_reason").isNull() & ~F.col("_tsv").endswith("\t-")
+        obs = Observation(f"parse_{node.name}")
+        checked = checked.observe(
+            obs, F.count(F.lit(1)).alias("lines"),
+            *[F.sum(F.when(F.col("_reason") == r, 1).otherwise(0)).alias(r) for r in contract.REASONS],
+            F.sum(F.when(dash, 1).otherwise(0)).alias("dash"), F.sum(F.when(kept, 1).otherwise(0)).alias("kept"))
+        if persist:   # one scan of the input serves all of the step's actions
+            checked = checked.persist(StorageLevel.MEMORY_AND_DISK)
+            self._persisted.append(checked)
+        observations.append((node, obs))
+        fields = F.split(F.col("_tsv"), "\t")
+        records = checked.filter(kept).select(
+            *[fields.getItem(i).alias(f) for i, f in enumerate(contract.FIELDS)], ORDER)
+        malformed = checked.filter(F.col("_reason").isNotNull()).select("value", "_file", "_reason", ORDER)
+        return records, malformed
+
+    def _apply(self, node, inputs):
+        from pyspark.sql import functions as F
+
+        df = inputs[0] if inputs else None
+        if isinstance(node, assembly.Filter):
+            p = node.predicate
+            cond = F.col(p.field).startswith(p.prefix) if isinstance(p, assembly.StartsWith) \
+                else F.col(p.field) >= p.value
+            return df.filter(cond)
+        if isinstance(node, assembly.Retain):
+            return df.select(*node.keep, *([ORDER] if ORDER in df.columns else []))
+        if isinstance(node, assembly.Rename):
+            return df.withColumnRenamed(node.old, node.new)
+        if isinstance(node, assembly.Function):
+            fn = node.function
+            return df.withColumn(node.field, (F.crc32(F.col(fn.field).cast("binary")) % fn.modulus).cast("long"))
+        if isinstance(node, assembly.Unique):
+            return df.select(*node.fields).distinct()
+        if isinstance(node, assembly.Sort):
+            keys = [F.col(b).desc() if node.descending else F.col(b).asc() for b in node.by]
+            if ORDER in df.columns:
+                keys.append(F.col(ORDER).asc())
+            return df.repartition(1).sortWithinPartitions(*keys)
+        if isinstance(node, assembly.HashJoin):
+            left, right = inputs
+            if ORDER in left.columns:
+                left = left.drop(ORDER)
+            joined = right.join(F.broadcast(left), right[node.right_key] == left[node.left_key], "inner")
+            return joined.select(*node.fields, *([ORDER] if ORDER in right.columns else []))
+        return df  # Pipe, Checkpoint: the records as they are
+
+    def _counted(self, df, key, counts: list):
+        """``df`` with a row count observed on its way (no extra pass); read after the actions."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        obs = Observation(f"logetl_{len(counts)}_{id(self)}")
+        counts.append((key, obs))
+        return df.observe(obs, F.count(F.lit(1)).alias("n"))
+
+    def execute_step(self, ctx: StepContext, step: assembly.Step, state) -> None:
+        spark = self.session()
+        frames: dict[int, object] = {}
+        observations: list = []
+        counts: list = []          # (node or ("read", node), observation): records out of each operator
+        malformed = []
+        # everything this step writes: each is one Spark action
+        actions = [("store", n) for n in step.writes] + [
+            ("sink", n) for n in step.nodes if isinstance(n, assembly.Sink)]
+        trap = self.trap is not None and any(isinstance(n, assembly.Parse) for n in step.nodes)
+        persist = len(actions) + (1 if trap else 0) > 1
+        self._persisted = []
+        for stored in step.reads:
+            df = spark.read.parquet(self.work.store(stored.name))
+            frames[id(stored)] = self._counted(df, ("read", stored), counts)
+        for node in step.nodes:
+            if isinstance(node, (assembly.Source, assembly.Sink)):
+                continue
+            if isinstance(node, assembly.Parse):
+                frames[id(node)], bad = self._parse(ctx, node, observations, persist)
+                malformed.append(bad)
+            else:
+                df = self._apply(node, [frames[id(p)] for p in node.previous])
+                frames[id(node)] = self._counted(df, node, counts)
+        try:
+            for kind, node in actions:
+                if kind == "store":
+                    self._store(node, frames[id(node)])
+                else:
+                    self._sink(ctx, node, frames[id(node.previous[0])], state)
+            if trap:
+                self.fs.rmtree(self.work.trap_dir)
+                reduce(lambda a, b: a.union(b), malformed).select("value").write.text(self.work.trap_dir)
+            outs: dict = {}
+            for node, obs in observations:
+                metrics = _metrics(obs)
+                self._account(ctx, node, metrics, state)
+                outs[id(node)] = int(metrics.get("kept") or 0)
+            read_outs = {}
+            for key, obs in counts:
+                n = int(_metrics(obs).get("n") or 0)
+                if isinstance(key, tuple):
+                    read_outs[id(key[1])] = n
+                else:
+                    outs[id(key)] = n
+            for node in step.nodes:
+                if isinstance(node, (assembly.Source, assembly.Parse, assembly.Sink)):
+                    continue
+                state.count(node.name, "out", outs.get(id(node), 0))
+                state.count(node.name, "in", sum(outs.get(id(p), read_outs.get(id(p), 0)) for p in node.previous))
+            if malformed and sum(state.malformed.values()) and len(ctx.run.malformed_samples) < 5:
+                want = 5 - len(ctx.run.malformed_samples)
+                bad = reduce(lambda a, b: a.union(b), malformed)
+                for row in bad.orderBy(ORDER).limit(want).collect():
+                    ctx.run.malformed_samples.append((row["_file"], row["_reason"], contract.display(row["value"])))
+        finally:
+            for df in self._persisted:
+                df.unpersist()
+
+    @staticmethod
+    def _account(ctx, node, metrics, state) -> None:
+        lines = int(metrics.get("lines") or 0)
+        state.lines_read += lines
+        for r in contract.REASONS:
+            n = int(metrics.get(r) or 0)
+            if n:
+                state.malformed[r] = state.malformed.get(r, 0) + n
+        state.dropped_size_dash += int(metrics.get("dash") or 0)
+        state.count(node.name, "in", lines)
+        state.count(node.name, "out", int(metrics.get("kept") or 0))
+
+    def _store(self, node, df) -> None:
+        path = self.work.store(node.name)
+        df.write.mode("overwrite").parquet(path)
+        self.work.mark_complete(node.name)
+
+    def _sink(self, ctx, node, df, state) -> None:
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        out = self.outputs[node.tap]
+        obs = Observation(f"sink_{node.name}")
+        line = F.concat_ws("\t", *[F.col(f).cast("string") for f in node.fields]).alias("value")
+        df.select(line).observe(obs, F.count(F.lit(1)).alias("n")).write.text(out.staging)
+        self._name_parts(out.staging)
+        n = int(_metrics(obs).get("n") or 0)
+        state.count(node.name, "in", n)
+        state.count(node.name, "out", n)
+        ctx.run.written[node.tap] = ctx.run.written.get(node.tap, 0) + n
+
+    def _name_parts(self, directory: str) -> None:
+        """Spark's part-00000-<uuid>-c000.txt become part-00000, part-00001, ... in the same order;
+        checksum files of the local file system go."""
+        names = self.fs.listdir(directory)
+        parts = [n for n in names if n.startswith("part-")]
+        for i, name in enumerate(parts):
+            self.fs.rename(self.fs.join(directory, name), self.fs.join(directory, f"part-{i:05d}"))
+        for name in names:
+            if name.endswith(".crc"):
+                self.fs.remove(self.fs.join(directory, name))
+
+    def commit(self, ctx: StepContext) -> None:
+        if self.trap is not None:
+            self.fs.makedirs(self.trap.staging)
+            if self.fs.isdir(self.work.trap_dir):
+                self._name_parts(self.work.trap_dir)
+                for name in self.fs.listdir(self.work.trap_dir):
+                    if name.startswith("part-"):
+                        self.fs.rename(self.fs.join(self.work.trap_dir, name), self.fs.join(self.trap.staging, name))
+        for out in self.outputs.values():
+            out.commit()
+        if self.trap is not None:
+            self.trap.commit()
+
+    def close(self, ctx: StepContext, ok: bool) -> None:
+        if not ok:
+            for out in getattr(self, "outputs", {}).values():
+                out.discard()
+            if getattr(self, "trap", None) is not None:
+                self.trap.discard()
