@@ -63,8 +63,8 @@ def test_quiet_prints_nothing(tmp_path):
     (["filter", "--input", CORPUS_LOG, "--output", "{tmp}/full"], ["{tmp}/full", "not empty", "--overwrite"]),
     (["filter", "--input", CORPUS_LOG, "--output", "{tmp}/afile"], ["{tmp}/afile", "not a directory"]),
     (["branch", "--input", CORPUS_LOG, "--output1", "{tmp}/same", "--output2", "{tmp}/same"], ["same path"]),
-    (["join", "--hdfs", CORPUS_LOG, "{tmp}/o"], ["spark", "--hdfs"]),
-    (["filter", "--hdfs", "--input", CORPUS_LOG, "--output", "{tmp}/o"], ["spark"]),
+    (["filter", "--master", "local[2]", "--input", CORPUS_LOG, "--output", "{tmp}/o"], ["--master", "--hdfs"]),
+    (["filter", "--hdfs", "--engine", "local", "--input", CORPUS_LOG, "--output", "{tmp}/o"], ["--hdfs"]),
 ])
 def test_user_errors_are_one_line_and_exit_2(tmp_path, args, needles):
     (tmp_path / "empty-dir").mkdir()
@@ -101,6 +101,8 @@ def test_input_that_is_not_a_file_is_a_user_error(tmp_path):
 @pytest.mark.parametrize("args", [
     ["join"], ["join", CORPUS_LOG], ["filter", "--input", CORPUS_LOG], ["branch", "--bogus"],
     ["join", CORPUS_LOG, "x", "--input", CORPUS_LOG], ["nonsense"], ["generate", "--lines", "-3", "x.log"],
+    ["filter", "--hdfs", "--conf", "novalue", "--input", CORPUS_LOG, "--output", "o"],
+    ["filter", "--engine", "flink", "--input", CORPUS_LOG, "--output", "o"],
 ])
 def test_usage_errors_exit_2_without_traceback(tmp_path, args):
     p = logetl(*args, cwd=str(tmp_path))

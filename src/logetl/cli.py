@@ -59,13 +59,13 @@ def _run(program: str, input_path: str, outputs: dict[str, str], opts: dict, tra
     from logetl.job import JobError, run_program
 
     if opts["hdfs"] and opts["engine"] == "local":
-        raise click.UsageError("--hdfs runs on spark: it cannot go with --engine local")
+        raise UserError("--hdfs runs on spark: it cannot go with --engine local")
     engine = "spark" if opts["hdfs"] else (opts["engine"] or "local")
     engine_options = {}
     if engine == "spark":
         engine_options = {"master": opts["master"], "conf": opts["confs"]}
     elif opts["master"] or opts["confs"]:
-        raise click.UsageError("--master and --conf are Spark settings: use them with --hdfs")
+        raise UserError("--master and --conf are Spark settings: use them with --hdfs")
     listener = ConsoleReporter(outputs={**outputs, **({"trap": trap} if trap else {})}, progress=None if not quiet else False)
     if quiet:
         listener.flow_finished = lambda run: None
