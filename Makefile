@@ -22,7 +22,7 @@ $(VENV)/.installed-test: $(BIN)/python $(SOURCES)
 	touch $@
 
 $(VENV)/.installed-bench: $(BIN)/python $(SOURCES)
-	$(PIP) -e '.[bench]'
+	$(PIP) -e '.[bench,spark]'
 	touch $@
 
 demo: $(VENV)/.installed-run
@@ -37,7 +37,7 @@ test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest
 
 bench: $(VENV)/.installed-bench
-	$(BIN)/python bench/run.py
+	$(BIN)/python bench/run.py --spark
 
 clean:
 	rm -rf $(VENV) $(DEMO) bench/out build src/*.egg-info src/logetl/*.so

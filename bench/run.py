@@ -59,6 +59,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--shared", default=os.path.join(ROOT, "..", "shared"))
     ap.add_argument("--chart", default=os.path.join(HERE, "results.png"))
+    ap.add_argument("--spark", action="store_true",
+                    help="also time the Spark engine against hand-written PySpark jobs (local[*])")
+    ap.add_argument("--spark-repeat", type=int, default=2)
+    ap.add_argument("--skip-local", action="store_true", help="only the Spark part")
     args = ap.parse_args()
 
     baselines = os.path.join(os.path.abspath(args.shared), "bench")
@@ -86,6 +90,8 @@ def main() -> None:
         "python join": ([py, os.path.join(baselines, "python_join.py"), log, o("pj")], [o("pj")]),
         "logetl join": (logetl + ["join", "-q", log, o("lj")], [o("lj")]),
     }
+    if args.skip_local:
+        jobs = {}
     runs: dict[str, list[tuple[float, float]]] = {k: [] for k in jobs}
     for i in range(args.repeat):
         for name, (cmd, clear) in jobs.items():
@@ -93,6 +99,11 @@ def main() -> None:
             print(f"  run {i + 1}/{args.repeat} {name:<14} {runs[name][-1][0]:7.2f} s", flush=True)
 
     size_mb = os.path.getsize(log) / 1e6
+    spark = run_spark(log, o, logetl, args.spark_repeat) if args.spark else None
+    if args.skip_local:
+        with open(os.path.join(OUT, "results-spark.json"), "w") as f:
+            json.dump(spark, f, indent=2)
+        return
     results = {name: {"median_s": statistics.median(w for w, _ in r), "runs_s": [round(w, 3) for w, _ in r],
                       "peak_rss_mb": max(m for _, m in r)} for name, r in runs.items()}
     print(f"\n{args.lines:,} lines, {size_mb:,.0f} MB, median of {args.repeat} runs, "
@@ -120,11 +131,46 @@ def main() -> None:
     print(f"\nJoin rerun after a failure at step join: {restart['rerun_s']:.2f} s, "
           f"{restart['fraction']:.0%} of a full run ({restart['full_s']:.2f} s)")
 
-    report = {"restart": restart, "lines": args.lines, "bytes": os.path.getsize(log), "repeat": args.repeat, "results": results,
+    report = {"spark": spark, "restart": restart, "lines": args.lines, "bytes": os.path.getsize(log), "repeat": args.repeat, "results": results,
               "targets": verdicts, "identical": same}
     with open(os.path.join(OUT, "results.json"), "w") as f:
         json.dump(report, f, indent=2)
     draw(results, args, size_mb)
+
+
+def run_spark(log: str, o, logetl: list[str], repeat: int) -> dict:
+    """logetl --hdfs against hand-written PySpark jobs doing the same work, both on local[*], each run a
+    fresh process (JVM start included in both), interleaved; outputs must be byte-identical."""
+    py = sys.executable
+    hand = os.path.join(HERE, "spark_handwritten.py")
+    jobs = {
+        "handwritten branch": ([py, hand, "branch", log, o("hb1"), o("hb2")], [o("hb1"), o("hb2")]),
+        "logetl spark branch": (logetl + ["branch", "-q", "--hdfs", "--master", "local[*]", "--input", log,
+                                          "--output1", o("sb1"), "--output2", o("sb2")], [o("sb1"), o("sb2")]),
+        "handwritten join": ([py, hand, "join", log, o("hj"), o("hj-ckpt")], [o("hj"), o("hj-ckpt")]),
+        "logetl spark join": (logetl + ["join", "-q", "--hdfs", "--master", "local[*]", log, o("sj")], [o("sj")]),
+    }
+    runs: dict[str, list[float]] = {k: [] for k in jobs}
+    for i in range(repeat):
+        for name, (cmd, clear) in jobs.items():
+            runs[name].append(measure(cmd, clear)[0])
+            print(f"  run {i + 1}/{repeat} {name:<20} {runs[name][-1]:7.2f} s", flush=True)
+
+    def cat(d: str) -> bytes:
+        return b"".join(open(os.path.join(d, n), "rb").read() for n in sorted(os.listdir(d)) if n.startswith("part-"))
+
+    same = {"branch": cat(o("hb1")) == cat(o("sb1")) == cat(o("sb2")), "join": cat(o("hj")) == cat(o("sj"))}
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    ratios = {"branch": med["logetl spark branch"] / med["handwritten branch"],
+              "join": med["logetl spark join"] / med["handwritten join"]}
+    print(f"\nSpark engine (local[*]), median of {repeat}:")
+    for k, v in med.items():
+        print(f"  {k:<22}{v:8.2f} s")
+    for k, r in ratios.items():
+        print(f"  {k} logetl / hand-written: {r:.2f} (limit 1.20) {'yes' if r <= 1.2 else 'NO'}")
+    print(f"  byte-identical: {same}")
+    return {"median_s": {k: round(v, 2) for k, v in med.items()}, "runs_s": runs,
+            "ratios": {k: round(v, 3) for k, v in ratios.items()}, "identical": same}
 
 
 def measure_restart(log: str, logetl: list[str], o, repeat: int) -> dict:
