@@ -25,6 +25,14 @@ UNDER_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 ENGINES = ["local", "spark"]
 
 
+@pytest.fixture(autouse=True)
+def _monitor_home(tmp_path_factory, monkeypatch):
+    """Runs record their documents in a store of the test session's, never in the user's ~/.logetl."""
+    monkeypatch.setenv("LOGETL_HOME", str(tmp_path_factory.getbasetemp() / "logetl-home"))
+    monkeypatch.delenv("LOGETL_MONITOR_URL", raising=False)
+    monkeypatch.delenv("LOGETL_API_KEY", raising=False)
+
+
 def require(condition: bool, reason: str) -> None:
     """Skip with ``reason`` when ``condition`` is false; under CI a missing component fails the test."""
     if condition:
@@ -97,3 +105,63 @@ def logetl(*args: str, env: dict | None = None, cwd: str | None = None) -> subpr
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([sys.executable, "-m", "logetl", *args], capture_output=True, env=full_env, cwd=cwd,
                           timeout=600)
+
+
+# --- a real PostgreSQL server for the monitor's store tests --------------------------------------------------
+
+def _pg_bindir() -> str | None:
+    import glob
+
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return os.path.dirname(found[-1]) if found else None
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """Starts a PostgreSQL server on 127.0.0.1 (Debian's postgresql package) for the session."""
+    import socket
+
+    bindir = _pg_bindir()
+    require(bindir is not None, "PostgreSQL is not installed (Debian package postgresql)")
+    import pathlib
+    import tempfile
+
+    # its own directory under /tmp: the postgres user cannot reach into pytest's private tree
+    base = pathlib.Path(tempfile.mkdtemp(prefix="logetl-pg-"))
+    data, sock = base / "data", base / "sock"
+    sock.mkdir()
+    as_user: list[str] = []
+    if os.geteuid() == 0:   # initdb refuses to run as root: the package's postgres user runs the server
+        as_user = ["runuser", "-u", "postgres", "--"]
+        subprocess.run(["chown", "-R", "postgres", str(base)], check=True)
+        os.chmod(base, 0o755)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    subprocess.run(as_user + [f"{bindir}/initdb", "-D", str(data), "-A", "trust", "-U", "postgres",
+                              "--no-sync"], check=True, capture_output=True)
+    subprocess.run(as_user + [f"{bindir}/pg_ctl", "-D", str(data), "-l", str(base / "server.log"), "-w",
+                              "-o", f"-p {port} -h 127.0.0.1 -k {sock} -c fsync=off -c max_connections=200",
+                              "start"], check=True, capture_output=True)
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(as_user + [f"{bindir}/pg_ctl", "-D", str(data), "-m", "immediate", "stop"],
+                       capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request, tmp_path):
+    """An empty monitor store on SQLite (a file) or on the real PostgreSQL server."""
+    from logetl.monitor.store import Store, metadata
+
+    if request.param == "sqlite":
+        s = Store(f"sqlite:///{tmp_path}/monitor.db")
+    else:
+        s = Store(request.getfixturevalue("postgres_url"))
+        with s.engine.begin() as conn:
+            for table in reversed(metadata.sorted_tables):
+                conn.execute(table.delete())
+    yield s
+    s.engine.dispose()

@@ -4,6 +4,7 @@ Every user error is one line naming the bad value; a traceback is a bug.
 """
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -25,6 +26,10 @@ class RunFailed(click.ClickException):
 
 
 def _engine_options(f):
+    f = click.option("--tag", "tags", metavar="KEY=VALUE", multiple=True, callback=_parse_confs,
+                     help="A tag for the monitor (repeatable), e.g. --tag team=web.")(f)
+    f = click.option("--app-name", metavar="NAME", default=None,
+                     help="Application name in the monitor (default: logetl-PROGRAM).")(f)
     f = click.option("--work-dir", metavar="DIR", default=None,
                      help="Where checkpoints and other stored step outputs live "
                           "(default: .OUTPUT.logetl-work beside the first output).")(f)
@@ -72,7 +77,8 @@ def _run(program: str, input_path: str, outputs: dict[str, str], opts: dict, tra
         listener.notice = lambda run, message: None
     try:
         run_program(program, input_path, outputs, engine=engine, trap=trap, overwrite=overwrite, listener=listener,
-                    work_dir=work_dir, checkpoint_dir=checkpoint_dir, engine_options=engine_options)
+                    work_dir=work_dir, checkpoint_dir=checkpoint_dir, engine_options=engine_options,
+                    application=opts["app_name"], tags=opts["tags"], quiet=quiet)
     except JobError as exc:
         raise UserError(str(exc)) from None
     except (EngineUnavailable, UnsupportedOperator) as exc:
@@ -194,6 +200,127 @@ def generate(n_lines, seed, out):
     except OSError as exc:
         raise UserError(f"cannot write {out!r}: {exc.strerror or exc}") from None
     click.echo(f"wrote {n_lines:,} lines to {out}", err=True)
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _store(db: str | None):
+    from logetl.monitor.reporter import home
+    from logetl.monitor.store import Store, default_url
+
+    url = db or os.environ.get("LOGETL_MONITOR_DB") or default_url(home())
+    if url.startswith("sqlite:///"):
+        os.makedirs(os.path.dirname(os.path.abspath(url[len("sqlite:///"):])), exist_ok=True)
+    try:
+        return Store(url)
+    except Exception as exc:
+        raise UserError(f"cannot open the monitor database {url!r}: {str(exc).splitlines()[0]}") from None
+
+
+_db_option = click.option("--db", metavar="URL", default=None,
+                          help="Database URL: sqlite:///path.db (default: $LOGETL_HOME/monitor.db) or "
+                               "postgresql://user:password@host:port/db.")
+
+
+@main.group(invoke_without_command=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
+@_db_option
+@click.option("--require-key", is_flag=True, help="Require an API key even before any key exists.")
+@click.option("--allow-public-without-keys", is_flag=True,
+              help="Serve on a non-loopback address although no API keys exist (everyone sees every run).")
+@click.pass_context
+def monitor(ctx, host, port, db, require_key, allow_public_without_keys):
+    """Serve the run monitor: all applications, each run's graph, timeline and counters.
+
+    Runs record their documents in the store under $LOGETL_HOME (default ~/.logetl) unless
+    LOGETL_MONITOR_URL points them at a monitor server (with LOGETL_API_KEY).
+
+    \b
+    Examples:
+      logetl monitor                       # http://127.0.0.1:8080
+      logetl monitor keys create --user alice
+      logetl monitor --host 0.0.0.0 --port 8080 --db postgresql://logetl@db/logetl
+    """
+    if ctx.invoked_subcommand is not None:
+        ctx.obj = {"db": db}
+        return
+    store = _store(db)
+    if host not in LOOPBACK and not (store.has_keys() or require_key) and not allow_public_without_keys:
+        raise UserError(f"refusing to serve every run to anyone on {host}: create an API key "
+                        "(logetl monitor keys create --user NAME), or pass --require-key, or "
+                        "--allow-public-without-keys")
+    import uvicorn
+
+    from logetl.monitor.app import create_app
+
+    click.echo(f"logetl monitor on http://{host}:{port} (database {store.url})", err=True)
+    uvicorn.run(create_app(store, require_key=require_key), host=host, port=port, log_level="warning")
+
+
+@monitor.group()
+def keys():
+    """Manage API keys (each key belongs to a user; keys are stored hashed).
+
+    \b
+    Example:
+      logetl monitor keys create --user alice
+    """
+
+
+@keys.command("create")
+@click.option("--user", required=True, help="The user the key belongs to.")
+@_db_option
+@click.pass_context
+def keys_create(ctx, user, db):
+    """Create a key and print it once: it is stored only as a hash.
+
+    \b
+    Example:
+      logetl monitor keys create --user alice
+    """
+    if not user.strip():
+        raise UserError("--user must not be empty")
+    store = _store(db or (ctx.obj or {}).get("db"))
+    click.echo(store.create_key(user.strip()))
+    click.echo(f"this key is shown only now; runs sent with it belong to {user.strip()}", err=True)
+
+
+@keys.command("list")
+@_db_option
+@click.pass_context
+def keys_list(ctx, db):
+    """List keys (prefix, user, created, revoked); the keys themselves cannot be shown.
+
+    \b
+    Example:
+      logetl monitor keys list
+    """
+    import datetime as dt
+
+    store = _store(db or (ctx.obj or {}).get("db"))
+    for k in store.list_keys():
+        when = dt.datetime.fromtimestamp(k["created_at"], dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+        state = "revoked" if k["revoked_at"] else "active"
+        click.echo(f"lgt_{k['prefix']}\t{k['user']}\t{when}\t{state}")
+
+
+@keys.command("revoke")
+@click.argument("prefix")
+@_db_option
+@click.pass_context
+def keys_revoke(ctx, prefix, db):
+    """Revoke a key by its prefix (as `keys list` shows it).
+
+    \b
+    Example:
+      logetl monitor keys revoke lgt_1a2b3c4d
+    """
+    store = _store(db or (ctx.obj or {}).get("db"))
+    if not store.revoke_key(prefix):
+        raise UserError(f"no active key {prefix!r}")
+    click.echo(f"revoked {prefix}", err=True)
 
 
 if __name__ == "__main__":

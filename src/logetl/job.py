@@ -8,7 +8,7 @@ from logetl.engines import get_engine
 from logetl.engines.base import Taps
 from logetl.io import inputs, outputs
 from logetl.io.fs import LOCAL
-from logetl.listener import FlowListener, FlowRun
+from logetl.listener import FlowListener, FlowRun, Listeners
 from logetl.workdir import WorkDir, flow_identity, is_checkpoint_dir
 
 
@@ -72,11 +72,22 @@ def bind(program: str, input_path: str, output_paths: dict[str, str], trap: str 
 def run_program(program: str, input_path: str, output_paths: dict[str, str], *, engine: str = "local",
                 trap: str | None = None, overwrite: bool = False, work_dir: str | None = None,
                 checkpoint_dir: str | None = None, listener: FlowListener | None = None,
-                engine_options: dict | None = None) -> FlowRun:
+                engine_options: dict | None = None, application: str | None = None,
+                tags: dict | None = None, monitor: bool | None = None, quiet: bool = False) -> FlowRun:
+    """Runs a program. Unless ``monitor`` is false (or LOGETL_MONITOR=off), the run's documents go to the
+    monitor (``logetl.monitor.reporter``)."""
     runner = get_engine(engine)(**(engine_options or {}))
     try:
         taps = bind(program, input_path, output_paths, trap, overwrite, work_dir, checkpoint_dir, engine,
                     runner.filesystem())
-        return runner.run(programs.get(program), taps, listener or FlowListener())
+        flow = programs.get(program)
+        listeners = [listener or FlowListener()]
+        if monitor is None:
+            monitor = os.environ.get("LOGETL_MONITOR", "on").lower() not in ("off", "0", "false", "no")
+        if monitor:
+            from logetl.monitor.reporter import MonitorListener
+
+            listeners.append(MonitorListener(flow, application=application, tags=tags, quiet=quiet))
+        return runner.run(flow, taps, Listeners(listeners))
     finally:
         runner.shutdown()

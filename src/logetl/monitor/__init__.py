@@ -1,0 +1,1 @@
+"""The run monitor: run documents, the store, the web app."""

@@ -1,0 +1,105 @@
+"""Run documents: what a run tells the monitor, as JSON.
+
+A document is the whole state of one run at one moment (idempotent: a store keeps, per run id, the
+document with the highest ``seq``), so documents may be delivered late, twice or out of order.
+
+    {"messaging_version": "1.0-eap-57", "format": "JSON", "seq": 3, "sent_at": 1763812345.1,
+     "run": {"run_id": "5F0C...", "application": "logetl-join", "program": "join", "engine": "local",
+             "owner": "alice", "tags": {"team": "web"}, "status": "RUNNING",
+             "started_at": ..., "finished_at": null, "error": null,
+             "graph": {"nodes": [...], "edges": [...]},
+             "steps": [{"name": "parse", "status": "SUCCESSFUL", "started_at": ..., "finished_at": ...,
+                        "counters": {"parse": {"in": 5000, "out": 4568}, ...},
+                        "lines_read": 5000, "malformed": {}, "dropped_size_dash": 432}, ...],
+             "written": {"output": 716}, "restarted_after": null, ...}}
+"""
+from __future__ import annotations
+
+import json
+import time
+
+from logetl import assembly
+from logetl.listener import FlowRun
+
+MESSAGING_VERSION = "1.0-eap-57"
+FORMAT = "JSON"
+STATUSES = ("PENDING", "RUNNING", "SUCCESSFUL", "FAILED", "STOPPED")
+
+
+def graph(flow: assembly.Flow) -> dict:
+    """Operators and steps as nodes; data flow between operators and dependencies between steps as edges."""
+    nodes, edges = [], []
+    for step in flow.steps:
+        nodes.append({"id": f"step:{step.name}", "type": "step", "name": step.name, "index": step.index})
+    for i, n in enumerate(flow.nodes):
+        step = flow.step_of(n)
+        nodes.append({"id": f"op:{n.name}", "type": "operator", "name": n.name, "kind": n.kind,
+                      "step": step.name, "order": i, "description": n.describe(), "fields": list(n.fields)})
+    for a, b in flow.edges():
+        edges.append({"from": f"op:{a.name}", "to": f"op:{b.name}", "type": "data", "fields": list(a.fields)})
+    for step in flow.steps:
+        for before in sorted({flow.step_of(r).name for r in step.reads}):
+            edges.append({"from": f"step:{before}", "to": f"step:{step.name}", "type": "dependency"})
+    return {"nodes": nodes, "edges": edges}
+
+
+def run_document(run: FlowRun, flow: assembly.Flow, *, application: str, owner: str, tags: dict,
+                 seq: int, flow_graph: dict | None = None) -> dict:
+    body = run.to_dict()
+    body.update({
+        "application": application, "owner": owner, "tags": dict(tags),
+        "graph": flow_graph if flow_graph is not None else graph(flow),
+        "records_read": run.lines_read, "records_written": sum(run.written.values()),
+        "duration": (run.finished_at - run.started_at) if run.started_at and run.finished_at else None,
+    })
+    return {"messaging_version": MESSAGING_VERSION, "format": FORMAT, "seq": seq, "sent_at": time.time(),
+            "run": body}
+
+
+class DocumentError(ValueError):
+    """A document the monitor cannot take; the message says which field is wrong."""
+
+
+def validate(doc) -> dict:
+    """Checks a received document's shape; returns it. Unknown extra fields are kept."""
+    if not isinstance(doc, dict):
+        raise DocumentError("a document is a JSON object")
+    if doc.get("messaging_version") != MESSAGING_VERSION:
+        raise DocumentError(f"messaging_version must be {MESSAGING_VERSION!r}")
+    if doc.get("format", FORMAT) != FORMAT:
+        raise DocumentError(f"format must be {FORMAT!r}")
+    if not isinstance(doc.get("seq"), int) or doc["seq"] < 0:
+        raise DocumentError("seq must be a non-negative integer")
+    run = doc.get("run")
+    if not isinstance(run, dict):
+        raise DocumentError("run must be an object")
+    rid = run.get("run_id")
+    if not (isinstance(rid, str) and len(rid) == 32 and all(c in "0123456789ABCDEF" for c in rid)):
+        raise DocumentError("run.run_id must be 32 uppercase hex digits")
+    if run.get("status") not in STATUSES:
+        raise DocumentError(f"run.status must be one of {', '.join(STATUSES)}")
+    for key in ("application", "program", "engine"):
+        if not isinstance(run.get(key), str) or not run[key]:
+            raise DocumentError(f"run.{key} must be a non-empty string")
+    for key in ("started_at", "finished_at"):
+        if run.get(key) is not None and not isinstance(run[key], (int, float)):
+            raise DocumentError(f"run.{key} must be a number (seconds since the epoch) or null")
+    if not isinstance(run.get("steps", []), list) or not isinstance(run.get("graph", {}), dict):
+        raise DocumentError("run.steps must be a list and run.graph an object")
+    if not isinstance(run.get("tags", {}), dict):
+        raise DocumentError("run.tags must be an object")
+    return doc
+
+
+def row_of(doc: dict, owner: str | None = None) -> dict:
+    """The ``runs`` row for a (validated) document; ``owner`` overrides the document's (an API key's user)."""
+    run = doc["run"]
+    return {
+        "run_id": run["run_id"], "owner": owner or str(run.get("owner") or "unknown"),
+        "application": run["application"], "program": run["program"], "engine": run["engine"],
+        "status": run["status"], "started_at": run.get("started_at"), "finished_at": run.get("finished_at"),
+        "duration": run.get("duration"), "records_read": run.get("records_read"),
+        "records_written": run.get("records_written"), "seq": doc["seq"],
+        "tags": json.dumps(run.get("tags") or {}, sort_keys=True),
+        "document": json.dumps(doc, sort_keys=True), "updated_at": time.time(),
+    }
