@@ -68,7 +68,7 @@ def test_embedded_run_records_its_documents_and_prints_the_lines(tmp_path):
     assert run["program"] == "join" and run["engine"] == "local" and run["records_written"] == 18
     assert [(s["name"], s["status"]) for s in run["steps"]] == [("parse", "SUCCESSFUL"), ("join", "SUCCESSFUL")]
     assert run["steps"][1]["counters"]["sink"] == {"in": 18, "out": 18}
-    assert run["seq"] >= 6       # flow start, each step's start and end, flow end
+    assert run["seq"] >= 2       # at least its start and its end
 
 
 def test_a_failed_run_is_recorded_with_its_error(tmp_path):

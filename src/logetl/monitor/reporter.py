@@ -14,18 +14,15 @@ from __future__ import annotations
 import getpass
 import json
 import os
-import queue
-import sqlite3
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 
 from logetl.listener import FlowListener, FlowRun
 from logetl.monitor.documents import FORMAT, MESSAGING_VERSION, graph, row_of, run_document
 
 DEFAULT_UI = "http://127.0.0.1:8080"
+LIVE_AFTER = 1.0   # seconds: step updates of a run are sent once it has been running this long
 
 
 def home() -> str:
@@ -46,6 +43,8 @@ class EmbeddedSink:
 
     def _connect(self):
         if self.conn is None:
+            import sqlite3
+
             conn = sqlite3.connect(self.path, timeout=30)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -116,6 +115,9 @@ class RemoteSink:
         self._put(doc)
 
     def _post(self, doc: dict) -> bool:
+        import urllib.error
+        import urllib.request   # only a remote monitor needs HTTP (and its import is not free)
+
         req = urllib.request.Request(self.url, data=json.dumps(doc).encode(), method="POST",
                                      headers={"Content-Type": "application/json",
                                               **({"Authorization": f"Bearer {self.key}"} if self.key else {})})
@@ -200,7 +202,11 @@ class MonitorListener(FlowListener):
             self.sink = EmbeddedSink(home())
         self.grace = float(os.environ.get("LOGETL_MONITOR_GRACE", "1.0"))
 
-    def _send(self, run: FlowRun) -> None:
+    def _send(self, run: FlowRun, always: bool = True) -> None:
+        # Live updates matter for long runs; a run's first second sends only what the view needs
+        # (its start, then its end), which keeps short runs cheap.
+        if not always and run.started_at is not None and time.time() - run.started_at < LIVE_AFTER:
+            return
         self.seq += 1
         doc = run_document(run, self.flow, application=self.application, owner=self.owner, tags=self.tags,
                            seq=self.seq, flow_graph=self.graph)
@@ -209,14 +215,11 @@ class MonitorListener(FlowListener):
         except Exception as exc:  # the monitor never fails a run
             self._say(f"monitor: could not record the run document ({exc})", logger="logetl.monitor", force=True)
 
-    def flow_started(self, run):
-        self._send(run)
-
     def step_started(self, run, step):
-        self._send(run)
+        self._send(run, always=self.seq == 0)
 
     def step_finished(self, run, step):
-        self._send(run)
+        self._send(run, always=False)
 
     def flow_finished(self, run):
         self._send(run)
