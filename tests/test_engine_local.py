@@ -91,3 +91,27 @@ def test_no_progress_bar_when_not_a_terminal(tmp_path):
                         str(tmp_path / "o")], capture_output=True, env={**os.environ, "LOGETL_PROGRESS_AFTER": "0"})
     assert p.returncode == 0
     assert b"%" not in p.stderr
+
+
+def test_an_engine_refuses_an_operator_it_cannot_run_before_running(tmp_path):
+    """It names the operator, and nothing is read or written."""
+    from logetl import assembly
+    from logetl.engines.base import Taps, UnsupportedOperator
+    from logetl.listener import FlowListener
+
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class EndsWith:          # a predicate no engine knows
+        field: str
+        suffix: str
+
+        def describe(self):
+            return f"{self.field} ends with {self.suffix!r}"
+
+    parsed = assembly.Parse("parse", assembly.Source("input"))
+    flow = assembly.Flow("custom", [assembly.Sink("sink", assembly.Filter("odd", parsed, EndsWith("ip", "1")), "out")])
+    with pytest.raises(UnsupportedOperator, match="cannot evaluate the predicate of 'odd'"):
+        local.LocalEngine().run(flow, Taps(inputs=["/nonexistent"], outputs={"out": str(tmp_path / "o")}),
+                                FlowListener())
+    assert not os.path.exists(tmp_path / "o")

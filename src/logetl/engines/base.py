@@ -52,8 +52,10 @@ class StepContext:
 
 class Engine:
     name = "base"
-    #: assembly node classes this engine can execute
+    #: assembly node classes this engine can execute, and the expressions it can evaluate
     supports: tuple[type, ...] = ()
+    predicates: tuple[type, ...] = (assembly.StartsWith, assembly.AtLeast)
+    functions: tuple[type, ...] = (assembly.Crc32Mod,)
 
     def __init__(self, **options):
         self.options = options
@@ -75,6 +77,10 @@ class Engine:
             if type(node) not in self.supports:
                 raise UnsupportedOperator(
                     f"the {self.name} engine cannot run operator {node.name!r} ({node.kind})")
+            if isinstance(node, assembly.Filter) and not isinstance(node.predicate, self.predicates):
+                raise UnsupportedOperator(f"the {self.name} engine cannot evaluate the predicate of {node.name!r}")
+            if isinstance(node, assembly.Function) and not isinstance(node.function, self.functions):
+                raise UnsupportedOperator(f"the {self.name} engine cannot evaluate the function of {node.name!r}")
 
     def prepare(self, ctx: StepContext) -> None:
         """Called once before the first step (stage outputs, open sessions)."""

@@ -385,15 +385,6 @@ class LocalEngine(Engine):
     chunk_bytes = inputs.CHUNK
     supports = (assembly.Source, assembly.Parse, assembly.Sink, *OPS)
 
-    def check(self, flow):
-        super().check(flow)
-        for node in flow.nodes:
-            if isinstance(node, assembly.Filter) and not isinstance(
-                    node.predicate, (assembly.StartsWith, assembly.AtLeast)):
-                raise assembly.AssemblyError(f"the local engine cannot evaluate the predicate of {node.name!r}")
-            if isinstance(node, assembly.Function) and not isinstance(node.function, assembly.Crc32Mod):
-                raise assembly.AssemblyError(f"the local engine cannot evaluate the function of {node.name!r}")
-
     def prepare(self, ctx):
         taps = ctx.taps
         self.work = taps.work

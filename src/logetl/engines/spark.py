@@ -30,6 +30,7 @@ from functools import reduce
 
 from logetl import assembly, contract
 from logetl.engines.base import Engine, EngineUnavailable, StepContext
+from logetl.io.fs import LocalFS
 from logetl.io.outputs import StagedOutput
 
 SPARK_PATTERN = "(?s)" + contract.PATTERN
@@ -164,14 +165,7 @@ class HadoopFS:
         fs, path = self._p(p)
         fs.create(path, True).close()
 
-    def pid_alive(self, pid: int) -> bool:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+    pid_alive = staticmethod(LocalFS.pid_alive)   # the driver runs here, whatever file system it writes
 
 
 def _check_java() -> None:
@@ -271,15 +265,6 @@ class SparkEngine(Engine):
         self._spark = None
 
     # --- running ------------------------------------------------------------------------------------------
-
-    def check(self, flow):
-        super().check(flow)
-        for node in flow.nodes:
-            if isinstance(node, assembly.Filter) and not isinstance(
-                    node.predicate, (assembly.StartsWith, assembly.AtLeast)):
-                raise assembly.AssemblyError(f"the spark engine cannot evaluate the predicate of {node.name!r}")
-            if isinstance(node, assembly.Function) and not isinstance(node.function, assembly.Crc32Mod):
-                raise assembly.AssemblyError(f"the spark engine cannot evaluate the function of {node.name!r}")
 
     def prepare(self, ctx: StepContext) -> None:
         self.fs = HadoopFS(self.session())

@@ -97,7 +97,9 @@ class LocalFS:
             f.flush()
             os.fsync(f.fileno())
 
-    def pid_alive(self, pid: int) -> bool:
+    @staticmethod
+    def pid_alive(pid: int) -> bool:
+        """Whether process ``pid`` of this machine still runs (staging directories name their writer)."""
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
