@@ -49,6 +49,13 @@ def test_branch_corpus(engine, tmp_path):
     assert result.malformed == counts["malformed"]
     assert result.dropped_size_dash == counts["dropped_size_dash"]
     assert result.written == {"output1": counts["records"], "output2": counts["records"]}
+    # the summary's samples: the first five malformed lines, in input order, on every engine
+    from corpus_cases import CASES
+    from logetl.contract import display
+
+    first = [(expected, display(raw)) for _, raw, expected in CASES if isinstance(expected, str)][:5]
+    assert [(reason, text) for _, reason, text in result.malformed_samples] == first
+    assert all(where.endswith("corpus.log") or ".log:" in where for where, _, _ in result.malformed_samples)
 
 
 def test_filter_corpus(engine, tmp_path):
