@@ -42,6 +42,15 @@ def require(condition: bool, reason: str) -> None:
     pytest.skip(reason)
 
 
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def spark_missing() -> str | None:
     """Why the spark engine cannot run here, or None."""
     try:
@@ -119,8 +128,6 @@ def _pg_bindir() -> str | None:
 @pytest.fixture(scope="session")
 def postgres_url():
     """Starts a PostgreSQL server on 127.0.0.1 (Debian's postgresql package) for the session."""
-    import socket
-
     bindir = _pg_bindir()
     require(bindir is not None, "PostgreSQL is not installed (Debian package postgresql)")
     import pathlib
@@ -135,9 +142,7 @@ def postgres_url():
         as_user = ["runuser", "-u", "postgres", "--"]
         subprocess.run(["chown", "-R", "postgres", str(base)], check=True)
         os.chmod(base, 0o755)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     subprocess.run(as_user + [f"{bindir}/initdb", "-D", str(data), "-A", "trust", "-U", "postgres",
                               "--no-sync"], check=True, capture_output=True)
     subprocess.run(as_user + [f"{bindir}/pg_ctl", "-D", str(data), "-l", str(base / "server.log"), "-w",

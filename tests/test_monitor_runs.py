@@ -11,22 +11,15 @@ import sys
 import threading
 import time
 
-import pytest
 import uvicorn
 
-from conftest import CORPUS, logetl
+from conftest import CORPUS, free_port, logetl
 from logetl.job import run_program
 from logetl.monitor.app import create_app
 from logetl.monitor.store import Store
 
 CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
 LINE = r"\d\d/\d\d/\d\d \d\d:\d\d:\d\d INFO "
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:

@@ -13,15 +13,9 @@ import urllib.request
 
 import pytest
 
-from conftest import CORPUS, corpus, parts, require, spark_missing
+from conftest import CORPUS, corpus, free_port, parts, require, spark_missing
 
 CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(check, what: str, timeout: float = 90.0):

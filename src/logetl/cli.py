@@ -71,10 +71,7 @@ def _run(program: str, input_path: str, outputs: dict[str, str], opts: dict, tra
         engine_options = {"master": opts["master"], "conf": opts["confs"]}
     elif opts["master"] or opts["confs"]:
         raise UserError("--master and --conf are Spark settings: use them with --hdfs")
-    listener = ConsoleReporter(outputs={**outputs, **({"trap": trap} if trap else {})}, progress=None if not quiet else False)
-    if quiet:
-        listener.flow_finished = lambda run: None
-        listener.notice = lambda run, message: None
+    listener = ConsoleReporter(outputs={**outputs, **({"trap": trap} if trap else {})}, quiet=quiet)
     try:
         run_program(program, input_path, outputs, engine=engine, trap=trap, overwrite=overwrite, listener=listener,
                     work_dir=work_dir, checkpoint_dir=checkpoint_dir, engine_options=engine_options,

@@ -15,10 +15,11 @@ def _mb(n: int) -> str:
 
 
 class ConsoleReporter(FlowListener):
-    def __init__(self, stream=None, outputs: dict[str, str] | None = None, progress: bool | None = None):
+    def __init__(self, stream=None, outputs: dict[str, str] | None = None, quiet: bool = False):
         self.stream = stream or sys.stderr
         self.outputs = outputs or {}
-        self.progress_on = self.stream.isatty() if progress is None else progress
+        self.quiet = quiet
+        self.progress_on = not quiet and self.stream.isatty()
         self.started = time.monotonic()
         self.last_draw = 0.0
         self.drawn = False
@@ -37,12 +38,16 @@ class ConsoleReporter(FlowListener):
         self.drawn = True
 
     def notice(self, run, message):
+        if self.quiet:
+            return
         if self.drawn:
             self.stream.write("\r" + " " * 72 + "\r")
         self.stream.write(f"logetl: {message}\n")
         self.stream.flush()
 
     def flow_finished(self, run: FlowRun):
+        if self.quiet:
+            return
         if self.drawn:
             self.stream.write("\r" + " " * 72 + "\r")
         self.stream.write(summary(run, self.outputs))

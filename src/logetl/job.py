@@ -27,8 +27,8 @@ def default_work_dir(output: str, fs=LOCAL) -> str:
 
 def bind(program: str, input_path: str, output_paths: dict[str, str], trap: str | None = None,
          overwrite: bool = False, work_dir: str | None = None, checkpoint_dir: str | None = None,
-         engine: str = "local", fs=LOCAL) -> Taps:
-    flow = programs.get(program)
+         engine: str = "local", fs=LOCAL, flow: assembly.Flow | None = None) -> Taps:
+    flow = flow or programs.get(program)
     wanted = sorted(s.tap for s in flow.sinks)
     if sorted(output_paths) != wanted:
         raise JobError(f"program {program} writes outputs {', '.join(wanted)}")
@@ -77,10 +77,10 @@ def run_program(program: str, input_path: str, output_paths: dict[str, str], *, 
     """Runs a program. Unless ``monitor`` is false (or LOGETL_MONITOR=off), the run's documents go to the
     monitor (``logetl.monitor.reporter``)."""
     runner = get_engine(engine)(**(engine_options or {}))
+    flow = programs.get(program)
     try:
         taps = bind(program, input_path, output_paths, trap, overwrite, work_dir, checkpoint_dir, engine,
-                    runner.filesystem())
-        flow = programs.get(program)
+                    runner.filesystem(), flow)
         listeners = [listener or FlowListener()]
         if monitor is None:
             monitor = os.environ.get("LOGETL_MONITOR", "on").lower() not in ("off", "0", "false", "no")

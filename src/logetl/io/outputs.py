@@ -32,17 +32,17 @@ def check_output(path: str, overwrite: bool, option: str = "output", fs=LOCAL) -
         raise OutputError(f"{option} {path!r}: cannot write to {denied!r}")
 
 
-def _staging_prefix(path: str, fs) -> str:
-    return fs.join(fs.parent(path), f".{fs.basename(path)}.logetl-")
+def _staging_base(path: str, fs) -> str:
+    """The start of the names of ``path``'s staging directories (its siblings)."""
+    return f".{fs.basename(path)}.logetl-"
 
 
 def clean_stale(path: str, fs=LOCAL) -> None:
     """Removes staging directories of ``path`` whose process is gone (a run killed before commit)."""
-    prefix = _staging_prefix(path, fs)
     parent = fs.parent(path)
     if not fs.isdir(parent):
         return
-    base = prefix.rsplit("/", 1)[-1]
+    base = _staging_base(path, fs)
     for name in fs.listdir(parent):
         if not name.startswith(base):
             continue
@@ -61,7 +61,8 @@ class StagedOutput:
         self.overwrite = overwrite
         fs.makedirs(fs.parent(self.path))
         clean_stale(self.path, fs)
-        self.staging = f"{_staging_prefix(self.path, fs)}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.staging = fs.join(fs.parent(self.path),
+                               f"{_staging_base(self.path, fs)}{os.getpid()}-{uuid.uuid4().hex[:8]}")
         if create:
             fs.makedirs(self.staging)
         self.part = fs.join(self.staging, PART)
