@@ -165,9 +165,27 @@ def test_existing_empty_output_directory_is_used(engine, tmp_path):
 def test_overwrite_replaces_a_previous_result(engine, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    (out / "old-file").write_bytes(b"old")
+    (out / "part-00000").write_bytes(b"old\n")
+    (out / "part-00001").write_bytes(b"older\n")
+    (out / "_SUCCESS").write_bytes(b"")
     _, outs = run("filter", CORPUS_LOG, tmp_path, engine, overwrite=True)
     assert part(outs["output"]) == corpus("filter.tsv")
+    assert sorted(os.listdir(out)) == ["_SUCCESS", "part-00000"]
+
+
+def test_overwrite_never_replaces_a_directory_holding_other_files(engine, tmp_path):
+    """logetl deletes only what it created: --overwrite replaces an earlier output, not a user's folder."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "part-00000").write_bytes(b"old\n")
+    (out / ".env").write_bytes(b"SECRET=1")
+    from logetl.io.outputs import OutputError
+    with pytest.raises(OutputError) as caught:
+        run("filter", CORPUS_LOG, tmp_path, engine, overwrite=True)
+    assert str(caught.value) == (
+        f"output directory {str(out)!r} is not empty and holds '.env', which is not part of a logetl output: "
+        "choose another directory (--overwrite replaces only earlier outputs)")
+    assert read(out / ".env") == b"SECRET=1" and read(out / "part-00000") == b"old\n"
 
 
 def test_a_failed_run_leaves_no_part_file(engine, tmp_path, monkeypatch):

@@ -1,28 +1,61 @@
-"""The ``logetl`` command. Click conventions: usage errors exit 2, a failed run exits 1, success 0.
+"""The ``logetl`` command. Click conventions: usage errors exit 2, a failed run exits 1, success 0,
+interrupted 130 (``logetl.errors``).
 
-Every user error is one line naming the bad value; a traceback is a bug.
+Every user error is one line naming the bad value; a traceback is a bug (``LOGETL_DEBUG=1`` shows it).
 """
 from __future__ import annotations
 
 import os
 import sys
+import traceback
 
 import click
 
-from logetl import __version__, programs
-from logetl.engines import EngineUnavailable, UnsupportedOperator
+from logetl import __version__, errors, programs
+from logetl.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, LogetlError, RunFailed
 
-EXIT_USAGE, EXIT_FAILED = 2, 1
-
-
-class UserError(click.ClickException):
-    """One line on stderr, exit 2: the user asked for something that cannot be done."""
-
-    exit_code = EXIT_USAGE
+__all__ = ["main", "EXIT_FAILED", "EXIT_USAGE"]
 
 
-class RunFailed(click.ClickException):
-    exit_code = EXIT_FAILED
+#: one line on stderr, exit 2: the user asked for something that cannot be done
+UserError = errors.UsageError
+
+
+class _Shown(click.ClickException):
+    """A ``LogetlError`` as Click shows it: ``Error: <message>``, the error class's exit code."""
+
+    def __init__(self, exc: LogetlError):
+        super().__init__(str(exc))
+        self.exit_code = exc.exit_code
+
+
+class _Group(click.Group):
+    """Turns every ``LogetlError`` raised below into one line and its exit code, and any other exception
+    into one line and exit 1 (the traceback only with LOGETL_DEBUG=1)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
+            raise
+        except LogetlError as exc:
+            if errors.debug():
+                traceback.print_exc()
+            raise _Shown(exc) from None
+        except BrokenPipeError:
+            _silence_stderr()
+            sys.exit(EXIT_FAILED)
+        except Exception as exc:   # a bug: still one line, unless asked for the traceback
+            if errors.debug():
+                raise
+            raise _Shown(RunFailed(f"internal error: {type(exc).__name__}: {exc} (LOGETL_DEBUG=1 shows where)")) \
+                from None
+
+
+def _silence_stderr() -> None:
+    from logetl.console import silence_broken_pipe
+
+    silence_broken_pipe()
 
 
 def _engine_options(f):
@@ -44,7 +77,10 @@ def _engine_options(f):
     f = click.option("--engine", type=click.Choice(["local", "spark"]), default=None,
                      help="Engine to run on (--hdfs is --engine spark).")(f)
     f = click.option("--hdfs", is_flag=True, help="Run on the distributed engine (Apache Spark).")(f)
-    f = click.option("--quiet", "-q", is_flag=True, help="No summary or progress bar.")(f)
+    f = click.option("--quiet", "-q", is_flag=True, help="No summary or progress bar (warnings still show).")(f)
+    f = click.option("--max-malformed", metavar="FRACTION", type=click.FloatRange(0.0, 1.0), default=None,
+                     help="Fail the run (exit 1, nothing published) when more than this share of the lines "
+                          "read is malformed, e.g. 0.05. Default: no limit.")(f)
     return f
 
 
@@ -61,7 +97,7 @@ def _parse_confs(ctx, param, values):
 def _run(program: str, input_path: str, outputs: dict[str, str], opts: dict, trap, overwrite: bool, quiet: bool,
          work_dir: str | None, checkpoint_dir: str | None = None):
     from logetl.console import ConsoleReporter
-    from logetl.job import JobError, run_program
+    from logetl.job import run_program
 
     if opts["hdfs"] and opts["engine"] == "local":
         raise UserError("--hdfs runs on spark: it cannot go with --engine local")
@@ -75,19 +111,20 @@ def _run(program: str, input_path: str, outputs: dict[str, str], opts: dict, tra
     try:
         run_program(program, input_path, outputs, engine=engine, trap=trap, overwrite=overwrite, listener=listener,
                     work_dir=work_dir, checkpoint_dir=checkpoint_dir, engine_options=engine_options,
-                    application=opts["app_name"], tags=opts["tags"], quiet=quiet)
-    except JobError as exc:
-        raise UserError(str(exc)) from None
-    except (EngineUnavailable, UnsupportedOperator) as exc:
-        raise UserError(str(exc)) from None
+                    application=opts["app_name"], tags=opts["tags"], quiet=quiet,
+                    max_malformed=opts["max_malformed"])
+    except errors.UsageError:
+        raise
     except KeyboardInterrupt:
         click.echo("logetl: interrupted; no output was committed", err=True)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except Exception as exc:  # the summary above already says FAILED; one line names the cause
+        if errors.debug():
+            traceback.print_exc()
         raise RunFailed(f"{program} failed: {exc}") from None
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="logetl")
 def main():
     """logetl: batch ETL for web-server access logs.
@@ -95,6 +132,9 @@ def main():
     Parses access-log lines (Apache combined format), and runs the Branch, Filter and Join programs on the
     embedded local engine (default) or on Apache Spark (--hdfs). Results are tab-separated files in an
     output directory (part-00000 and _SUCCESS).
+
+    Exit codes: 0 success, 1 a failed run (nothing published), 2 a usage error, 130 interrupted.
+    Set LOGETL_DEBUG=1 to see tracebacks.
     """
 
 

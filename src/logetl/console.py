@@ -5,9 +5,21 @@ import os
 import sys
 import time
 
+from logetl.errors import env_float
 from logetl.listener import SKIPPED, SUCCESSFUL, FlowListener, FlowRun
 
-PROGRESS_AFTER = float(os.environ.get("LOGETL_PROGRESS_AFTER", "2.0"))  # short runs stay quiet
+PROGRESS_AFTER = 2.0   # seconds (LOGETL_PROGRESS_AFTER): short runs stay quiet
+
+
+def silence_broken_pipe() -> None:
+    """stderr's reader has gone: further writes go to /dev/null instead of raising (Python's advice for
+    SIGPIPE), so what is committed stays committed and the exit status tells the truth."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stderr.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def _mb(n: int) -> str:
@@ -20,6 +32,7 @@ class ConsoleReporter(FlowListener):
         self.outputs = outputs or {}
         self.quiet = quiet
         self.progress_on = not quiet and self.stream.isatty()
+        self.progress_after = env_float("LOGETL_PROGRESS_AFTER", PROGRESS_AFTER)
         self.started = time.monotonic()
         self.last_draw = 0.0
         self.drawn = False
@@ -28,7 +41,7 @@ class ConsoleReporter(FlowListener):
         if not self.progress_on or total_bytes <= 0:
             return
         now = time.monotonic()
-        if now - self.started < PROGRESS_AFTER or now - self.last_draw < 0.2:
+        if now - self.started < self.progress_after or now - self.last_draw < 0.2:
             return
         self.last_draw = now
         frac = min(done_bytes / total_bytes, 1.0)
@@ -47,6 +60,9 @@ class ConsoleReporter(FlowListener):
 
     def flow_finished(self, run: FlowRun):
         if self.quiet:
+            if run.warning:   # -q silences the summary, not a warning a cron job's owner must see
+                self.stream.write(f"logetl: warning: {run.warning}\n")
+                self.stream.flush()
             return
         if self.drawn:
             self.stream.write("\r" + " " * 72 + "\r")
@@ -64,6 +80,8 @@ def summary(run: FlowRun, outputs: dict[str, str]) -> str:
     for where, reason, text in run.malformed_samples:
         shown = text if len(text) <= 100 else text[:100] + "..."
         lines.append(f"    {where}: {reason}: {shown}")
+    if run.warning:
+        lines.append(f"  warning: {run.warning}")
     lines.append(f"  dropped (size '-')  {run.dropped_size_dash:>14,}")
     for tap, path in outputs.items():
         n = total if tap == "trap" else run.written.get(tap)

@@ -9,10 +9,11 @@ from logetl.engines.base import Taps
 from logetl.io import inputs, outputs
 from logetl.io.fs import LOCAL
 from logetl.listener import FlowListener, FlowRun, Listeners
-from logetl.workdir import WorkDir, flow_identity, is_checkpoint_dir
+from logetl.errors import UsageError
+from logetl.workdir import WorkDir, checkpoint_dir_problem, default_path, flow_identity
 
 
-class JobError(ValueError):
+class JobError(UsageError):
     """A problem with what the user asked for; ``option`` names the option at fault, when there is one."""
 
     def __init__(self, message: str, option: str | None = None):
@@ -20,9 +21,8 @@ class JobError(ValueError):
         self.option = option
 
 
-def default_work_dir(output: str, fs=LOCAL) -> str:
-    """Checkpoints live beside the (first) output, in a hidden directory of their own."""
-    return fs.join(fs.parent(output), f".{fs.basename(output)}.logetl-work")
+def _inside(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
 def bind(program: str, input_path: str, output_paths: dict[str, str], trap: str | None = None,
@@ -41,39 +41,53 @@ def bind(program: str, input_path: str, output_paths: dict[str, str], trap: str 
     if checkpoint_dir:
         if len(checkpoints) != 1:
             raise JobError(f"program {program} has no checkpoint to keep", "checkpoint-dir")
-        if not is_checkpoint_dir(checkpoint_dir, fs):
-            raise JobError(f"checkpoint directory {checkpoint_dir!r} holds files that are not a logetl "
-                           "checkpoint", "checkpoint-dir")
+        problem = checkpoint_dir_problem(checkpoint_dir, fs)
+        if problem:
+            raise JobError(problem, "checkpoint-dir")
         bound[checkpoints[0]] = checkpoint_dir
     first = output_paths[wanted[0]]
     identity = flow_identity(program, flow.explain(), engine, files, output_paths,
                              {"trap": fs.abspath(trap) if trap else None,
                               "checkpoint_dir": fs.abspath(checkpoint_dir) if checkpoint_dir else None}, fs)
-    work = WorkDir(work_dir or default_work_dir(first, fs), identity, bound, fs)
-    # an earlier run of this very flow that died while publishing its outputs may have published some
+    work = WorkDir(default_path(first, work_dir, fs), identity, bound, fs)
+    work.check()
+    # an earlier run of this very flow that died while (or after) publishing its outputs may have published
+    # some: they are this flow's, and the rerun replaces them
     replaceable = work.was_committing()
+
+    def real(p: str) -> str:
+        return os.path.realpath(p) if fs is LOCAL else fs.abspath(p)
+
     seen: dict[str, str] = {}
+    owned = [("--work-dir" if work_dir else "working directory", work_dir or work.path, real(work.path))] + [
+        ("--checkpoint-dir", d, real(d)) for d in bound.values()]
     for tap, path in list(output_paths.items()) + ([("trap", trap)] if trap else []):
-        real = os.path.realpath(path) if fs is LOCAL else fs.abspath(path)
-        if real in seen:
-            raise JobError(f"{tap} and {seen[real]} are the same path {path!r}", tap)
-        seen[real] = tap
-        try:
-            outputs.check_output(path, overwrite or replaceable, tap, fs)
-        except outputs.OutputError as exc:
-            raise JobError(str(exc), tap) from None
+        where = real(path)
+        if where in seen:
+            raise JobError(f"{tap} and {seen[where]} are the same path {path!r}", tap)
+        seen[where] = tap
+        outputs.check_output(path, overwrite or replaceable, tap, fs)
+        for option, given, mine in owned:
+            if _inside(mine, where) or _inside(where, mine):
+                raise JobError(f"{option} {given!r} and {tap} {path!r} overlap: keep them apart", tap)
         for f in files:
-            if (os.path.realpath(f) if fs is LOCAL else f).startswith(real + "/"):
+            if _inside(real(f), where):
                 raise JobError(f"{tap} {path!r} contains input file {f!r}", tap)
+    for option, given, mine in owned:
+        for f in files:
+            if _inside(real(f), mine):
+                raise JobError(f"{option} {given!r} contains input file {f!r}", option.lstrip("-"))
     return Taps(inputs=files, outputs=dict(output_paths), trap=trap, work=work,
-                overwrite=overwrite or replaceable, input_bytes=inputs.total_size(files, fs))
+                overwrite=overwrite or replaceable, replacing=replaceable,
+                input_bytes=inputs.total_size(files, fs))
 
 
 def run_program(program: str, input_path: str, output_paths: dict[str, str], *, engine: str = "local",
                 trap: str | None = None, overwrite: bool = False, work_dir: str | None = None,
                 checkpoint_dir: str | None = None, listener: FlowListener | None = None,
                 engine_options: dict | None = None, application: str | None = None,
-                tags: dict | None = None, monitor: bool | None = None, quiet: bool = False) -> FlowRun:
+                tags: dict | None = None, monitor: bool | None = None, quiet: bool = False,
+                max_malformed: float | None = None) -> FlowRun:
     """Runs a program. Unless ``monitor`` is false (or LOGETL_MONITOR=off), the run's documents go to the
     monitor (``logetl.monitor.reporter``)."""
     runner = get_engine(engine)(**(engine_options or {}))
@@ -81,6 +95,7 @@ def run_program(program: str, input_path: str, output_paths: dict[str, str], *, 
     try:
         taps = bind(program, input_path, output_paths, trap, overwrite, work_dir, checkpoint_dir, engine,
                     runner.filesystem(), flow)
+        taps.max_malformed = max_malformed
         listeners = [listener or FlowListener()]
         if monitor is None:
             monitor = os.environ.get("LOGETL_MONITOR", "on").lower() not in ("off", "0", "false", "no")

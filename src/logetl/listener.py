@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 PENDING, RUNNING, SUCCESSFUL, FAILED, STOPPED, SKIPPED = (
     "PENDING", "RUNNING", "SUCCESSFUL", "FAILED", "STOPPED", "SKIPPED")
 
+#: a run whose malformed share reaches this gets a warning (summary line, monitor marker). Real logs in
+#: the expected layout have well under 1 %; a tenth means a layout mismatch or a damaged input.
+WARN_MALFORMED = 0.10
+
 
 def new_run_id() -> str:
     """32 uppercase hex digits."""
@@ -93,6 +97,22 @@ class FlowRun:
     def dropped_size_dash(self) -> int:
         return sum(s.dropped_size_dash for s in self.steps)
 
+    @property
+    def malformed_share(self) -> float:
+        """Malformed lines as a fraction of lines read (0.0 when nothing was read)."""
+        read = self.lines_read
+        return sum(self.malformed.values()) / read if read else 0.0
+
+    @property
+    def warning(self) -> str | None:
+        """Why this run's result deserves a look although it may have succeeded: a malformed share of at
+        least ``WARN_MALFORMED`` (every line, typically, when the log is in another layout)."""
+        read, bad = self.lines_read, sum(self.malformed.values())
+        if not read or bad / read < WARN_MALFORMED:
+            return None
+        what = "every line is malformed" if bad == read else f"{bad / read:.1%} of the lines are malformed"
+        return (f"{what} ({bad:,} of {read:,}): is the input an access log in the expected layout?")
+
     def to_dict(self) -> dict:
         return {
             "run_id": self.run_id, "program": self.program, "engine": self.engine, "status": self.status,
@@ -100,6 +120,7 @@ class FlowRun:
             "steps": [s.to_dict() for s in self.steps], "written": self.written,
             "malformed_samples": [list(s) for s in self.malformed_samples], "error": self.error,
             "restarted_after": self.restarted_after, "notices": self.notices,
+            "malformed_share": self.malformed_share, "warning": self.warning,
         }
 
 
@@ -123,14 +144,41 @@ class FlowListener:
 
 
 class Listeners(FlowListener):
-    """Fans every hook out to several listeners."""
+    """Fans every hook out to several listeners. A listener that fails does not fail the run (nor keep the
+    others from hearing): a run whose outputs are committed stays committed when, say, the terminal that
+    shows its summary has gone (``logetl ... 2>&1 | head -1``). The failure is said once on stderr
+    (``LOGETL_DEBUG=1`` raises it instead)."""
 
     def __init__(self, listeners: list[FlowListener]):
         self.listeners = list(listeners)
+        self.failed: set[int] = set()
 
     def _each(self, hook: str, *args) -> None:
         for listener in self.listeners:
-            getattr(listener, hook)(*args)
+            try:
+                getattr(listener, hook)(*args)
+            except Exception as exc:
+                self._failed(listener, hook, exc)
+
+    def _failed(self, listener, hook: str, exc: Exception) -> None:
+        import sys
+
+        from logetl.errors import debug
+
+        if debug():
+            raise exc
+        if isinstance(exc, BrokenPipeError):   # nobody reads stderr any more: stop writing to it
+            from logetl.console import silence_broken_pipe
+
+            silence_broken_pipe()
+            return
+        if id(listener) in self.failed:
+            return
+        self.failed.add(id(listener))
+        try:
+            sys.stderr.write(f"logetl: listener {type(listener).__name__} failed in {hook}: {exc}\n")
+        except OSError:
+            pass
 
     def flow_started(self, run):
         self._each("flow_started", run)

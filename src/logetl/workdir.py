@@ -7,18 +7,45 @@ It holds the flow's identity (``flow.json``), the stored outputs of steps (each 
 and options) finds those records and skips the steps before the last completed checkpoint; any other run
 starts from scratch and says why. Nothing incomplete is ever used: a record or marker is written only after
 the data it vouches for, with a rename, so a SIGKILL at any moment leaves either a usable state or none.
+
+logetl deletes only what it created. A working directory is created whole, its marker (``.logetl-workdir``)
+inside, by one rename of a fresh sibling; an existing directory without the marker is refused, never
+emptied. ``--work-dir DIR`` is a place *under which* logetl makes its own directory (``DIR/logetl-work-…``),
+so DIR and whatever else it holds are never touched. A directory bound with ``--checkpoint-dir`` must be
+absent, empty or a logetl checkpoint (its marker ``_LOGETL_CHECKPOINT`` written first), and only the
+checkpoint's own files are ever removed from it.
+
+Cleanup is crash-safe whatever the file system's directory order: a directory is retired with one rename
+first (to ``NAME.trash-PID-…``, or after success to ``NAME.published-FLOWID``) and only then deleted, so a
+half-deleted state is never read as a working directory. The ``published`` name also tells a rerun of the
+same flow, killed after it published its outputs but before its cleanup ended, that those outputs are its
+own: the rerun replaces them (same bytes) instead of refusing them as "not empty".
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 import time
+import uuid
 from dataclasses import dataclass, field
 
+from logetl.errors import UsageError
 from logetl.io.fs import LOCAL
+from logetl.io.outputs import short_name
 
 FLOW_FILE = "flow.json"
 COMPLETE = "_COMPLETE"
+#: the first thing in every working directory logetl makes: a directory without it is not logetl's
+MARKER = ".logetl-workdir"
+#: the first thing logetl writes into a directory bound with --checkpoint-dir
+CHECKPOINT_MARKER = "_LOGETL_CHECKPOINT"
+COMMITTING = "committing"
+
+
+class WorkDirError(UsageError):
+    """A working or checkpoint directory logetl must not use; the message names it."""
 
 
 def file_fingerprint(path: str, fs=LOCAL) -> dict:
@@ -77,8 +104,22 @@ class Resume:
     previous_run: str | None = None
 
 
+_SIBLING = re.compile(r"\.(?:(new|trash)-(\d+)-[0-9a-f]{8}|published-[0-9A-F]{32})")
+_CHECKPOINT_FILE = re.compile(r"part-.*|\.part-.*\.crc|_SUCCESS|\._SUCCESS\.crc|_COMPLETE")
+
+
+def default_path(output: str, work_dir: str | None, fs=LOCAL) -> str:
+    """The working directory of a flow whose first output is ``output``: ``.OUT.logetl-work`` beside it, or
+    a directory of logetl's own under ``--work-dir`` (named after the output, so that flows with different
+    outputs can share one DIR)."""
+    if work_dir:
+        digest = hashlib.sha256(fs.abspath(output).encode()).hexdigest()[:12]
+        return fs.join(fs.abspath(work_dir), f"logetl-work-{digest}")
+    return fs.join(fs.parent(output), f".{short_name(fs.basename(output))}.logetl-work")
+
+
 class WorkDir:
-    """The working directory of one flow on the local file system."""
+    """The working directory of one flow, on the engine's file system."""
 
     def __init__(self, path: str, identity: dict, checkpoint_dirs: dict[str, str] | None = None, fs=LOCAL):
         self.fs = fs
@@ -101,8 +142,28 @@ class WorkDir:
     def trap_part(self) -> str:
         return self.fs.join(self.trap_dir, "part-00000")
 
+    @property
+    def published_path(self) -> str:
+        return f"{self.path}.published-{self.id.upper()}"
+
     def _step_record(self, step: str) -> str:
         return self.fs.join(self.path, "steps", f"{step}.json")
+
+    # --- stored outputs -----------------------------------------------------------------------------------
+
+    def prepare_store(self, name: str) -> str:
+        """An empty place for stored output ``name`` (discarding an earlier one); returns its path. In a
+        bound directory the marker comes first and only a checkpoint's own files are removed."""
+        fs, path = self.fs, self.store(name)
+        if name in self.checkpoint_dirs:
+            fs.makedirs(path)
+            if not fs.exists(fs.join(path, CHECKPOINT_MARKER)):
+                fs.touch(fs.join(path, CHECKPOINT_MARKER))
+            _clear_checkpoint(path, fs)
+        else:
+            fs.rmtree(path)
+            fs.makedirs(path)
+        return path
 
     def is_complete(self, name: str) -> bool:
         return self.fs.exists(self.fs.join(self.store(name), COMPLETE))
@@ -111,6 +172,17 @@ class WorkDir:
         self.fs.touch(self.fs.join(self.store(name), COMPLETE))
 
     # --- life cycle ----------------------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Refuses (before anything runs or is changed) a directory at this path that logetl did not make."""
+        fs = self.fs
+        if not fs.exists(self.path):
+            return
+        if not fs.isdir(self.path):
+            raise WorkDirError(f"working directory {self.path!r} exists and is not a directory")
+        if not fs.exists(fs.join(self.path, MARKER)):
+            raise WorkDirError(f"working directory {self.path!r} exists and was not made by logetl "
+                               f"(no {MARKER} in it): remove it or choose another --work-dir")
 
     def inspect(self) -> Resume:
         """What an earlier failed run of the same flow left here (nothing is changed)."""
@@ -131,14 +203,30 @@ class WorkDir:
                         resume.completed[name[:-5]] = record
         return resume
 
+    def was_committing(self) -> bool:
+        """Whether an earlier run of this very flow died while or after publishing its outputs (so the
+        outputs it published are this flow's, and may be replaced)."""
+        fs = self.fs
+        if fs.exists(self.published_path):
+            return True
+        state = self._read(fs.join(self.path, FLOW_FILE))
+        return bool(state and state.get("id") == self.id and fs.exists(fs.join(self.path, COMMITTING)))
+
     def claim(self, run_id: str, fresh: bool) -> None:
         """Takes the directory for this run; ``fresh`` discards whatever an earlier run left."""
         fs = self.fs
+        self._clean_siblings()
         if fresh:
-            self.clear()
+            if fs.exists(self.path):
+                self._retire(self.path)
+            for d in self.checkpoint_dirs.values():
+                if fs.isdir(d):
+                    _clear_checkpoint(d, fs)
+        if not fs.exists(self.path):
+            self._create()
         fs.makedirs(fs.join(self.path, "steps"))
         fs.makedirs(self.trap_dir)
-        fs.remove(fs.join(self.path, "committing"))
+        fs.remove(fs.join(self.path, COMMITTING))
         fs.write_text_atomic(fs.join(self.path, FLOW_FILE), json.dumps(
             {"id": self.id, "run_id": run_id, "identity": self.identity, "opened_at": time.time()}, indent=2))
 
@@ -148,23 +236,47 @@ class WorkDir:
     def forget_step(self, step: str) -> None:
         self.fs.remove(self._step_record(step))
 
-    def clear(self) -> None:
-        self.fs.rmtree(self.path)
-        for d in self.checkpoint_dirs.values():
-            if self.fs.isdir(d):
-                _clear_dir(d, self.fs)
-
     def committing(self) -> None:
         """Outputs are about to be published: a rerun of this flow may replace those already published."""
-        self.fs.write_text_atomic(self.fs.join(self.path, "committing"), self.id)
-
-    def was_committing(self) -> bool:
-        state = self._read(self.fs.join(self.path, FLOW_FILE))
-        return bool(state and state.get("id") == self.id and self.fs.exists(self.fs.join(self.path, "committing")))
+        self.fs.write_text_atomic(self.fs.join(self.path, COMMITTING), self.id)
 
     def finish(self) -> None:
-        """After success: anonymous stored outputs go; bound checkpoints stay where the user put them."""
-        self.fs.rmtree(self.path)
+        """After success: the directory is retired with one rename (its new name still says which flow
+        published its outputs), then deleted; bound checkpoints stay where the user put them."""
+        fs = self.fs
+        if fs.exists(self.published_path):
+            fs.rmtree(self.published_path)
+        fs.rename(self.path, self.published_path)
+        fs.rmtree(self.published_path)
+
+    # --- helpers -------------------------------------------------------------------------------------------
+
+    def _create(self) -> None:
+        """Makes the directory whole, marker inside, with one rename: it never exists without its marker."""
+        fs = self.fs
+        fs.makedirs(fs.parent(self.path))
+        fresh = f"{self.path}.new-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        fs.makedirs(fresh)
+        fs.touch(fs.join(fresh, MARKER))
+        fs.rename(fresh, self.path)
+
+    def _retire(self, path: str) -> None:
+        trash = f"{self.path}.trash-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.fs.rename(path, trash)
+        self.fs.rmtree(trash)
+
+    def _clean_siblings(self) -> None:
+        """Removes what killed runs left beside the directory: half-made or retired copies of it."""
+        fs = self.fs
+        parent, base = fs.parent(self.path), fs.basename(self.path)
+        if not fs.isdir(parent):
+            return
+        for name in fs.listdir(parent):
+            if not name.startswith(base + "."):
+                continue
+            m = _SIBLING.fullmatch(name[len(base):])
+            if m and (m.group(2) is None or not fs.pid_alive(int(m.group(2)))):
+                fs.rmtree(fs.join(parent, name))
 
     def _read(self, path: str) -> dict | None:
         text = self.fs.read_text(path)
@@ -176,16 +288,28 @@ class WorkDir:
             return None
 
 
-def is_checkpoint_dir(path: str, fs=LOCAL) -> bool:
-    """A directory logetl may clear: absent, empty, or holding only a checkpoint's parts and marker."""
+def checkpoint_dir_problem(path: str, fs=LOCAL) -> str | None:
+    """Why logetl may not bind a checkpoint to ``path``, or None: it must be absent, an empty directory, or
+    a logetl checkpoint (its marker, and nothing but a checkpoint's files)."""
+    if not fs.exists(path):
+        return None
     if not fs.isdir(path):
-        return not fs.exists(path)
-    return all(n == COMPLETE or n.startswith("part-") or n.startswith(".") or n == "_SUCCESS"
-               for n in fs.listdir(path))
+        return f"checkpoint directory {path!r} exists and is not a directory"
+    names = fs.listdir(path)
+    if not names:
+        return None
+    for name in names:
+        if name != CHECKPOINT_MARKER and not _CHECKPOINT_FILE.fullmatch(name):
+            return (f"checkpoint directory {path!r} holds {name!r}: not a logetl checkpoint "
+                    "(choose an absent or empty directory)")
+    if CHECKPOINT_MARKER not in names:
+        return (f"checkpoint directory {path!r} holds files without logetl's {CHECKPOINT_MARKER} marker: "
+                "not a logetl checkpoint (choose an absent or empty directory)")
+    return None
 
 
-def _clear_dir(path: str, fs) -> None:
-    """Empties a directory the user bound a checkpoint to of the checkpoint's files, keeping the directory."""
+def _clear_checkpoint(path: str, fs) -> None:
+    """Removes a checkpoint's files from a bound directory, keeping the directory and its marker."""
     for name in fs.listdir(path):
-        if name == COMPLETE or name.startswith("part-") or name == "_SUCCESS" or name.endswith(".crc"):
+        if _CHECKPOINT_FILE.fullmatch(name):
             fs.rmtree(fs.join(path, name))

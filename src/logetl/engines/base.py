@@ -10,21 +10,26 @@ import time
 from dataclasses import dataclass, field
 
 from logetl import assembly
+from logetl.errors import RunFailed, UsageError
 from logetl.listener import (
     FAILED, RUNNING, SKIPPED, STOPPED, SUCCESSFUL, FlowListener, FlowRun, StepRun)
 from logetl.workdir import Resume, WorkDir
 
 
-class EngineUnavailable(Exception):
+class EngineUnavailable(UsageError):
     """The engine cannot be used here (not installed, not in this version)."""
 
 
-class UnsupportedOperator(Exception):
+class UnsupportedOperator(UsageError):
     """The engine cannot run an operator of the flow; raised by ``check`` before anything runs."""
 
 
 class InjectedFailure(RuntimeError):
     """Raised at the start of the step named by LOGETL_FAIL_AT (a testing aid)."""
+
+
+class TooManyMalformed(RunFailed):
+    """The malformed share of the lines read is above ``--max-malformed``: nothing is published."""
 
 
 @dataclass
@@ -36,7 +41,11 @@ class Taps:
     trap: str | None = None              # directory for malformed lines
     work: WorkDir | None = None          # where checkpoints and other stored outputs live
     overwrite: bool = False
+    #: an earlier run of this flow was killed while or after publishing: its outputs are replaced
+    replacing: bool = False
     input_bytes: int = 0
+    #: fail the run (nothing published) when malformed lines exceed this share of lines read
+    max_malformed: float | None = None
 
 
 @dataclass
@@ -117,6 +126,17 @@ class Engine:
         run.notices.append(message)
         listener.notice(run, message)
 
+    @staticmethod
+    def check_malformed(run: FlowRun, taps: Taps) -> None:
+        """Fails the run when the user set a malformed threshold and the lines read so far exceed it."""
+        if taps.max_malformed is None or not run.lines_read:
+            return
+        bad = sum(run.malformed.values())
+        if bad / run.lines_read > taps.max_malformed:
+            raise TooManyMalformed(
+                f"{bad / run.lines_read:.1%} of the lines are malformed ({bad:,} of {run.lines_read:,}), above "
+                f"--max-malformed {taps.max_malformed:g}; nothing was published")
+
     def run(self, flow: assembly.Flow, taps: Taps, listener: FlowListener, run: FlowRun | None = None) -> FlowRun:
         self.check(flow)
         run = run or FlowRun(program=flow.name, engine=self.name)
@@ -127,8 +147,11 @@ class Engine:
         listener.flow_started(run)
         ok = False
         current: StepRun | None = None
+        work = taps.work
         try:
-            work = taps.work
+            if taps.replacing:
+                self._notice(run, listener, "an earlier run of this flow was killed while or after publishing "
+                                            "its outputs; this run replaces them")
             resume = work.inspect()
             skip_to = self.restart_point(flow, resume, work)
             work.claim(run.run_id, fresh=skip_to < 0)
@@ -153,6 +176,7 @@ class Engine:
                     del run.malformed_samples[5:]
                     state.status = SKIPPED
                     listener.step_finished(run, state)
+                    self.check_malformed(run, taps)
                     continue
                 current = state
                 state.status, state.started_at = RUNNING, time.time()
@@ -166,9 +190,9 @@ class Engine:
                     list(x) for x in run.malformed_samples[samples_before:]]})
                 listener.step_finished(run, state)
                 current = None
+                self.check_malformed(run, taps)
             work.committing()
             self.commit(ctx)
-            work.finish()
             ok = True
             run.status = SUCCESSFUL
         except BaseException as exc:
@@ -185,4 +209,10 @@ class Engine:
             finally:
                 run.finished_at = time.time()
                 listener.flow_finished(run)
+        # Last, after the listeners: until the working directory is gone, a rerun recognises the outputs
+        # as this flow's (a kill from here on leaves the retired directory, named after the flow).
+        try:
+            work.finish()
+        except OSError as exc:
+            listener.notice(run, f"could not remove the working directory {work.path!r}: {exc}")
         return run

@@ -261,13 +261,12 @@ class SinkOp(Op):
 
 
 class StoreWriter(Op):
-    """Writes a node's output for later steps: Arrow IPC parts, then ``_COMPLETE``."""
+    """Writes a node's output for later steps: Arrow IPC parts (each synced), then ``_COMPLETE``."""
 
-    def __init__(self, *args, directory: str):
+    def __init__(self, *args, work):
         super().__init__(*args)
-        self.directory = directory
-        shutil.rmtree(directory, ignore_errors=True)
-        os.makedirs(directory)
+        self.work = work
+        self.directory = work.prepare_store(self.node.name)
         self.parts, self.rows, self.n = [], 0, 0
 
     def push(self, batch, port):
@@ -280,12 +279,15 @@ class StoreWriter(Op):
         if not self.parts:
             return
         frame = _pl().concat(self.parts)
-        frame.write_ipc(os.path.join(self.directory, f"part-{self.n:05d}.arrow"), compression="uncompressed")
+        with open(os.path.join(self.directory, f"part-{self.n:05d}.arrow"), "wb") as f:
+            frame.write_ipc(f, compression="uncompressed")
+            f.flush()
+            os.fsync(f.fileno())
         self.parts, self.rows, self.n = [], 0, self.n + 1
 
     def finish(self):
         self._flush()
-        open(os.path.join(self.directory, "_COMPLETE"), "wb").close()
+        self.work.mark_complete(self.node.name)
 
 
 class ParseOp(Op):
@@ -423,7 +425,7 @@ class LocalEngine(Engine):
                 if id(prev) in ops:
                     ops[id(prev)].children.append((ops[id(node)], port))
         for node in step.writes:
-            writer = StoreWriter(node, ctx, state, 1, directory=self._store_dir(node))
+            writer = StoreWriter(node, ctx, state, 1, work=self.work)
             ops[id(node)].children.append((writer, 0))
         # roots: stored outputs of earlier steps, then the sources
         for stored in step.reads:

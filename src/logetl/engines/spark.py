@@ -112,6 +112,12 @@ class HadoopFS:
     def writable_ancestor(self, p: str) -> str | None:
         return None  # the cluster's permissions are checked when the output is written
 
+    def non_directory_ancestor(self, p: str) -> str | None:
+        probe = self.jvm.org.apache.hadoop.fs.Path(self.abspath(p)).getParent()
+        while probe is not None and not self.exists(probe.toString()):
+            probe = probe.getParent()
+        return None if probe is None or self.isdir(probe.toString()) else probe.toString()
+
     def makedirs(self, p: str) -> None:
         fs, path = self._p(p)
         fs.mkdirs(path)
@@ -423,8 +429,10 @@ class SparkEngine(Engine):
         state.count(node.name, "out", int(metrics.get("kept") or 0))
 
     def _store(self, node, df) -> None:
-        path = self.work.store(node.name)
-        df.write.mode("overwrite").parquet(path)
+        # appended into the place the working directory prepared: a bound --checkpoint-dir keeps its
+        # marker and is never deleted (Spark's "overwrite" mode would remove the directory itself)
+        path = self.work.prepare_store(node.name)
+        df.write.mode("append").parquet(path)
         self.work.mark_complete(node.name)
 
     def _sink(self, ctx, node, df, state) -> None:

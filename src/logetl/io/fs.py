@@ -55,6 +55,13 @@ class LocalFS:
             probe = os.path.dirname(probe)
         return None if os.access(probe, os.W_OK) else probe
 
+    def non_directory_ancestor(self, p: str) -> str | None:
+        """The nearest existing ancestor of ``p`` when it is not a directory (``p`` cannot be made), else None."""
+        probe = os.path.dirname(os.path.abspath(p))
+        while not os.path.lexists(probe):
+            probe = os.path.dirname(probe)
+        return None if os.path.isdir(probe) else probe
+
     def makedirs(self, p: str) -> None:
         os.makedirs(p, exist_ok=True)
 

@@ -9,15 +9,22 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import zlib
 from collections.abc import Iterator
 
+from logetl.errors import UsageError
 from logetl.io.fs import LOCAL
 
 CHUNK = 4 << 20   # small chunks keep peak memory low and give the parse threads even work
 
 
-class InputError(ValueError):
+class InputError(UsageError):
     """An input path that cannot be read; the message names it."""
+
+
+class InputReadError(ValueError):
+    """An input that failed while it was being read (a corrupt compressed file, an I/O error): the run
+    fails (exit 1); the message names the file."""
 
 
 def _visible(name: str) -> bool:
@@ -67,7 +74,7 @@ def read_chunks(files: list[str], chunk: int = CHUNK, on_bytes=None) -> Iterator
         try:
             f = open_input(path)
         except OSError as exc:
-            raise InputError(f"cannot open input {path!r}: {exc.strerror or exc}") from None
+            raise InputReadError(f"cannot open input {path!r}: {exc.strerror or exc}") from None
         with f:
             raw = getattr(f, "fileobj", None) or getattr(f, "_fp", None)
             carry = b""
@@ -78,8 +85,8 @@ def read_chunks(files: list[str], chunk: int = CHUNK, on_bytes=None) -> Iterator
                 view = memoryview(buf)
                 try:
                     n = f.readinto(view[len(carry):])
-                except (OSError, EOFError) as exc:
-                    raise InputError(f"cannot read input {path!r}: {exc}") from None
+                except (OSError, EOFError, zlib.error) as exc:
+                    raise InputReadError(f"cannot read input {path!r}: {exc.strerror or exc}") from None
                 if on_bytes is not None:
                     pos = raw.tell() if raw is not None and hasattr(raw, "tell") else last_pos + n
                     on_bytes(pos - last_pos)

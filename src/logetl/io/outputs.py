@@ -5,28 +5,74 @@ concatenation in name order is the result) and an empty ``_SUCCESS``. It is stag
 directory (same file system) and moved into place with one rename: readers see either no result or the
 whole result with its ``_SUCCESS``, never a partial ``part-*``, whenever the process dies. Staging
 directories left by killed runs are removed by the next run on the same output.
+
+logetl deletes only what it created: ``--overwrite`` replaces a directory only when it holds nothing but
+an earlier output's files (``part-*``, ``_SUCCESS`` and their ``.crc`` companions); anything else in it is
+refused, naming the first such entry. Stale staging directories are recognised by their exact name
+(``.NAME.logetl-PID-XXXXXXXX``) and a writer process that is gone.
 """
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import uuid
 
+from logetl.errors import RunFailed, UsageError
 from logetl.io.fs import LOCAL
 
 PART = "part-00000"
 SUCCESS = "_SUCCESS"
+NAME_MAX = 255            # bytes in one path component (Linux, HDFS)
+_SHORT = 100              # longer names are shortened in the names of logetl's own siblings
 
 
-class OutputError(ValueError):
+class OutputError(UsageError):
     """An output path that cannot be used; the message names it."""
 
 
+def is_output_entry(name: str) -> bool:
+    """A name an output directory written by logetl (or Spark) may hold."""
+    bare = name[1:-4] if name.startswith(".") and name.endswith(".crc") else name
+    return bare == SUCCESS or bare.startswith("part-")
+
+
+def foreign_entry(path: str, fs=LOCAL) -> str | None:
+    """The first entry of directory ``path`` that is not part of an output, or None."""
+    for name in fs.listdir(path):
+        if not is_output_entry(name):
+            return name
+    return None
+
+
+def short_name(name: str) -> str:
+    """``name`` as it appears in the names of logetl's siblings: bounded, so that the sibling's name fits
+    in NAME_MAX even for an output name of 255 bytes."""
+    if len(name.encode()) <= _SHORT:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+    return name.encode()[:80].decode(errors="ignore") + "~" + digest
+
+
 def check_output(path: str, overwrite: bool, option: str = "output", fs=LOCAL) -> None:
+    """Refuses, naming the user's path, an output that cannot be written or must not be replaced."""
+    base = fs.basename(path)
+    if len(base.encode()) > NAME_MAX:
+        raise OutputError(f"{option} {path!r}: the name {base[:40]!r}... is longer than {NAME_MAX} bytes")
     if fs.isdir(path):
-        if fs.listdir(path) and not overwrite:
-            raise OutputError(f"{option} directory {path!r} is not empty (use --overwrite to replace it)")
+        if fs.listdir(path):
+            foreign = foreign_entry(path, fs)
+            if foreign is not None:
+                raise OutputError(f"{option} directory {path!r} is not empty and holds {foreign!r}, which is not "
+                                  "part of a logetl output: choose another directory (--overwrite replaces "
+                                  "only earlier outputs)")
+            if not overwrite:
+                raise OutputError(f"{option} directory {path!r} is not empty (use --overwrite to replace it)")
     elif fs.exists(path):
         raise OutputError(f"{option} {path!r} exists and is not a directory")
+    blocked = fs.non_directory_ancestor(path)
+    if blocked:
+        raise OutputError(f"{option} {path!r}: {blocked!r} is not a directory")
     denied = fs.writable_ancestor(path)
     if denied:
         raise OutputError(f"{option} {path!r}: cannot write to {denied!r}")
@@ -34,7 +80,10 @@ def check_output(path: str, overwrite: bool, option: str = "output", fs=LOCAL) -
 
 def _staging_base(path: str, fs) -> str:
     """The start of the names of ``path``'s staging directories (its siblings)."""
-    return f".{fs.basename(path)}.logetl-"
+    return f".{short_name(fs.basename(path))}.logetl-"
+
+
+_STAGING = re.compile(r"(\d+)-[0-9a-f]{8}(\.old)?")
 
 
 def clean_stale(path: str, fs=LOCAL) -> None:
@@ -46,8 +95,8 @@ def clean_stale(path: str, fs=LOCAL) -> None:
     for name in fs.listdir(parent):
         if not name.startswith(base):
             continue
-        pid = name[len(base):].split("-", 1)[0]
-        if pid.isdigit() and not fs.pid_alive(int(pid)):
+        m = _STAGING.fullmatch(name[len(base):])
+        if m and not fs.pid_alive(int(m.group(1))):
             fs.rmtree(fs.join(parent, name))
 
 
@@ -69,13 +118,17 @@ class StagedOutput:
 
     def commit(self) -> None:
         fs = self.fs
+        if not fs.isdir(self.staging):
+            fs.makedirs(self.staging)
         if not any(n.startswith("part-") for n in fs.listdir(self.staging)):
             fs.touch(self.part)
         fs.touch(fs.join(self.staging, SUCCESS))
         trash = None
         if fs.isdir(self.path) and fs.listdir(self.path):
-            if not self.overwrite:
-                raise OutputError(f"output directory {self.path!r} became non-empty during the run")
+            foreign = foreign_entry(self.path, fs)
+            if not self.overwrite or foreign is not None:
+                raise RunFailed(f"output directory {self.path!r} became non-empty during the run"
+                                  + (f" (it holds {foreign!r})" if foreign else ""))
             trash = self.staging + ".old"
             fs.rename(self.path, trash)
         fs.replace_dir(self.staging, self.path)
