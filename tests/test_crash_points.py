@@ -1,0 +1,93 @@
+"""Crash safety, tested at every file-system mutation (issue 9).
+
+A run is killed with SIGKILL at its 1st, 2nd, ... N-th file-system mutation (``tests/crashpoint.py``, an
+audit hook), for every N until a run completes. After each kill no output (nor the trap) holds a partial
+result, nothing of the user's is gone, and the same command run again exits 0 with byte-identical outputs
+and trap, leaving nothing of logetl's behind but the outputs.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import CORPUS, HERE, parts, read
+
+CRASHPOINT = os.path.join(HERE, "crashpoint.py")
+LOG = read(os.path.join(CORPUS, "corpus.log"))
+
+
+def _layout(program: str, root):
+    """The command (relative paths, run in ``root``), its output directories, and the user's files that
+    must survive whatever happens. Join keeps its input and a file of the user's inside --work-dir."""
+    scratch = root / "scratch"
+    scratch.mkdir()
+    (root / "notes.txt").write_bytes(b"the user's")
+    (scratch / "keep.txt").write_bytes(b"also the user's")
+    if program == "branch":
+        (root / "in.log").write_bytes(LOG)
+        cmd = ["branch", "-q", "--input", "in.log", "--output1", "o1", "--output2", "o2", "--trap", "trap"]
+        outs = ["o1", "o2", "trap"]
+        user = {"notes.txt": b"the user's", "scratch/keep.txt": b"also the user's", "in.log": LOG}
+    else:
+        (scratch / "in.log").write_bytes(LOG)
+        cmd = ["join", "-q", "--trap", "trap", "--work-dir", "scratch", "scratch/in.log", "o1"]
+        outs = ["o1", "trap"]
+        user = {"notes.txt": b"the user's", "scratch/keep.txt": b"also the user's", "scratch/in.log": LOG}
+    return cmd, outs, user
+
+
+def _run(cmd, root, crash_at: int = 0, count_file=None):
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "LOGETL_CRASH_AT": str(crash_at)}
+    if count_file:
+        env["LOGETL_CRASH_COUNT"] = str(count_file)
+    return subprocess.run([sys.executable, CRASHPOINT, *cmd], cwd=root, env=env, capture_output=True, timeout=300)
+
+
+def _tree(root) -> list[str]:
+    return sorted(os.path.relpath(os.path.join(d, n), root) for d, ds, fs in os.walk(root) for n in ds + fs)
+
+
+@pytest.mark.parametrize("program", ["branch", "join"])
+def test_a_kill_at_every_file_system_mutation_loses_nothing_and_the_rerun_gives_the_same_bytes(
+        tmp_path, program):
+    ref = tmp_path / "reference"
+    ref.mkdir()
+    cmd, outs, user = _layout(program, ref)
+    first = _run(cmd, ref, count_file=tmp_path / "count")
+    assert first.returncode == 0, first.stderr
+    mutations = int(read(tmp_path / "count"))
+    expected = {o: parts(ref / o) for o in outs}
+    assert expected["trap"] and all(expected.values())
+    clean_tree = _tree(ref)
+    assert mutations > 20
+
+    violations = []
+    for n in range(1, mutations + 1):
+        root = tmp_path / f"n{n}"
+        root.mkdir()
+        _layout(program, root)
+        killed = _run(cmd, root, crash_at=n)
+        assert killed.returncode == -signal.SIGKILL, (n, killed.returncode, killed.stderr)
+        for o in outs:       # whole or absent
+            if (root / o).exists() and parts(root / o) != expected[o]:
+                violations.append(f"kill at mutation {n}: {o} holds a partial or wrong result")
+        for name, data in user.items():
+            if not (root / name).is_file() or read(root / name) != data:
+                violations.append(f"kill at mutation {n}: the user's {name} is gone or changed")
+        again = _run(cmd, root)
+        if again.returncode != 0:
+            violations.append(f"kill at mutation {n}: the rerun exited {again.returncode}: "
+                              f"{again.stderr.decode()[-300:]}")
+        else:
+            for o in outs:
+                if parts(root / o) != expected[o]:
+                    violations.append(f"kill at mutation {n}: after the rerun {o} differs")
+            if _tree(root) != clean_tree:
+                violations.append(f"kill at mutation {n}: the rerun left {sorted(set(_tree(root)) ^ set(clean_tree))}")
+        shutil.rmtree(root)
+    assert violations == [], "\n".join(violations)

@@ -1,0 +1,321 @@
+"""What a careless user or a crash must never cost (issue 9): logetl deletes only what it created, cleanup
+is crash-safe whatever the directory order, a rerun after a kill between publishing and exit succeeds, bad
+environment values and paths are one line, and a log in the wrong layout does not pass unnoticed."""
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import CORPUS, HERE, corpus, logetl, parts, read
+from logetl.job import run_program
+from logetl.listener import FAILED, FlowListener
+
+CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
+
+
+def one_line(proc) -> str:
+    err = proc.stderr.decode()
+    assert "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def tree(root) -> dict[str, bytes]:
+    out = {}
+    for d, _, files in os.walk(root):
+        for n in files:
+            p = os.path.join(d, n)
+            out[os.path.relpath(p, root)] = read(p)
+    return out
+
+
+# --- 1. logetl deletes only what it created ------------------------------------------------------------------
+
+def test_work_dir_with_other_files_and_the_input_inside_is_left_as_it_was(engine, tmp_path, monkeypatch):
+    scratch = tmp_path / "scratch"
+    (scratch / "sub").mkdir(parents=True)
+    (scratch / "keep.txt").write_bytes(b"mine")
+    (scratch / "sub" / ".env").write_bytes(b"SECRET=1")
+    (scratch / "in.log").write_bytes(corpus("corpus.log"))
+    before = tree(scratch)
+    # a failure first, so that the working directory holds a checkpoint; then the restart
+    monkeypatch.setenv("LOGETL_FAIL_AT", "join")
+    with pytest.raises(Exception, match="injected failure"):
+        run_program("join", str(scratch / "in.log"), {"output": str(tmp_path / "out")}, engine=engine,
+                    work_dir=str(scratch))
+    monkeypatch.delenv("LOGETL_FAIL_AT")
+    mine = [n for n in os.listdir(scratch) if n.startswith("logetl-work-")]
+    assert len(mine) == 1, os.listdir(scratch)
+    result = run_program("join", str(scratch / "in.log"), {"output": str(tmp_path / "out")}, engine=engine,
+                         work_dir=str(scratch))
+    assert result.restarted_after == "checkpoint"
+    assert parts(tmp_path / "out") == corpus("join.tsv")
+    assert tree(scratch) == before                 # every file of the user's, nothing of logetl's
+    assert sorted(os.listdir(scratch)) == ["in.log", "keep.txt", "sub"]
+
+
+def test_work_dir_equal_to_or_inside_an_output_is_refused(tmp_path):
+    for work in ("out2", "out2/deeper"):
+        p = logetl("branch", "--input", CORPUS_LOG, "--output1", "out1", "--output2", "out2", "--work-dir", work,
+                   cwd=str(tmp_path))
+        assert p.returncode == 2
+        assert one_line(p) == (f"Error: --work-dir {work!r} and output2 'out2' overlap: keep them apart")
+        assert os.listdir(tmp_path) == []
+
+
+def test_checkpoint_dir_holding_only_dot_files_is_refused_and_kept(tmp_path):
+    keep = tmp_path / "repo"
+    (keep / ".git").mkdir(parents=True)
+    (keep / ".git" / "config").write_bytes(b"[core]")
+    (keep / ".env").write_bytes(b"SECRET=1")
+    before = tree(keep)
+    p = logetl("join", "--checkpoint-dir", str(keep), CORPUS_LOG, str(tmp_path / "out"))
+    assert p.returncode == 2
+    assert one_line(p) == (f"Error: checkpoint directory {str(keep)!r} holds '.env': not a logetl checkpoint "
+                           "(choose an absent or empty directory)")
+    assert tree(keep) == before and not (tmp_path / "out").exists()
+
+
+def test_checkpoint_dir_of_a_former_output_is_refused(tmp_path):
+    """part-* and _SUCCESS alone do not make a checkpoint: they may be a result the user keeps."""
+    keep = tmp_path / "old-result"
+    keep.mkdir()
+    (keep / "part-00000").write_bytes(b"a result\n")
+    (keep / "_SUCCESS").write_bytes(b"")
+    p = logetl("join", "--checkpoint-dir", str(keep), CORPUS_LOG, str(tmp_path / "out"))
+    assert p.returncode == 2
+    assert "without logetl's _LOGETL_CHECKPOINT marker: not a logetl checkpoint" in one_line(p)
+    assert read(keep / "part-00000") == b"a result\n"
+
+
+def test_an_empty_checkpoint_dir_of_the_user_is_used_and_kept(engine, tmp_path):
+    keep = tmp_path / "kept"
+    keep.mkdir()
+    inode = os.stat(keep).st_ino
+    run_program("join", CORPUS_LOG, {"output": str(tmp_path / "out")}, engine=engine, checkpoint_dir=str(keep))
+    names = sorted(os.listdir(keep))
+    assert "_COMPLETE" in names and "_LOGETL_CHECKPOINT" in names
+    assert os.stat(keep).st_ino == inode, "the user's directory was replaced"
+    # and a second flow reuses it: only the checkpoint's files are replaced
+    run_program("join", CORPUS_LOG, {"output": str(tmp_path / "out2")}, engine=engine, checkpoint_dir=str(keep))
+    assert os.stat(keep).st_ino == inode
+    assert parts(tmp_path / "out2") == corpus("join.tsv")
+
+
+def test_a_directory_at_the_default_working_path_that_logetl_did_not_make_is_refused(tmp_path):
+    squatter = tmp_path / ".out.logetl-work"
+    squatter.mkdir()
+    (squatter / "data.csv").write_bytes(b"1,2\n")
+    p = logetl("join", CORPUS_LOG, str(tmp_path / "out"))
+    assert p.returncode == 2
+    assert one_line(p) == (f"Error: working directory {str(squatter)!r} exists and was not made by logetl "
+                           "(no .logetl-workdir in it): remove it or choose another --work-dir")
+    assert read(squatter / "data.csv") == b"1,2\n"
+
+
+def test_a_stale_staging_name_is_removed_only_when_it_is_exactly_logetls(tmp_path):
+    """Killed runs' staging directories go; a user's directory with a similar name stays."""
+    out = tmp_path / "out"
+    stale = tmp_path / ".out.logetl-999999999-0a1b2c3d"      # the pid is gone
+    lookalike = tmp_path / ".out.logetl-999999999-notmine"
+    for d in (stale, lookalike):
+        d.mkdir()
+        (d / "part-00000").write_bytes(b"x")
+    assert logetl("filter", "--input", CORPUS_LOG, "--output", str(out)).returncode == 0
+    assert not stale.exists() and read(lookalike / "part-00000") == b"x"
+
+
+# --- 2. crash-safe cleanup, whatever the directory order ----------------------------------------------------
+
+class Crash(BaseException):
+    """Stands for SIGKILL in the middle of a cleanup (BaseException: nothing may catch it)."""
+
+
+@pytest.mark.parametrize("order", ["parts first", "marker first"])
+def test_cleanup_interrupted_in_any_directory_order_never_feeds_a_rerun_an_incomplete_checkpoint(
+        tmp_path, monkeypatch, order):
+    from logetl.io import fs as fsmod
+
+    real_rmtree = shutil.rmtree
+
+    def rmtree_then_crash(path, ignore_errors=False):
+        # delete the first file in the chosen order, then die, as on a volume whose order put it first
+        files = sorted((os.path.join(d, n) for d, _, ns in os.walk(path) for n in ns),
+                       key=lambda p: (os.path.basename(p) == "_COMPLETE") == (order == "parts first"))
+        files = [f for f in files if "/stored/" in f] or files
+        os.remove(files[0])
+        raise Crash(path)
+
+    monkeypatch.setattr(fsmod.shutil, "rmtree", rmtree_then_crash)
+    with pytest.raises(Crash):
+        run_program("join", CORPUS_LOG, {"output": str(tmp_path / "out")})
+    monkeypatch.setattr(fsmod.shutil, "rmtree", real_rmtree)
+    assert parts(tmp_path / "out") == corpus("join.tsv")       # published before the cleanup
+    rerun = logetl("join", CORPUS_LOG, str(tmp_path / "out"))
+    assert rerun.returncode == 0, rerun.stderr
+    assert parts(tmp_path / "out") == corpus("join.tsv")
+    assert sorted(n for n in os.listdir(tmp_path)) == ["out"]
+
+
+# --- 3. a rerun after a kill between publishing and exit ------------------------------------------------------
+
+def test_rerun_after_a_kill_between_publishing_and_exit_succeeds_with_a_notice(tmp_path):
+    log = tmp_path / "in.log"
+    log.write_bytes(corpus("corpus.log"))
+    count = tmp_path / "count"
+    cmd = [sys.executable, os.path.join(HERE, "crashpoint.py"), "join", str(log), str(tmp_path / "out")]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "LOGETL_MONITOR": "off"}
+    subprocess.run(cmd, env={**env, "LOGETL_CRASH_COUNT": str(count)}, check=True, capture_output=True)
+    shutil.rmtree(tmp_path / "out")
+    # the last mutation of a run is the removal of its retired working directory
+    killed = subprocess.run(cmd, env={**env, "LOGETL_CRASH_AT": read(count).decode()}, capture_output=True)
+    assert killed.returncode == -signal.SIGKILL
+    assert parts(tmp_path / "out") == corpus("join.tsv")
+    again = logetl("join", str(log), str(tmp_path / "out"))
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.decode().splitlines()[0] == (
+        "logetl: an earlier run of this flow was killed while or after publishing its outputs; "
+        "this run replaces them")
+    assert parts(tmp_path / "out") == corpus("join.tsv")
+    # a completed run leaves nothing to recognise: the same command is refused as before
+    third = logetl("join", str(log), str(tmp_path / "out"))
+    assert third.returncode == 2 and "is not empty (use --overwrite to replace it)" in one_line(third)
+
+
+# --- 14. one line for every user error -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("var,value,expected", [
+    ("LOGETL_PROGRESS_AFTER", "abc", "Error: LOGETL_PROGRESS_AFTER='abc' is not a number"),
+    ("LOGETL_PROGRESS_AFTER", "-1", "Error: LOGETL_PROGRESS_AFTER='-1' must be a number >= 0"),
+])
+def test_a_bad_environment_value_is_one_line_naming_the_variable(tmp_path, var, value, expected):
+    p = logetl("filter", "--input", CORPUS_LOG, "--output", str(tmp_path / "o"), env={var: value})
+    assert p.returncode == 2
+    assert one_line(p) == expected
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_output_under_a_file_names_the_users_path(tmp_path):
+    (tmp_path / "afile").write_bytes(b"x")
+    out = tmp_path / "afile" / "out"
+    p = logetl("filter", "--input", CORPUS_LOG, "--output", str(out))
+    assert p.returncode == 2
+    assert one_line(p) == f"Error: output {str(out)!r}: {str(tmp_path / 'afile')!r} is not a directory"
+
+
+def test_long_output_names(tmp_path):
+    ok = tmp_path / ("o" * 250)
+    p = logetl("join", CORPUS_LOG, str(ok))
+    assert p.returncode == 0, p.stderr
+    assert parts(ok) == corpus("join.tsv")
+    assert sorted(os.listdir(tmp_path)) == ["o" * 250]
+    too_long = tmp_path / ("o" * 256)
+    p = logetl("join", CORPUS_LOG, str(too_long))
+    assert p.returncode == 2
+    assert one_line(p) == (f"Error: output {str(too_long)!r}: the name {'o' * 40!r}... is longer than 255 bytes")
+
+
+def test_a_corrupt_gzip_input_fails_the_run_naming_the_file(tmp_path):
+    bad = tmp_path / "access.log.gz"
+    data = gzip.compress(corpus("corpus.log") * 50)
+    bad.write_bytes(data[: len(data) // 2] + b"\x00" * 64 + data[len(data) // 2 + 64:])
+    p = logetl("filter", "--input", str(bad), "--output", str(tmp_path / "o"))
+    assert p.returncode == 1
+    last = p.stderr.decode().splitlines()[-1]
+    assert last.startswith(f"Error: filter failed: cannot read input {str(bad)!r}: "), p.stderr
+    assert "Traceback" not in p.stderr.decode() and not (tmp_path / "o").exists()
+
+
+def test_a_closed_stderr_pipe_does_not_turn_a_committed_run_into_a_failure(tmp_path):
+    out = tmp_path / "o"
+    cmd = (f"{sys.executable} -m logetl filter --input {CORPUS_LOG} --output {out} 2>&1 | head -1; "
+           "echo \"status=${PIPESTATUS[0]}\"")
+    p = subprocess.run(["bash", "-c", cmd], capture_output=True)
+    lines = p.stdout.decode().splitlines()
+    assert lines[0].startswith("logetl: warning:") or lines[0].startswith("logetl filter: SUCCESSFUL"), lines
+    assert lines[-1] == "status=0"
+    assert parts(out) == corpus("filter.tsv")
+
+
+def test_logetl_debug_shows_the_traceback(tmp_path):
+    p = logetl("join", CORPUS_LOG, str(tmp_path / "o"), env={"LOGETL_FAIL_AT": "join", "LOGETL_DEBUG": "1"})
+    assert p.returncode == 1
+    err = p.stderr.decode()
+    assert "Traceback (most recent call last)" in err and "InjectedFailure" in err
+    assert err.splitlines()[-1] == "Error: join failed: injected failure at step 'join' (LOGETL_FAIL_AT)"
+
+
+def test_interrupt_exits_130_and_publishes_nothing(tmp_path):
+    log = tmp_path / "big.log"
+    log.write_bytes(corpus("corpus.log") * 20000)     # 940,000 lines: a few seconds of parsing
+    proc = subprocess.Popen([sys.executable, "-m", "logetl", "join", str(log), str(tmp_path / "o")],
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not any(n.startswith(".o.logetl-") and "work" not in n for n in os.listdir(tmp_path)):
+        assert time.monotonic() < deadline and proc.poll() is None, "the run never staged its output"
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGINT)     # the output is staged: the run is under way
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.decode().splitlines()[-1] == "logetl: interrupted; no output was committed"
+    assert not (tmp_path / "o").exists()
+
+
+# --- 15. a log in another layout does not pass unnoticed -----------------------------------------------------
+
+NGINX = b'203.0.113.9 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 5 "-" "curl" 0.003 "10.0.0.1"\n'
+
+
+def test_every_line_malformed_warns_in_the_summary(tmp_path):
+    log = tmp_path / "vhost.log"
+    log.write_bytes((b"www.example.com:443 " + NGINX) * 3)
+    p = logetl("filter", "--input", str(log), "--output", str(tmp_path / "o"))
+    assert p.returncode == 0
+    assert ("  warning: every line is malformed (3 of 3): is the input an access log in the expected layout?"
+            in p.stderr.decode().splitlines())
+
+
+class Statuses(FlowListener):
+    def __init__(self):
+        self.final = None
+
+    def flow_finished(self, run):
+        self.final = (run.status, run.error)
+
+
+def test_max_malformed_fails_the_run_and_publishes_nothing(engine, tmp_path):
+    listener = Statuses()
+    with pytest.raises(Exception) as caught:
+        run_program("join", CORPUS_LOG, {"output": str(tmp_path / "out")}, engine=engine, listener=listener,
+                    trap=str(tmp_path / "trap"), max_malformed=0.4)
+    message = ("40.4% of the lines are malformed (19 of 47), above --max-malformed 0.4; nothing was published")
+    assert str(caught.value) == message
+    assert listener.final == (FAILED, message)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "trap").exists()
+    # at or under the threshold the run succeeds
+    run_program("join", CORPUS_LOG, {"output": str(tmp_path / "out")}, engine=engine, max_malformed=0.41)
+    assert parts(tmp_path / "out") == corpus("join.tsv")
+
+
+def test_max_malformed_on_the_command_line(tmp_path):
+    p = logetl("branch", "--max-malformed", "0.1", "--input", CORPUS_LOG, "--output1", str(tmp_path / "a"),
+               "--output2", str(tmp_path / "b"))
+    assert p.returncode == 1
+    err = p.stderr.decode().splitlines()
+    assert "logetl branch: FAILED" in err[0]
+    assert "  error: 40.4% of the lines are malformed (19 of 47), above --max-malformed 0.1; nothing was published" \
+        in err
+    assert err[-1] == ("Error: branch failed: 40.4% of the lines are malformed (19 of 47), above --max-malformed "
+                       "0.1; nothing was published")
+    assert not (tmp_path / "a").exists()
+    bad = logetl("branch", "--max-malformed", "2", "--input", CORPUS_LOG, "--output1", "a", "--output2", "b",
+                 cwd=str(tmp_path))
+    assert bad.returncode == 2 and "--max-malformed" in bad.stderr.decode() and b"Traceback" not in bad.stderr
