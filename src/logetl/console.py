@@ -87,6 +87,9 @@ def summary(run: FlowRun, outputs: dict[str, str]) -> str:
         n = total if tap == "trap" else run.written.get(tap)
         if run.status == SUCCESSFUL:
             lines.append(f"  written {tap:<11} {n or 0:>14,}  -> {path}")
+    for op, spill in run.spilled.items():
+        lines.append(f"  spilled {op:<11} {spill['bytes'] / 1e6:>11,.1f} MB  ({spill['files']} files, "
+                     f"{spill['passes']} merge pass{'es' if spill['passes'] != 1 else ''})")
     for s in run.steps:
         took = (s.finished_at - s.started_at) if s.started_at and s.finished_at else 0.0
         note = "  (done by an earlier run)" if s.status == SKIPPED else ""

@@ -75,6 +75,8 @@ class FlowRun:
     #: the checkpoint this run restarted after, when it did
     restarted_after: str | None = None
     notices: list[str] = field(default_factory=list)
+    #: blocking operators that spilled to disk: {operator: {"bytes", "files", "passes"}}
+    spilled: dict[str, dict] = field(default_factory=dict)
 
     @property
     def elapsed(self) -> float:
@@ -120,7 +122,7 @@ class FlowRun:
             "steps": [s.to_dict() for s in self.steps], "written": self.written,
             "malformed_samples": [list(s) for s in self.malformed_samples], "error": self.error,
             "restarted_after": self.restarted_after, "notices": self.notices,
-            "malformed_share": self.malformed_share, "warning": self.warning,
+            "malformed_share": self.malformed_share, "warning": self.warning, "spilled": self.spilled,
         }
 
 

@@ -57,6 +57,9 @@ class StepContext:
     run: FlowRun
     listener: FlowListener
     options: dict = field(default_factory=dict)
+    #: the engine's state of this run (staged outputs, open files, budgets), made by ``prepare``: per-run
+    #: state lives here, never on the engine, which may run several flows
+    state: object = None
 
 
 class Engine:

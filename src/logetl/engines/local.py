@@ -24,14 +24,16 @@ from concurrent.futures import ThreadPoolExecutor
 from logetl import assembly, contract
 from logetl.engines import kernel
 from logetl.engines.base import Engine, StepContext
+from logetl.engines.spill import (
+    DEFAULT_LIMIT, ExternalSort, HashPartitions, MemoryBudget, MemoryLimitExceeded, SpillDir)
 from logetl.io import inputs
 from logetl.io.outputs import StagedOutput
 from logetl.listener import StepRun
 
 PARSE_THREADS = 2
 BATCH_ROWS = 131_072          # kernel chunks are coalesced into batches this big: Polars calls pay per call
-STORE_ROWS = 262_144          # rows buffered before a stored part is written
-COMPACT_ROWS = 1_000_000      # Unique compacts its partial results past this many rows
+STORE_ROWS = 131_072          # rows buffered before a stored part is written
+MEMO_ROWS = 1_000_000         # FunctionOp forgets its memo of computed values past this many
 
 
 def _pl():
@@ -152,7 +154,8 @@ class RenameOp(Op):
 
 class FunctionOp(Op):
     """CRC-32 is computed once per distinct value (client addresses repeat a lot): the scores seen so far
-    are kept in a table (memory grows with the distinct values), and each batch is joined with it."""
+    are kept in a table, and each batch is joined with it. The table is a cache: past MEMO_ROWS values it
+    starts afresh, so its memory is bounded whatever the number of distinct values."""
 
     def __init__(self, *args):
         super().__init__(*args)
@@ -165,6 +168,9 @@ class FunctionOp(Op):
         fn, out = self.node.function, self.node.field
         frame = batch.frame()
         new = frame.select(pl.col(fn.field).unique()).join(self.known, on=fn.field, how="anti")
+        if new.height and self.known.height + new.height > MEMO_ROWS:
+            self.known = self.known.clear()
+            new = frame.select(pl.col(fn.field).unique())
         if new.height:
             values = new.get_column(fn.field).to_list()
             scores = [zlib.crc32(v.encode("utf-8")) % fn.modulus for v in values]
@@ -175,49 +181,62 @@ class FunctionOp(Op):
 
 
 class UniqueOp(Op):
+    """Distinct records within the run's memory budget (``spill.HashPartitions``)."""
+
     def __init__(self, *args):
         super().__init__(*args)
-        self.parts, self.rows = [], 0
+        local = self.ctx.state
+        self.distinct = HashPartitions(local.memory, local.spill_dir(self.node.name))
 
     def process(self, batch, port):
-        part = batch.derive(batch.fields, batch.frame().unique(maintain_order=True)).kept()
-        self.parts.append(part)
-        self.rows += part.height
-        if self.rows > COMPACT_ROWS and len(self.parts) > 1:
-            merged = _pl().concat(self.parts).unique(maintain_order=True)
-            self.parts, self.rows = [merged], merged.height
+        self.distinct.add(batch.derive(batch.fields, batch.frame()).kept())
 
     def finish(self):
-        if self.parts:
-            self.emit(Batch(self.node.fields, _pl().concat(self.parts).unique(maintain_order=True)))
+        for frame in self.distinct.result():
+            self.emit(Batch(self.node.fields, frame))
+        self.distinct.spill.report(self.ctx.run, self.node.name)
 
 
 class SortOp(Op):
+    """A stable sort within the run's memory budget (``spill.ExternalSort``): the same bytes whether or not
+    it spills."""
+
     def __init__(self, *args):
         super().__init__(*args)
-        self.parts = []
+        local = self.ctx.state
+        node = self.node
+        self.sorter = ExternalSort(node.by, [node.descending] * len(node.by), local.memory,
+                                   local.spill_dir(node.name))
 
     def process(self, batch, port):
-        self.parts.append(batch.kept())
+        self.sorter.add(batch.kept())
 
     def finish(self):
-        if self.parts:
-            frame = _pl().concat(self.parts, rechunk=False)
-            self.parts = []
-            self.emit(Batch(self.node.fields, frame.sort(
-                list(self.node.by), descending=self.node.descending, maintain_order=True)))
+        for frame in self.sorter.result():
+            self.emit(Batch(self.node.fields, frame))
+        self.sorter.spill.report(self.ctx.run, self.node.name)
 
 
 class HashJoinOp(Op):
-    """Port 0 is the left (accumulated) side, port 1 the right (streamed) side."""
+    """Port 0 is the left (accumulated) side, port 1 the right (streamed) side. The left side is held in
+    memory by contract: past the run's memory budget the run fails, naming the operator and the limit."""
 
     def __init__(self, *args):
         super().__init__(*args)
         self.left_parts, self.left, self.pending = [], None, []
+        self.left_size = 0
 
     def process(self, batch, port):
         if port == 0:
-            self.left_parts.append(batch.kept())
+            part = batch.kept()
+            self.left_parts.append(part)
+            self.left_size += part.estimated_size()
+            memory = self.ctx.state.memory
+            if memory.hold(self, self.left_size):
+                raise MemoryLimitExceeded(
+                    f"operator {self.node.name!r} (hashjoin) holds its left side in memory, and it outgrew the "
+                    f"memory limit ({memory.limit / (1 << 20):,.0f} MiB, of which blocking operators may hold "
+                    f"{memory.buffers / (1 << 20):,.0f} MiB): raise --memory-limit, or put the smaller side left")
         elif self.left is None:
             self.pending.append(batch)      # the right side arrived first: hold it until the left is done
         else:
@@ -240,6 +259,9 @@ class HashJoinOp(Op):
                 self._probe(b)
             self.pending = []
         super().input_done(port)
+
+    def finish(self):
+        self.ctx.state.memory.release(self)
 
 
 class SinkOp(Op):
@@ -381,25 +403,51 @@ def scan(files: list[str], on_bytes=None, threads: int = PARSE_THREADS, columns:
                 fut.cancel()
 
 
+class LocalRun:
+    """The local engine's state of one run: staged outputs, the trap file, bytes read, the memory budget
+    that blocking operators share, and where they spill."""
+
+    def __init__(self, taps, memory_limit: int, spill_buffers: int | None = None):
+        self.work = taps.work
+        self.outputs = {tap: StagedOutput(path, taps.overwrite) for tap, path in taps.outputs.items()}
+        self.trap = StagedOutput(taps.trap, taps.overwrite) if taps.trap else None
+        self.trap_file = None
+        self.done_bytes = 0
+        self.memory = MemoryBudget(memory_limit, spill_buffers)
+        self.spill_root = os.path.join(taps.work.path, "spill")
+
+    def spill_dir(self, name: str) -> SpillDir:
+        return SpillDir(self.spill_root, name)
+
+    def close(self, ok: bool) -> None:
+        if self.trap_file is not None and not self.trap_file.closed:
+            self.trap_file.close()
+        shutil.rmtree(self.spill_root, ignore_errors=True)
+        if not ok:
+            for out in self.outputs.values():
+                out.discard()
+            if self.trap is not None:
+                self.trap.discard()
+
+
 class LocalEngine(Engine):
     name = "local"
     #: bytes read per kernel call; tests make it tiny so that lines cross chunk boundaries
     chunk_bytes = inputs.CHUNK
     supports = (assembly.Source, assembly.Parse, assembly.Sink, *OPS)
 
-    def prepare(self, ctx):
-        taps = ctx.taps
-        self.work = taps.work
-        self.outputs = {tap: StagedOutput(path, taps.overwrite) for tap, path in taps.outputs.items()}
-        self.trap = StagedOutput(taps.trap, taps.overwrite) if taps.trap else None
-        self.trap_file = None
-        self.done_bytes = 0
+    def __init__(self, memory_limit: int | None = None, spill_buffers: int | None = None, **options):
+        """``spill_buffers`` overrides the bytes blocking operators may buffer (tests make it tiny)."""
+        super().__init__(**options)
+        self.memory_limit = memory_limit or DEFAULT_LIMIT
+        self.spill_buffers = spill_buffers
 
-    def _store_dir(self, node: assembly.Pipe) -> str:
-        return self.work.store(node.name)
+    def prepare(self, ctx):
+        ctx.state = LocalRun(ctx.taps, self.memory_limit, self.spill_buffers)
 
     def execute_step(self, ctx, step, state):
         flow = ctx.flow
+        local: LocalRun = ctx.state
         in_step = {id(n) for n in step.nodes}
         ops: dict[int, Op] = {}
         parse_ops: list[tuple[ParseOp, assembly.Source]] = []
@@ -408,13 +456,13 @@ class LocalEngine(Engine):
                 continue
             n_in = len(node.previous)
             if isinstance(node, assembly.Parse):
-                if self.trap and self.trap_file is None:
+                if local.trap and local.trap_file is None:
                     # trapped lines belong to the step that parses: kept with it, for a restart
-                    self.trap_file = open(self.work.trap_part, "wb")
-                op = ParseOp(node, ctx, state, n_in, trap_file=self.trap_file)
+                    local.trap_file = open(local.work.trap_part, "wb")
+                op = ParseOp(node, ctx, state, n_in, trap_file=local.trap_file)
                 parse_ops.append((op, node.previous[0]))
             elif isinstance(node, assembly.Sink):
-                op = SinkOp(node, ctx, state, n_in, output=self.outputs[node.tap])
+                op = SinkOp(node, ctx, state, n_in, output=local.outputs[node.tap])
             else:
                 op = OPS[type(node)](node, ctx, state, n_in)
             ops[id(node)] = op
@@ -425,11 +473,11 @@ class LocalEngine(Engine):
                 if id(prev) in ops:
                     ops[id(prev)].children.append((ops[id(node)], port))
         for node in step.writes:
-            writer = StoreWriter(node, ctx, state, 1, work=self.work)
+            writer = StoreWriter(node, ctx, state, 1, work=local.work)
             ops[id(node)].children.append((writer, 0))
         # roots: stored outputs of earlier steps, then the sources
         for stored in step.reads:
-            reader = StoreReader(self._store_dir(stored))
+            reader = StoreReader(local.work.store(stored.name))
             if not os.path.exists(os.path.join(reader.directory, "_COMPLETE")):
                 raise RuntimeError(f"stored output of {stored.name!r} is incomplete")
             targets = [(ops[id(c)], c.previous.index(stored)) for c in flow.children(stored) if id(c) in in_step]
@@ -444,16 +492,16 @@ class LocalEngine(Engine):
             total = ctx.taps.input_bytes
 
             def on_bytes(n, total=total):
-                self.done_bytes += n
-                ctx.listener.progress(ctx.run, self.done_bytes, total)
+                local.done_bytes += n
+                ctx.listener.progress(ctx.run, local.done_bytes, total)
 
             columns = self._needs_columns(flow, step, parse_op.node)
             for parsed, path in scan(files, on_bytes, columns=columns, chunk=self.chunk_bytes):
                 parse_op.consume(parsed, path)
             parse_op.input_done(0)
-        if parse_ops and self.trap_file is not None:
-            self.trap_file.flush()
-            os.fsync(self.trap_file.fileno())
+        if parse_ops and local.trap_file is not None:
+            local.trap_file.flush()
+            os.fsync(local.trap_file.fileno())
 
     @staticmethod
     def _needs_columns(flow, step, parse) -> bool:
@@ -472,21 +520,17 @@ class LocalEngine(Engine):
         return parse in step.writes
 
     def commit(self, ctx):
-        if self.trap_file:
-            self.trap_file.close()
-        if self.trap:
-            if os.path.exists(self.work.trap_part):
-                shutil.copyfile(self.work.trap_part, self.trap.part)
-        for out in self.outputs.values():
+        local: LocalRun = ctx.state
+        if local.trap_file:
+            local.trap_file.close()
+        if local.trap:
+            if os.path.exists(local.work.trap_part):
+                shutil.copyfile(local.work.trap_part, local.trap.part)
+        for out in local.outputs.values():
             out.commit()
-        if self.trap:
-            self.trap.commit()
+        if local.trap:
+            local.trap.commit()
 
     def close(self, ctx, ok):
-        if getattr(self, "trap_file", None) and not self.trap_file.closed:
-            self.trap_file.close()
-        if not ok:
-            for out in getattr(self, "outputs", {}).values():
-                out.discard()
-            if getattr(self, "trap", None):
-                self.trap.discard()
+        if ctx.state is not None:
+            ctx.state.close(ok)

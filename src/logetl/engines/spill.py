@@ -1,0 +1,382 @@
+"""Bounded memory for the local engine's blocking operators: a shared budget, and spilling to disk.
+
+``--memory-limit`` (default 512 MiB) is what the whole process should stay under. A fixed share of it is
+kept for the runtime (Python, Polars, the parse kernel's chunks in flight, one batch per streaming
+operator); the rest is the **buffer budget** that the blocking operators of a run share, counted with
+Polars' ``estimated_size``. An operator whose buffer would take the run past it spills:
+
+- ``ExternalSort`` (Sort): the buffer is sorted (stably) into a *run*, an Arrow IPC file of small record
+  batches in the spill directory; at the end the runs are merged batch-wise (below), in several passes
+  when there are more runs than the budget can hold a block of at once. Runs are made in input order and
+  the merge prefers the earlier run on equal keys, so the result is exactly the stable in-memory sort.
+- ``HashPartitions`` (Unique, and aggregation when it exists): records are hash-partitioned on all their
+  fields into files; each partition is then deduplicated alone (recursively partitioned again, with
+  another seed, if it is still too big). Unique's output order is not part of its contract.
+- HashJoin's left side stays in memory by contract; past the budget the run fails with one line naming
+  the operator and the limit (``MemoryLimitExceeded``), never an out-of-memory kill.
+
+The batch-wise merge: each run contributes its current block; ``B`` is the smallest of the blocks' last
+keys (in sort order). Every row before ``B`` can go out now, and so can rows equal to ``B`` from the runs
+up to the first one whose block ends at ``B`` (later rows equal to ``B`` may still follow in that run's next
+block, and they must precede equal rows of later runs). The rows that go are concatenated in run order and
+sorted stably: equal keys keep run order, then order within the run, which is input order. At least one
+block is used up each round, so the merge always progresses; a round costs a few Polars calls whatever
+the number of rows it moves.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+
+from logetl.errors import RunFailed, UsageError
+
+MiB = 1 << 20
+DEFAULT_LIMIT = 512 * MiB
+#: kept for everything but the blocking operators' buffers (measured: runtime, imports, parse chunks in
+#: flight, one batch per streaming operator and a stored part being written)
+RESERVE = 224 * MiB
+MIN_BUFFERS = 8 * MiB
+BLOCK_BYTES = 2 * MiB          # rows per record batch of a run: about this many bytes
+PARTITIONS = 16
+
+
+class MemoryLimitExceeded(RunFailed):
+    """A blocking operator that cannot spill outgrew the budget."""
+
+
+def parse_size(text: str) -> int:
+    """``512M``, ``2G``, ``1.5GB``, ``300MiB``, ``1048576``: bytes (K, M, G are powers of 1024)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", text or "")
+    if not m:
+        raise UsageError(f"--memory-limit {text!r} is not a size (examples: 512M, 2G)")
+    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[m.group(2).lower()]
+    value = int(float(m.group(1)) * scale)
+    if value < RESERVE + MIN_BUFFERS:
+        raise UsageError(f"--memory-limit {text!r} is too small: at least {(RESERVE + MIN_BUFFERS) // MiB}M")
+    return value
+
+
+def _pl():
+    import polars as pl
+
+    return pl
+
+
+class MemoryBudget:
+    """The bytes the blocking operators of one run may hold together, and who holds what."""
+
+    def __init__(self, limit: int = DEFAULT_LIMIT, buffers: int | None = None):
+        self.limit = limit
+        self.buffers = buffers if buffers is not None else max(MIN_BUFFERS, limit - RESERVE)
+        self.held: dict[int, int] = {}
+        self.peak = 0
+
+    def hold(self, owner, nbytes: int) -> bool:
+        """Records what ``owner`` holds; true when the run is now over its budget."""
+        self.held[id(owner)] = nbytes
+        total = sum(self.held.values())
+        self.peak = max(self.peak, total)
+        return total > self.buffers
+
+    def release(self, owner) -> None:
+        self.held.pop(id(owner), None)
+
+    def share(self, owner) -> int:
+        """What ``owner`` may use when the others keep what they hold."""
+        return max(0, self.buffers - sum(v for k, v in self.held.items() if k != id(owner)))
+
+
+class SpillDir:
+    """Numbered spill files of one operator, in the run's working directory (removed with it)."""
+
+    def __init__(self, root: str, name: str):
+        self.path = os.path.join(root, name)
+        shutil.rmtree(self.path, ignore_errors=True)
+        self.n = 0
+        self.bytes_written = 0
+        self.runs = 0          # sorted runs or partitions written
+        self.passes = 0        # merge passes over the spilled data
+
+    def new_file(self, kind: str) -> str:
+        os.makedirs(self.path, exist_ok=True)
+        self.n += 1
+        return os.path.join(self.path, f"{kind}-{self.n:05d}.arrow")
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def report(self, run, operator: str) -> None:
+        """Removes the files and tells the run what spilling cost (the summary and monitor show it)."""
+        self.remove()
+        if self.bytes_written:
+            run.spilled[operator] = {"bytes": self.bytes_written, "files": self.runs, "passes": self.passes}
+
+
+# --- reading and writing runs ------------------------------------------------------------------------------
+
+def _write_batches(path: str, frames, block_rows_of) -> int:
+    """Writes frames to one Arrow IPC file in record batches of about BLOCK_BYTES; returns bytes written."""
+    import pyarrow as pa
+
+    writer = None
+    with open(path, "wb") as f:
+        try:
+            for frame in frames:
+                if frame.height == 0:
+                    continue
+                table = frame.to_arrow()
+                if writer is None:
+                    writer = pa.ipc.new_file(f, table.schema)
+                writer.write_table(table, max_chunksize=block_rows_of(frame))
+        finally:
+            if writer is not None:
+                writer.close()
+        return f.tell()
+
+
+def _block_rows(frame) -> int:
+    per_row = max(1, frame.estimated_size() // max(1, frame.height))
+    return max(1024, BLOCK_BYTES // per_row)
+
+
+class _RunReader:
+    """One run, block by block (read with plain reads, not mapped: mapped pages would count as resident)."""
+
+    def __init__(self, path: str):
+        import pyarrow as pa
+
+        self.file = pa.OSFile(path, "rb")
+        self.reader = pa.ipc.open_file(self.file)
+        self.next_batch = 0
+        self.block = None
+
+    def fill(self) -> bool:
+        """Makes ``block`` hold unread rows; false when the run is used up."""
+        pl = _pl()
+        while self.block is None or self.block.height == 0:
+            if self.next_batch >= self.reader.num_record_batches:
+                self.block = None
+                self.file.close()
+                return False
+            batch = self.reader.get_batch(self.next_batch)
+            self.next_batch += 1
+            self.block = pl.from_arrow(batch)
+        return True
+
+    def rest(self):
+        """Every unread row, block by block."""
+        while self.fill():
+            block, self.block = self.block, None
+            yield block
+
+
+# --- comparison in sort order ----------------------------------------------------------------------------
+
+def _compare(a, b, descending) -> int:
+    """-1, 0, 1: key tuple ``a`` against ``b`` in sort order (null is the smallest value, as in Spark:
+    first ascending, last descending)."""
+    for x, y, desc in zip(a, b, descending):
+        if x == y:
+            continue
+        smaller = True if x is None else False if y is None else x < y
+        return (1 if smaller else -1) if desc else (-1 if smaller else 1)
+    return 0
+
+
+def _before(by, descending, bound, or_equal: bool):
+    """A Polars expression: the row's key is before ``bound`` in sort order (or equal, ``or_equal``)."""
+    pl = _pl()
+    result = pl.lit(or_equal)
+    for col, desc, b in reversed(list(zip(by, descending, bound))):
+        c = pl.col(col)
+        if b is None:
+            lt, eq = (c.is_not_null() if desc else pl.lit(False)), c.is_null()
+        else:
+            lt = (c.is_not_null() & (c > b)) if desc else (c.is_null() | (c < b))
+            eq = c.is_not_null() & (c == b)
+        result = lt | (eq & result)
+    return result
+
+
+def stable_sort(frame, by, descending):
+    """The engine's sort: stable, null the smallest value (first ascending, last descending)."""
+    return frame.sort(list(by), descending=list(descending), nulls_last=list(descending), maintain_order=True)
+
+
+class ExternalSort:
+    """A stable sort of everything ``add``-ed, within a share of the budget (see the module docstring)."""
+
+    def __init__(self, by, descending, budget: MemoryBudget, spill: SpillDir):
+        self.by = list(by)
+        self.descending = list(descending)
+        self.budget, self.spill = budget, spill
+        self.parts, self.size = [], 0
+        self.runs: list[str] = []
+
+    def _sorted(self, frame):
+        return stable_sort(frame, self.by, self.descending)
+
+    def add(self, frame) -> None:
+        self.parts.append(frame)
+        self.size += frame.estimated_size()
+        # sorting makes a copy: the buffer may take half of this operator's share
+        if self.budget.hold(self, self.size) or self.size * 2 > self.budget.share(self):
+            self._spill_buffer()
+
+    def _spill_buffer(self) -> None:
+        if not self.parts:
+            return
+        frame = self._sorted(_pl().concat(self.parts, rechunk=False))
+        self.parts, self.size = [], 0
+        self.budget.hold(self, 0)
+        path = self.spill.new_file("run")
+        self.spill.bytes_written += _write_batches(path, [frame], _block_rows)
+        self.spill.runs += 1
+        self.runs.append(path)
+
+    def result(self):
+        """The sorted records, as frames, in order."""
+        pl = _pl()
+        if not self.runs:
+            if self.parts:
+                frame = self._sorted(pl.concat(self.parts, rechunk=False))
+                self.parts = []
+                yield frame
+            self.budget.release(self)
+            return
+        self._spill_buffer()
+        self.budget.release(self)
+        fan_in = max(2, self.budget.share(self) // (4 * BLOCK_BYTES))
+        runs = self.runs
+        while len(runs) > fan_in:              # merge passes until one pass can take every run
+            self.spill.passes += 1
+            merged = []
+            for i in range(0, len(runs), fan_in):
+                group = runs[i:i + fan_in]
+                if len(group) == 1:
+                    merged.extend(group)
+                    continue
+                path = self.spill.new_file("run")
+                self.spill.bytes_written += _write_batches(path, self._merge(group), _block_rows)
+                for p in group:
+                    os.remove(p)
+                merged.append(path)
+            runs = merged
+        self.spill.passes += 1
+        yield from self._merge(runs)
+
+    def _merge(self, paths):
+        pl = _pl()
+        readers = [_RunReader(p) for p in paths]
+        cmp = functools.cmp_to_key(lambda a, b: _compare(a, b, self.descending))
+        while True:
+            live = [r for r in readers if r.fill()]
+            if not live:
+                return
+            if len(live) == 1:
+                yield from live[0].rest()
+                return
+            lasts = [r.block.select(self.by).row(-1) for r in live]
+            bound = min(lasts, key=cmp)
+            first_at_bound = next(i for i, last in enumerate(lasts) if _compare(last, bound, self.descending) == 0)
+            taken = []
+            for i, r in enumerate(live):
+                mask = _before(self.by, self.descending, bound, or_equal=i <= first_at_bound)
+                n = r.block.select(mask.cast(pl.UInt32).sum()).item()
+                # the rows before the bound are a prefix of the sorted block
+                if n:
+                    taken.append(r.block.slice(0, n))
+                    r.block = r.block.slice(n)
+            yield self._sorted(pl.concat(taken, rechunk=False)) if len(taken) > 1 else taken[0]
+
+
+class HashPartitions:
+    """Distinct records within a share of the budget: in memory while they fit, else hash-partitioned
+    files deduplicated one at a time (a partition still too big is split once more, into as many
+    partitions as it needs)."""
+
+    def __init__(self, budget: MemoryBudget, spill: SpillDir, seed: int = 0, partitions: int = PARTITIONS):
+        self.budget, self.spill, self.seed = budget, spill, seed
+        self.n_partitions = partitions
+        self.parts, self.size = [], 0
+        self.files: list | None = None      # per partition: [path, writer, file] once spilling
+
+    def add(self, frame) -> None:
+        pl = _pl()
+        frame = frame.unique(maintain_order=True)
+        if self.files is not None:
+            self._write(frame)
+            return
+        self.parts.append(frame)
+        self.size += frame.estimated_size()
+        if self.size > 4 * BLOCK_BYTES and len(self.parts) > 8:   # compact: duplicates across batches
+            merged = pl.concat(self.parts, rechunk=False).unique(maintain_order=True)
+            self.parts, self.size = [merged], merged.estimated_size()
+        if self.budget.hold(self, self.size) or self.size * 2 > self.budget.share(self):
+            self._start_spilling()
+
+    def _start_spilling(self) -> None:
+        self.files = [[self.spill.new_file("part"), None, None] for _ in range(self.n_partitions)]
+        self.spill.runs += self.n_partitions
+        self.spill.passes = max(self.spill.passes, 1)
+        parts, self.parts, self.size = self.parts, [], 0
+        self.budget.hold(self, 0)
+        for frame in parts:
+            self._write(frame)
+
+    def _write(self, frame) -> None:
+        import pyarrow as pa
+
+        pl = _pl()
+        which = (frame.hash_rows(seed=self.seed) % self.n_partitions).cast(pl.UInt32)
+        for (key,), group in frame.with_columns(_p=which).group_by("_p", maintain_order=True):
+            slot = self.files[key]
+            table = group.drop("_p").to_arrow()
+            if slot[1] is None:
+                slot[2] = open(slot[0], "wb")
+                slot[1] = pa.ipc.new_file(slot[2], table.schema)
+            slot[1].write_table(table)
+
+    def _closed_files(self):
+        for path, writer, f in self.files:
+            if writer is None:
+                continue
+            writer.close()
+            self.spill.bytes_written += f.tell()
+            f.close()
+            yield path
+
+    def result(self):
+        pl = _pl()
+        if self.files is None:
+            if self.parts:
+                yield pl.concat(self.parts, rechunk=False).unique(maintain_order=True)
+            self.parts = []
+            self.budget.release(self)
+            return
+        self.budget.release(self)
+        for path in list(self._closed_files()):
+            yield from self._partition(path, split=True)
+            os.remove(path)
+
+    def _partition(self, path: str, split: bool):
+        """The distinct records of one partition file (split once more if it does not fit)."""
+        import pyarrow as pa
+
+        pl = _pl()
+        size, share = os.path.getsize(path), max(1, self.budget.share(self))
+        if not split or size * 2 <= share:
+            with pa.OSFile(path, "rb") as f:
+                table = pa.ipc.open_file(f).read_all()
+            yield pl.from_arrow(table).unique(maintain_order=True)
+            return
+        inner = HashPartitions(self.budget, self.spill, self.seed + 1, min(256, -(-size * 2 // share) + 1))
+        inner._start_spilling()
+        for block in _RunReader(path).rest():
+            inner._write(block)
+        self.spill.passes = 2
+        for p in list(inner._closed_files()):
+            yield from inner._partition(p, split=False)
+            os.remove(p)
