@@ -15,19 +15,41 @@ from logetl.monitor.store import SORTABLE, row_of
 
 
 def make_doc(run_id="A" * 32, *, status="SUCCESSFUL", app="logetl-join", owner="alice", seq=1,
-             started=1_700_000_000.0, duration=2.0, tags=None):
+             started=1_700_000_000.0, duration=2.0, tags=None, malformed=None):
     flow = programs.get("join")
     run = FlowRun(program="join", engine="local", run_id=run_id, status=status, started_at=started,
                   finished_at=None if status == "RUNNING" else started + duration)
     run.steps = [StepRun(s.name, s.index, [n.name for n in s.nodes], status="SUCCESSFUL") for s in flow.steps]
     run.steps[0].counters = {"parse": {"in": 10, "out": 8}}
+    run.steps[0].lines_read = 10
+    run.steps[0].malformed = dict(malformed or {})
     run.written = {"output": 5}
     return run_document(run, flow, application=app, owner=owner, tags=tags or {}, seq=seq)
 
 
+#: the address a loopback server is reached at (a keyless loopback server answers only loopback Host names)
+LOCAL = "http://127.0.0.1:8080"
+
+
+def csrf_of(client, path="/login") -> str:
+    """The CSRF token a page's forms carry (its cookie is set on the client by the same answer)."""
+    import re
+
+    return re.search(r'name="csrf" value="([^"]+)"', client.get(path).text).group(1)
+
+
+def login(client, key, **kw):
+    return client.post("/login", data={"key": key, "csrf": csrf_of(client)}, **kw)
+
+
+def warned_doc(run_id, **kw) -> dict:
+    """A document whose run has 8 malformed lines out of 10: FlowRun gives it a warning."""
+    return make_doc(run_id, malformed={"no_match": 8}, **kw)
+
+
 @pytest.fixture
 def client(store):
-    with TestClient(create_app(store)) as c:
+    with TestClient(create_app(store), base_url=LOCAL) as c:
         yield c
 
 
@@ -166,7 +188,7 @@ def test_keys_are_prefixed_hashed_and_checked(store):
 @pytest.fixture
 def keyed(store):
     alice, bob = store.create_key("alice"), store.create_key("bob")
-    with TestClient(create_app(store)) as c:
+    with TestClient(create_app(store), base_url=LOCAL) as c:
         yield c, alice, bob
 
 
@@ -189,10 +211,11 @@ def test_with_keys_every_call_needs_one_and_users_see_only_their_runs(keyed):
     assert theirs.json()["error"]["message"].replace(rid(1), "X") == nobody.json()["error"]["message"].replace("E" * 32, "X")
     assert client.get(f"/runs/{rid(1)}", headers=auth(bob)).status_code == 404
     assert client.get("/api/applications", headers=auth(bob)).json() == {"applications": ["logetl-join"]}
-    # bob cannot overwrite alice's run by sending a newer document for it
+    # bob cannot overwrite alice's run by sending a newer document for it: it becomes a run of his own
     hijack = make_doc(rid(1), status="FAILED", seq=9)
-    assert client.post("/api/documents", json=hijack, headers=auth(bob)).json()["stored"] is False
+    assert client.post("/api/documents", json=hijack, headers=auth(bob)).json()["stored"] is True
     assert client.get(f"/api/runs/{rid(1)}", headers=auth(alice)).json()["run"]["status"] == "SUCCESSFUL"
+    assert client.get(f"/api/runs/{rid(1)}", headers=auth(bob)).json()["run"]["status"] == "FAILED"
 
 
 @pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer lgt_00000000_wrong"},
@@ -214,19 +237,19 @@ def test_missing_or_wrong_key_is_401_and_reveals_nothing(keyed, headers):
 def test_login_form_sets_a_session_and_logout_ends_it(keyed):
     client, alice, _ = keyed
     client.post("/api/documents", json=make_doc(rid(1)), headers=auth(alice))
-    bad = client.post("/login", data={"key": "lgt_x_y"})
+    bad = login(client, "lgt_x_y")
     assert bad.status_code == 401 and "not valid" in bad.text
-    ok = client.post("/login", data={"key": alice}, follow_redirects=False)
+    ok = login(client, alice, follow_redirects=False)
     assert ok.status_code == 303 and "logetl_session" in ok.headers["set-cookie"].lower()
     assert alice not in ok.headers["set-cookie"]
     assert client.get("/api/runs").json()["total"] == 1
     assert client.get("/").status_code == 200
-    client.post("/logout")
+    client.post("/logout", data={"csrf": csrf_of(client, "/")})
     assert client.get("/api/runs").status_code == 401
 
 
 def test_require_key_without_any_key_refuses_everyone(store):
-    with TestClient(create_app(store, require_key=True)) as c:
+    with TestClient(create_app(store, require_key=True), base_url=LOCAL) as c:
         assert c.get("/api/runs").status_code == 401
         assert c.get("/api/health").status_code == 200
 
@@ -239,8 +262,8 @@ def test_without_keys_everyone_sees_every_run(client):
 
 def test_a_revoked_key_ends_its_session(store):
     key = store.create_key("alice")
-    with TestClient(create_app(store)) as c:
-        c.post("/login", data={"key": key})
+    with TestClient(create_app(store), base_url=LOCAL) as c:
+        login(c, key)
         assert c.get("/api/runs").status_code == 200
         store.revoke_key(key.split("_")[1])
         store.create_key("someone-else")       # the server still has keys

@@ -219,3 +219,140 @@ def test_login_page_in_the_browser(tmp_path, browser):
         assert pg.locator(".who").inner_text() == "alice"
         pg.screenshot(path=str(tmp_path / "logged-in.png"))
         context.close()
+
+
+# --- issue 9: warnings, odd step names, cross-site requests ----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def small_site(tmp_path_factory):
+    """A keyless server on loopback with a few runs, shared by the tests below."""
+    store = Store(f"sqlite:///{tmp_path_factory.mktemp('small')}/monitor.db")
+    with Server(store) as srv:
+        yield srv, store
+
+
+@pytest.fixture(scope="module")
+def elsewhere():
+    """Another site: a real HTTP server on 127.0.0.1 reached as http://localhost:PORT (127.0.0.1 and
+    localhost are different sites to a browser), serving whatever page a test puts in ``pages``."""
+    import http.server
+    import threading
+
+    pages: dict[str, str] = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = pages.get(self.path, "not here").encode()
+            self.send_response(200 if self.path in pages else 404)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://localhost:{httpd.server_address[1]}", pages
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_runs_with_a_warning_are_marked_in_the_list_and_on_their_page(small_site, page, tmp_path):
+    from test_monitor_api import warned_doc
+
+    srv, store = small_site
+    doc = warned_doc(rid(500), app="warned", started=BASE + 50 * DAY)
+    warning = doc["run"]["warning"]
+    assert warning == "80.0% of the lines are malformed (8 of 10): is the input an access log in the expected layout?"
+    store.ingest(doc)
+    store.ingest(make_doc(rid(501), app="warned", started=BASE + 49 * DAY))
+    page.goto(srv.url + "/?application=warned")
+    page.wait_for_selector(f'#runs tbody tr[data-run-id="{rid(500)}"]')
+    marked = page.locator(f'#runs tbody tr[data-run-id="{rid(500)}"] .warning-marker')
+    assert marked.count() == 1 and marked.inner_text() == "⚠" and marked.get_attribute("title") == warning
+    assert marked.is_visible()
+    assert page.locator(f'#runs tbody tr[data-run-id="{rid(501)}"] .warning-marker').count() == 0
+    page.click("#column-chooser summary")                   # the marker stays whatever the columns shown
+    page.uncheck('input[data-column="application"]')
+    page.wait_for_selector('#runs thead th[data-column="run_id"]:first-child')
+    first = page.locator(f'#runs tbody tr[data-run-id="{rid(500)}"] td').first
+    assert first.get_attribute("data-column") == "run_id"
+    assert first.locator(".warning-marker").get_attribute("title") == warning
+    page.screenshot(path=str(tmp_path / "warning-in-list.png"), full_page=True)
+    page.goto(f"{srv.url}/runs/{rid(500)}")
+    page.wait_for_selector("#graph g.node")
+    assert page.locator("#run-warning").is_visible() and page.locator("#run-warning").get_attribute("title") == warning
+    assert page.locator("#warning").inner_text() == "Warning: " + warning
+    page.screenshot(path=str(tmp_path / "warning-on-run.png"), full_page=True)
+    page.goto(f"{srv.url}/runs/{rid(501)}")
+    page.wait_for_selector("#graph g.node")
+    assert not page.locator("#run-warning").is_visible() and not page.locator("#warning").is_visible()
+
+
+def test_a_quote_in_a_step_name_does_not_break_the_run_page(small_site, page):
+    srv, store = small_site
+    doc = make_doc(rid(502), app="quoted", started=BASE + 51 * DAY)
+    odd = 'join "all" \\ of it'
+    run = doc["run"]
+    run["steps"][1]["name"] = odd
+    for n in run["graph"]["nodes"]:
+        if n["type"] == "step" and n["name"] == "join":
+            n["name"], n["id"] = odd, f"step:{odd}"
+        if n.get("step") == "join":
+            n["step"] = odd
+    for e in run["graph"]["edges"]:
+        e["from"], e["to"] = (x.replace("step:join", f"step:{odd}") for x in (e["from"], e["to"]))
+    store.ingest(doc)
+    page.goto(f"{srv.url}/runs/{rid(502)}")
+    page.wait_for_selector("#timeline g.bar")
+    bars = page.locator("#timeline g.bar").evaluate_all("bars => bars.map(b => b.dataset.step)")
+    assert bars == ["parse", odd]
+    assert page.locator("#graph g.step").count() == 2
+    assert page.locator("#counters tr[data-step]").count() >= 2          # and no page error (the fixture)
+
+
+def test_a_web_page_elsewhere_cannot_plant_runs_in_a_keyless_monitor(small_site, elsewhere, browser):
+    """The classic attack: a simple (no-preflight) cross-site POST with a text/plain type that still says
+    application/json; the page cannot read the answer but the write must not happen."""
+    import json
+
+    srv, store = small_site
+    site, pages = elsewhere
+    doc = make_doc(rid(503), app="planted")
+    pages["/plant"] = f"""<!doctype html><title>waiting</title><script>
+      fetch("{srv.url}/api/documents", {{method: "POST", mode: "no-cors",
+        headers: {{"Content-Type": "text/plain; application/json"}}, body: {json.dumps(json.dumps(doc))}}})
+      .then(() => fetch("{srv.url}/api/runs"))                  // and reading: no CORS, no answer
+      .then((r) => r.json()).then(() => document.title = "read", () => document.title = "not read");
+    </script>"""
+    context = browser.new_context()
+    pg = context.new_page()
+    pg.goto(site + "/plant")
+    pg.wait_for_function("document.title !== 'waiting'")
+    assert pg.title() == "not read"
+    context.close()
+    assert store.get_run(rid(503)) is None
+
+
+def test_a_web_page_elsewhere_cannot_log_the_user_in(tmp_path, elsewhere, browser):
+    """Login CSRF: another site's form posts the attacker's key to /login; the user must not end up in the
+    attacker's session (where their own runs would then be sent)."""
+    srv_store = Store(f"sqlite:///{tmp_path}/monitor.db")
+    mallory = srv_store.create_key("mallory")
+    site, pages = elsewhere
+    with Server(srv_store) as srv:
+        pages["/login-as-mallory"] = f"""<!doctype html><form method="post" action="{srv.url}/login">
+          <input name="key" value="{mallory}"><input name="csrf" value="{'x' * 43}"></form>
+          <script>document.forms[0].submit()</script>"""
+        context = browser.new_context()
+        pg = context.new_page()
+        with pg.expect_navigation(url=srv.url + "/**") as nav:
+            pg.goto(site + "/login-as-mallory")
+        assert nav.value.status == 403
+        assert "came from another site or has expired" in pg.content()
+        assert not [c for c in context.cookies() if c["name"] == "logetl_session"]
+        r = pg.goto(srv.url + "/api/runs")
+        assert r.status == 401
+        context.close()

@@ -78,6 +78,9 @@ def _engine_options(f):
                      help="Engine to run on (--hdfs is --engine spark).")(f)
     f = click.option("--hdfs", is_flag=True, help="Run on the distributed engine (Apache Spark).")(f)
     f = click.option("--quiet", "-q", is_flag=True, help="No summary or progress bar (warnings still show).")(f)
+    f = click.option("--memory-limit", metavar="SIZE", default=None,
+                     help="(local engine) Memory the run should stay under, e.g. 512M, 2G (default 512M): "
+                          "sorts and distinct sets past it spill to the working directory.")(f)
     f = click.option("--max-malformed", metavar="FRACTION", type=click.FloatRange(0.0, 1.0), default=None,
                      help="Fail the run (exit 1, nothing published) when more than this share of the lines "
                           "read is malformed, e.g. 0.05. Default: no limit.")(f)
@@ -105,8 +108,15 @@ def _run(program: str, input_path: str, outputs: dict[str, str], opts: dict, tra
     engine_options = {}
     if engine == "spark":
         engine_options = {"master": opts["master"], "conf": opts["confs"]}
+        if opts["memory_limit"]:
+            raise UserError("--memory-limit is a setting of the local engine: on Spark use --conf "
+                            "spark.executor.memory=SIZE")
     elif opts["master"] or opts["confs"]:
         raise UserError("--master and --conf are Spark settings: use them with --hdfs")
+    elif opts["memory_limit"]:
+        from logetl.engines.spill import parse_size
+
+        engine_options = {"memory_limit": parse_size(opts["memory_limit"])}
     listener = ConsoleReporter(outputs={**outputs, **({"trap": trap} if trap else {})}, quiet=quiet)
     try:
         run_program(program, input_path, outputs, engine=engine, trap=trap, overwrite=overwrite, listener=listener,
@@ -283,17 +293,46 @@ def monitor(ctx, host, port, db, require_key, allow_public_without_keys):
     if ctx.invoked_subcommand is not None:
         ctx.obj = {"db": db}
         return
+    from logetl.monitor.app import create_app, is_loopback
+
     store = _store(db)
-    if host not in LOOPBACK and not (store.has_keys() or require_key) and not allow_public_without_keys:
+    if not is_loopback(host) and not (store.keys_required() or require_key) and not allow_public_without_keys:
         raise UserError(f"refusing to serve every run to anyone on {host}: create an API key "
                         "(logetl monitor keys create --user NAME), or pass --require-key, or "
                         "--allow-public-without-keys")
     import uvicorn
 
-    from logetl.monitor.app import create_app
-
+    sock = _listen(host, port)
     click.echo(f"logetl monitor on http://{host}:{port} (database {store.url})", err=True)
-    uvicorn.run(create_app(store, require_key=require_key), host=host, port=port, log_level="warning")
+    config = uvicorn.Config(create_app(store, require_key=require_key, host=host,
+                                       allow_public_without_keys=allow_public_without_keys),
+                            host=host, port=port, log_level="warning")
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def _listen(host: str, port: int):
+    """The server's listening socket, bound here so that a port in use is one line (exit 2), not a log."""
+    import errno
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                              flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as exc:
+        raise UserError(f"cannot listen on {host}: {exc.strerror}") from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise UserError(f"port {port} on {host} is in use: stop what listens there or choose another "
+                            "--port") from None
+        raise UserError(f"cannot listen on {host} port {port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 @monitor.group()

@@ -1,23 +1,39 @@
 """The monitor web app (Starlette): one view per page, routes in one table, one JSON error shape.
 
 Errors from ``/api/...`` are always ``{"error": {"status": 404, "code": "not_found", "message": "..."}}``.
-Who is asking is decided in one place, ``AuthMiddleware``: when the store has API keys (or the server
-was started with ``--require-key``), every page and API call needs a valid key, from an
-``Authorization: Bearer lgt_...`` header or from the session cookie the login form sets; each user then
-sees only their own runs, and documents sent with a key belong to its user. A missing or wrong key gets
-401 and learns nothing about anyone's runs. Without keys, everyone sees every run.
+Who may ask is decided in one place, ``AuthMiddleware``:
+
+- Once the store has had an API key (active or revoked), or with ``--require-key``, every page and API call
+  needs a valid key, from an ``Authorization: Bearer lgt_...`` header or from the session the login form
+  opens; each user then sees only their own runs, and documents sent with a key belong to its user. A
+  missing or wrong key gets 401 and learns nothing about anyone's runs. Revoking the last key does not
+  make the server public.
+- Without keys, a server on a non-loopback address serves nothing but ``/api/health`` (403) unless it was
+  started with ``--allow-public-without-keys``; this is checked at every request.
+- Without keys on a loopback address, everyone on this machine sees every run, so the browser is the only
+  gate: the ``Host`` header must name a loopback address (``localhost``, ``127.0.0.1``, ``[::1]``, any
+  port; DNS rebinding) and a POST's ``Origin``, when sent, must be the server's own origin; else 403.
+
+Sessions are server-side: the ``logetl_session`` cookie holds a random id (HttpOnly, SameSite=Lax, Secure
+under https), the store keeps its SHA-256 and the user, logout deletes it, and revoking its key ends it.
+The login and logout forms carry a CSRF token that must match the ``logetl_csrf`` cookie (SameSite=Strict),
+and their ``Origin``, when sent, must be the server's own.
 """
 from __future__ import annotations
 
 import datetime as dt
+import hmac
+import ipaddress
 import json
 import os
+import re
+import secrets
 import time
+from urllib.parse import parse_qs, urlsplit
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -25,13 +41,18 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from logetl import __version__
-from logetl.monitor.documents import STATUSES, DocumentError
-from logetl.monitor.store import SORTABLE, Store
+from logetl.monitor.documents import MAX_DEPTH, STATUSES, DocumentError, depth
+from logetl.monitor.store import SESSION_DAYS, SORTABLE, Store
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 templates = Jinja2Templates(directory=os.path.join(HERE, "templates"))
 MAX_DOCUMENT = 4 << 20
+MAX_FORM = 16 << 10
 PUBLIC = ("/login", "/static/", "/api/health")
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+SESSION_COOKIE = "logetl_session"
+CSRF_COOKIE = "logetl_csrf"
+TOKEN = re.compile(r"[A-Za-z0-9_-]{32,64}")
 
 
 class ApiError(Exception):
@@ -52,32 +73,101 @@ def _is_api(request: Request) -> bool:
     return request.url.path.startswith("/api/")
 
 
+def _https(request: Request) -> bool:
+    return request.url.scheme == "https"
+
+
+def template(request: Request, name: str, context: dict, status_code: int = 200) -> Response:
+    """An HTML page; it carries the CSRF token of its forms (and sets the cookie it must match)."""
+    token = request.cookies.get(CSRF_COOKIE, "")
+    fresh = not TOKEN.fullmatch(token)
+    if fresh:
+        token = secrets.token_urlsafe(32)
+    response = templates.TemplateResponse(request, name, {"version": __version__, "user": None, "auth": False,
+                                                          **context, "csrf": token}, status_code=status_code)
+    if fresh:
+        response.set_cookie(CSRF_COOKIE, token, path="/", httponly=True, samesite="strict", secure=_https(request))
+    return response
+
+
 def render_error(request: Request, status: int, code: str, message: str) -> Response:
+    headers = {"Connection": "close"} if status == 413 else None   # the rest of the body is not read
     if _is_api(request):
-        return JSONResponse(error_body(status, code, message), status_code=status)
+        return JSONResponse(error_body(status, code, message), status_code=status, headers=headers)
     if status == 401:
-        return templates.TemplateResponse(request, "login.html", {"error": None, "version": __version__},
-                                          status_code=401)
-    return templates.TemplateResponse(request, "error.html", {"status": status, "message": message,
-                                                              "version": __version__}, status_code=status)
+        return template(request, "login.html", {"error": None}, status_code=401)
+    response = template(request, "error.html", {"status": status, "message": message}, status_code=status)
+    response.headers.update(headers or {})
+    return response
 
 
-# --- who is asking: the one place keys are checked --------------------------------------------------------
+# --- who may ask: the one place keys, sessions, Host and Origin are checked ----------------------------------
+
+def is_loopback(host: str) -> bool:
+    """Whether a listen address or a Host name is loopback: localhost, 127.0.0.0/8, ::1."""
+    host = host.strip().lower().strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _split_host(value: str) -> tuple[str, int | None]:
+    """``name:port`` or ``[v6]:port`` -> (name, port); a bad port gives (name, -1)."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        name, _, rest = value[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    else:
+        name, _, port = value.partition(":") if value.count(":") == 1 else (value, "", "")
+    if not port:
+        return name, None
+    return (name, int(port)) if port.isdigit() else (name, -1)
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def same_origin(request: Request) -> bool:
+    """No ``Origin`` header, or the server's own origin (scheme, Host name and port)."""
+    origin = request.headers.get("origin")
+    if origin is None:
+        return True
+    try:
+        o = urlsplit(origin)
+        theirs = (o.scheme, (o.hostname or "").lower(), o.port or DEFAULT_PORTS.get(o.scheme))
+    except ValueError:
+        return False
+    name, port = _split_host(request.headers.get("host", ""))
+    scheme = request.url.scheme
+    return theirs == (scheme, name, port or DEFAULT_PORTS.get(scheme))
+
 
 class AuthMiddleware:
     """Sets ``request.state.user``: None when the server has no keys (everyone sees everything),
-    else the key's user. Answers 401 itself when a key is needed and missing or wrong."""
+    else the key's user. Answers 401 itself when a key is needed and missing or wrong, and 403 to a keyless
+    server's forbidden requests (public address; foreign Host or Origin on loopback)."""
 
-    def __init__(self, app, store: Store, require_key: bool):
+    def __init__(self, app, store: Store, require_key: bool, host: str = "127.0.0.1",
+                 allow_public_without_keys: bool = False):
         self.app, self.store, self.require_key = app, store, require_key
+        self.loopback = is_loopback(host)
+        self.host = host
+        self.allow_public = allow_public_without_keys
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         request = Request(scope, receive)
         scope.setdefault("state", {})
-        needed = self.require_key or self.store.has_keys()
+        needed = self.require_key or self.store.keys_required()
         user = None
+        refusal = None if needed else self.keyless_refusal(request)
+        if refusal is not None:
+            response = render_error(request, 403, "forbidden", refusal)
+            return await response(scope, receive, send)
         if needed and not request.url.path.startswith(PUBLIC):
             user = self.identify(request)
             if user is None:
@@ -87,25 +177,47 @@ class AuthMiddleware:
         scope["state"]["auth"] = needed
         return await self.app(scope, receive, send)
 
+    def keyless_refusal(self, request: Request) -> str | None:
+        """Why a server without keys refuses this request, or None."""
+        if not self.loopback:
+            if self.allow_public or request.url.path == "/api/health":
+                return None
+            return (f"this monitor listens on {self.host} and has no API key: it serves nobody until one exists "
+                    "(logetl monitor keys create --user NAME)")
+        name, _ = _split_host(request.headers.get("host", ""))
+        if not is_loopback(name):
+            return (f"Host {request.headers.get('host', '')!r} is not a loopback address: this monitor answers "
+                    "only localhost, 127.0.0.1 and [::1]")
+        if request.method not in SAFE_METHODS and not same_origin(request):
+            return f"cross-origin request refused (Origin {request.headers.get('origin')!r})"
+        return None
+
     def identify(self, request: Request) -> str | None:
         header = request.headers.get("authorization", "")
         if header:
             scheme, _, key = header.partition(" ")
             return self.store.user_of_key(key.strip()) if scheme.lower() in ("bearer", "apikey") else None
-        key = request.session.get("key") if "session" in request.scope else None
-        return self.store.user_of_key(key)
+        return self.store.user_of_session(request.cookies.get(SESSION_COOKIE))
 
 
 # --- parameters ----------------------------------------------------------------------------------------------
+
+DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
 
 def _time_param(request: Request, name: str) -> float | None:
     value = request.query_params.get(name)
     if not value:
         return None
     try:
-        return float(value)
+        seconds = float(value)
     except ValueError:
         pass
+    else:
+        if seconds != seconds or abs(seconds) == float("inf"):
+            raise ApiError(400, "bad_request", f"{name} must be a date (YYYY-MM-DD), an ISO time or epoch seconds, "
+                                               f"not {value!r}")
+        return seconds
     try:
         parsed = dt.datetime.fromisoformat(value)
     except ValueError:
@@ -142,7 +254,7 @@ def _run_query(request: Request) -> dict:
     if order not in ("asc", "desc"):
         raise ApiError(400, "bad_request", f"order must be asc or desc, not {order!r}")
     until = _time_param(request, "until")
-    if until is not None and len(q.get("until", "")) == 10:   # a whole day: up to its end
+    if until is not None and DATE.fullmatch(q.get("until", "")):   # a date is a whole day: up to its end
         until += 86400
     return {"status": status or None, "application": q.get("application") or None,
             "since": _time_param(request, "since"), "until": until, "sort": sort, "descending": order == "desc"}
@@ -150,17 +262,41 @@ def _run_query(request: Request) -> dict:
 
 # --- API ------------------------------------------------------------------------------------------------------
 
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body, refused with 413 past ``limit`` bytes: at once by its Content-Length, else (chunked) as
+    soon as it grows past the limit; the rest is never read (and the connection is closed)."""
+    length = request.headers.get("content-length")
+    if length is not None:
+        if not length.strip().isdigit():
+            raise ApiError(400, "bad_request", "Content-Length must be a whole number")
+        if int(length) > limit:
+            raise ApiError(413, "too_large", f"the body may have at most {limit} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise ApiError(413, "too_large", f"the body may have at most {limit} bytes")
+    return bytes(body)
+
+
+def _no_constants(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
 async def post_documents(request: Request) -> Response:
     store: Store = request.app.state.store
-    if "application/json" not in request.headers.get("content-type", ""):
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media != "application/json":
         raise ApiError(415, "unsupported_media_type", "send documents as application/json")
-    body = await request.body()
-    if len(body) > MAX_DOCUMENT:
-        raise ApiError(413, "too_large", f"a document may have at most {MAX_DOCUMENT} bytes")
+    body = await read_body(request, MAX_DOCUMENT)
     try:
-        doc = json.loads(body)
+        doc = json.loads(body, parse_constant=_no_constants)
+    except RecursionError:
+        raise ApiError(400, "bad_request", f"the body nests more than {MAX_DEPTH} levels deep") from None
     except ValueError as exc:
         raise ApiError(400, "bad_request", f"the body is not JSON: {exc}") from None
+    if depth(doc) > MAX_DEPTH:
+        raise ApiError(400, "bad_request", f"the body nests more than {MAX_DEPTH} levels deep")
     try:
         stored = store.ingest(doc, owner=request.state.user)
     except DocumentError as exc:
@@ -198,8 +334,7 @@ async def api_health(request: Request) -> Response:
 # --- pages ----------------------------------------------------------------------------------------------------
 
 def _page(request: Request, name: str, **context) -> Response:
-    return templates.TemplateResponse(request, name, {"user": request.state.user, "auth": request.state.auth,
-                                                      "version": __version__, **context})
+    return template(request, name, {"user": request.state.user, "auth": request.state.auth, **context})
 
 
 async def runs_page(request: Request) -> Response:
@@ -214,22 +349,42 @@ async def run_page(request: Request) -> Response:
     return _page(request, "run.html", run_id=run_id, application=run["application"])
 
 
+FORM_REFUSED = "This form came from another site or has expired: reload the page and try again."
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """A posted login/logout form, after its CSRF checks: its token must match the ``logetl_csrf`` cookie,
+    and an Origin header, when sent, must be the server's own."""
+    body = await read_body(request, MAX_FORM)
+    form = {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
+    cookie = request.cookies.get(CSRF_COOKIE, "")
+    if not (same_origin(request) and TOKEN.fullmatch(cookie)
+            and hmac.compare_digest(form.get("csrf", "").encode(), cookie.encode())):
+        raise HTTPException(403, FORM_REFUSED)
+    return form
+
+
 async def login(request: Request) -> Response:
     store: Store = request.app.state.store
     if request.method == "POST":
-        form = await request.form()
-        key = str(form.get("key", "")).strip()
-        if store.user_of_key(key) is None:
-            return templates.TemplateResponse(request, "login.html", {"error": "That key is not valid.",
-                                                                      "version": __version__}, status_code=401)
-        request.session["key"] = key
-        return RedirectResponse("/", status_code=303)
-    return templates.TemplateResponse(request, "login.html", {"error": None, "version": __version__})
+        form = await _form(request)
+        sid = store.open_session(form.get("key", "").strip())
+        if sid is None:
+            return template(request, "login.html", {"error": "That key is not valid."}, status_code=401)
+        store.close_session(request.cookies.get(SESSION_COOKIE))   # a new id at every login
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(SESSION_COOKIE, sid, max_age=SESSION_DAYS * 86400, path="/", httponly=True,
+                            samesite="lax", secure=_https(request))
+        return response
+    return template(request, "login.html", {"error": None})
 
 
 async def logout(request: Request) -> Response:
-    request.session.clear()
-    return RedirectResponse("/login", status_code=303)
+    await _form(request)
+    request.app.state.store.close_session(request.cookies.get(SESSION_COOKIE))
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="lax", secure=_https(request))
+    return response
 
 
 ROUTES = [
@@ -258,14 +413,14 @@ async def _server_error(request: Request, exc: Exception) -> Response:
     return render_error(request, 500, "internal_error", "the monitor failed to answer this request")
 
 
-def create_app(store: Store, require_key: bool = False) -> Starlette:
+def create_app(store: Store, require_key: bool = False, host: str = "127.0.0.1",
+               allow_public_without_keys: bool = False) -> Starlette:
+    """The app over ``store``; ``host`` is the address the server listens on (loopback or not decides which
+    checks a server without keys makes, see ``AuthMiddleware``)."""
     app = Starlette(
         routes=ROUTES,
-        middleware=[
-            Middleware(SessionMiddleware, secret_key=store.secret(), session_cookie="logetl_session",
-                       same_site="lax", https_only=False, max_age=14 * 86400),
-            Middleware(AuthMiddleware, store=store, require_key=require_key),
-        ],
+        middleware=[Middleware(AuthMiddleware, store=store, require_key=require_key, host=host,
+                               allow_public_without_keys=allow_public_without_keys)],
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, Exception: _server_error},
     )
     app.state.store = store

@@ -1,7 +1,7 @@
 """Run documents: what a run tells the monitor, as JSON.
 
-A document is the whole state of one run at one moment (idempotent: a store keeps, per run id, the
-document with the highest ``seq``), so documents may be delivered late, twice or out of order.
+A document is the whole state of one run at one moment (idempotent: a store keeps, per owner and run
+id, the document with the highest ``seq``), so documents may be delivered late, twice or out of order.
 
     {"messaging_version": "1.0-eap-57", "format": "JSON", "seq": 3, "sent_at": 1763812345.1,
      "run": {"run_id": "5F0C...", "application": "logetl-join", "program": "join", "engine": "local",
@@ -11,7 +11,11 @@ document with the highest ``seq``), so documents may be delivered late, twice or
              "steps": [{"name": "parse", "status": "SUCCESSFUL", "started_at": ..., "finished_at": ...,
                         "counters": {"parse": {"in": 5000, "out": 4568}, ...},
                         "lines_read": 5000, "malformed": {}, "dropped_size_dash": 432}, ...],
-             "written": {"output": 716}, "restarted_after": null, ...}}
+             "written": {"output": 716}, "restarted_after": null,
+             "malformed_share": 0.0, "warning": null, ...}}
+
+``warning`` (a string or null) says why a run deserves a look although it may have succeeded (a high
+share of malformed lines); the store keeps it in a column, so the run list can mark the run.
 """
 from __future__ import annotations
 
@@ -60,16 +64,47 @@ class DocumentError(ValueError):
     """A document the monitor cannot take; the message says which field is wrong."""
 
 
+#: how deep a document's JSON may nest (a real one nests 5 deep); deeper is refused, not recursed into
+MAX_DEPTH = 64
+MAX_SEQ = 2**31 - 1
+MAX_COUNT = 2**63 - 1
+#: the longest each indexed text column may be (PostgreSQL enforces them)
+LENGTHS = {"application": 200, "program": 50, "engine": 20, "owner": 200}
+
+
+def depth(value) -> int:
+    """How deep a parsed JSON value nests (a scalar is 0), without recursion."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        v, d = todo.pop()
+        if isinstance(v, dict):
+            v = v.values()
+        elif not isinstance(v, list):
+            continue
+        deepest = max(deepest, d)
+        if d > MAX_DEPTH:
+            return d
+        todo.extend((x, d + 1) for x in v)
+    return deepest
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+
+
 def validate(doc) -> dict:
     """Checks a received document's shape; returns it. Unknown extra fields are kept."""
     if not isinstance(doc, dict):
         raise DocumentError("a document is a JSON object")
+    if depth(doc) > MAX_DEPTH:
+        raise DocumentError(f"a document may nest at most {MAX_DEPTH} deep")
     if doc.get("messaging_version") != MESSAGING_VERSION:
         raise DocumentError(f"messaging_version must be {MESSAGING_VERSION!r}")
     if doc.get("format", FORMAT) != FORMAT:
         raise DocumentError(f"format must be {FORMAT!r}")
-    if not isinstance(doc.get("seq"), int) or doc["seq"] < 0:
-        raise DocumentError("seq must be a non-negative integer")
+    seq = doc.get("seq")
+    if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq <= MAX_SEQ:
+        raise DocumentError(f"seq must be an integer from 0 to {MAX_SEQ}")
     run = doc.get("run")
     if not isinstance(run, dict):
         raise DocumentError("run must be an object")
@@ -79,11 +114,20 @@ def validate(doc) -> dict:
     if run.get("status") not in STATUSES:
         raise DocumentError(f"run.status must be one of {', '.join(STATUSES)}")
     for key in ("application", "program", "engine"):
-        if not isinstance(run.get(key), str) or not run[key]:
-            raise DocumentError(f"run.{key} must be a non-empty string")
-    for key in ("started_at", "finished_at"):
-        if run.get(key) is not None and not isinstance(run[key], (int, float)):
-            raise DocumentError(f"run.{key} must be a number (seconds since the epoch) or null")
+        if not isinstance(run.get(key), str) or not run[key] or len(run[key]) > LENGTHS[key]:
+            raise DocumentError(f"run.{key} must be a non-empty string of at most {LENGTHS[key]} characters")
+    owner = run.get("owner")
+    if owner is not None and (not isinstance(owner, str) or len(owner) > LENGTHS["owner"]):
+        raise DocumentError(f"run.owner must be a string of at most {LENGTHS['owner']} characters, or null")
+    for key in ("started_at", "finished_at", "duration"):
+        if run.get(key) is not None and not _number(run[key]):
+            raise DocumentError(f"run.{key} must be a number (seconds) or null")
+    for key in ("records_read", "records_written"):
+        v = run.get(key)
+        if v is not None and not (isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_COUNT):
+            raise DocumentError(f"run.{key} must be a whole number from 0 to {MAX_COUNT}, or null")
+    if run.get("warning") is not None and not isinstance(run["warning"], str):
+        raise DocumentError("run.warning must be a string or null")
     if not isinstance(run.get("steps", []), list) or not isinstance(run.get("graph", {}), dict):
         raise DocumentError("run.steps must be a list and run.graph an object")
     if not isinstance(run.get("tags", {}), dict):
@@ -100,6 +144,6 @@ def row_of(doc: dict, owner: str | None = None) -> dict:
         "status": run["status"], "started_at": run.get("started_at"), "finished_at": run.get("finished_at"),
         "duration": run.get("duration"), "records_read": run.get("records_read"),
         "records_written": run.get("records_written"), "seq": doc["seq"],
-        "tags": json.dumps(run.get("tags") or {}, sort_keys=True),
+        "tags": json.dumps(run.get("tags") or {}, sort_keys=True), "warning": run.get("warning"),
         "document": json.dumps(doc, sort_keys=True), "updated_at": time.time(),
     }

@@ -2,11 +2,17 @@
 
 - Embedded (default): documents go straight into the SQLite store under ``LOGETL_HOME`` (``~/.logetl``),
   with the standard library's ``sqlite3`` (cheap enough for a 0.3 s run); ``logetl monitor`` serves it.
+  The store is a 0600 file. A store that cannot be used (``LOGETL_HOME`` a file, unwritable, a broken
+  database) never stops or fails a run: the run is not recorded and says so in one line.
 - Remote (``LOGETL_MONITOR_URL``, ``LOGETL_API_KEY``): documents are POSTed by a background thread with
   retries and back-off. Only the newest document of a run matters (they are idempotent), so a backlog
-  collapses to one document per run. The run never waits for a slow or absent monitor beyond a short grace
-  at its end; what is still undelivered is kept in ``LOGETL_HOME/outbox`` and sent by the next run, and the
-  run says so.
+  collapses to one document per run. The run's end waits for delivery at most ``LOGETL_MONITOR_GRACE``
+  seconds (1.0), whatever the server does: the sending thread is a daemon and is abandoned, mid-request
+  if need be, when the grace is over. What is still undelivered then is kept in ``LOGETL_HOME/outbox``
+  (or, if that cannot be written, a new temporary directory, which the line names) and sent by the next
+  run, and the run says so in one line. Documents the server refuses for their key (401/403) or its
+  address (404/405) are kept the same way and not retried in this run; documents it rejects as
+  malformed (400, 413, 415, 422) cannot be delivered by retrying and are dropped, with a line.
 - ``LOGETL_MONITOR=off`` sends nothing.
 """
 from __future__ import annotations
@@ -15,14 +21,18 @@ import getpass
 import json
 import os
 import sys
+import tempfile
 import threading
 import time
 
+from logetl.errors import env_float
 from logetl.listener import FlowListener, FlowRun
 from logetl.monitor.documents import FORMAT, MESSAGING_VERSION, graph, row_of, run_document
 
 DEFAULT_UI = "http://127.0.0.1:8080"
 LIVE_AFTER = 1.0   # seconds: step updates of a run are sent once it has been running this long
+REFUSED = (401, 403, 404, 405)   # the server will not take documents from us: keep them, stop for this run
+RETRY = (408, 429)               # and 5xx: try again after a back-off
 
 
 def home() -> str:
@@ -33,11 +43,15 @@ def log_line(logger: str, message: str) -> str:
     return f"{time.strftime('%y/%m/%d %H:%M:%S')} INFO {logger}: {message}"
 
 
+def _reason(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
 class EmbeddedSink:
-    """Upserts documents into the local store's ``runs`` table (the newest ``seq`` wins)."""
+    """Upserts documents into the local store's ``runs`` table (the newest ``seq`` of an owner's run wins)."""
 
     def __init__(self, directory: str):
-        os.makedirs(directory, exist_ok=True)
+        self.directory = directory
         self.path = os.path.join(directory, "monitor.db")
         self.conn = None
 
@@ -45,13 +59,21 @@ class EmbeddedSink:
         if self.conn is None:
             import sqlite3
 
-            conn = sqlite3.connect(self.path, timeout=30)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            if conn.execute("SELECT 1 FROM sqlite_master WHERE name='runs'").fetchone() is None:
-                from logetl.monitor.store import Store   # first run on this machine: make the schema
+            from logetl.monitor.store import SCHEMA_VERSION, private_file
 
-                Store(f"sqlite:///{self.path}").engine.dispose()
+            os.makedirs(self.directory, mode=0o700, exist_ok=True)
+            private_file(self.path)
+            conn = sqlite3.connect(self.path, timeout=30)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                    from logetl.monitor.store import Store   # first run here, or an older layout: make it
+
+                    Store(f"sqlite:///{self.path}").engine.dispose()
+            except BaseException:
+                conn.close()
+                raise
             self.conn = conn
         return self.conn
 
@@ -59,8 +81,8 @@ class EmbeddedSink:
         row = row_of(doc)
         cols = list(row)
         sql = (f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)}) "
-               f"ON CONFLICT(run_id) DO UPDATE SET "
-               + ", ".join(f"{c}=excluded.{c}" for c in cols if c != "run_id")
+               f"ON CONFLICT(owner, run_id) DO UPDATE SET "
+               + ", ".join(f"{c}=excluded.{c}" for c in cols if c not in ("run_id", "owner"))
                + " WHERE runs.seq < excluded.seq")
         conn = self._connect()
         with conn:
@@ -73,7 +95,7 @@ class EmbeddedSink:
 
 
 class RemoteSink:
-    """POSTs documents to a monitor server from a background thread."""
+    """POSTs documents to a monitor server from a background (daemon) thread."""
 
     def __init__(self, url: str, key: str | None, outbox: str, timeout: float = 5.0):
         self.url = url.rstrip("/") + "/api/documents"
@@ -84,22 +106,33 @@ class RemoteSink:
         self.lock = threading.Lock()
         self.wake = threading.Event()
         self.stop = threading.Event()
+        self.idle = threading.Event()         # set when nothing is left to send, or sending is given up
         self.delivered = 0
+        self.closed = False
+        self.refused: tuple[int, str] | None = None    # (status, the server's message): kept, not retried
+        self.rejected: tuple[int, str] | None = None   # malformed for the server: dropped
+        self.kept_in: str | None = None       # where undelivered documents were written at close
+        self.keep_error: str | None = None    # why they are not in the outbox, if they are not
         self.thread = threading.Thread(target=self._loop, name="logetl-monitor", daemon=True)
+        self.idle.set()
         for doc in self._spooled():
             self._put(doc)
         self.thread.start()
 
     def _spooled(self):
-        if not os.path.isdir(self.outbox):
-            return []
         docs = []
-        for name in sorted(os.listdir(self.outbox)):
+        try:
+            names = sorted(os.listdir(self.outbox)) if os.path.isdir(self.outbox) else []
+        except OSError:
+            return docs
+        for name in names:
             if name.endswith(".json"):
                 try:
                     with open(os.path.join(self.outbox, name)) as f:
-                        docs.append(json.load(f))
-                except (OSError, ValueError):
+                        doc = json.load(f)
+                    doc["run"]["run_id"], doc["seq"]   # noqa: B018 - the shape _put needs
+                    docs.append(doc)
+                except (OSError, ValueError, KeyError, TypeError):
                     pass
         return docs
 
@@ -109,12 +142,15 @@ class RemoteSink:
             old = self.latest.get(rid)
             if old is None or old["seq"] < doc["seq"]:
                 self.latest[rid] = doc
+            if self.refused is None:          # once refused, nothing more is sent in this run
+                self.idle.clear()
         self.wake.set()
 
     def send(self, doc: dict) -> None:
         self._put(doc)
 
-    def _post(self, doc: dict) -> bool:
+    def _post(self, doc: dict) -> str:
+        """One POST: "ok", "retry", "refused" (kept, stop sending) or "rejected" (dropped)."""
         import urllib.error
         import urllib.request   # only a remote monitor needs HTTP (and its import is not free)
 
@@ -123,69 +159,105 @@ class RemoteSink:
                                               **({"Authorization": f"Bearer {self.key}"} if self.key else {})})
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as r:
-                return 200 <= r.status < 300
+                return "ok" if 200 <= r.status < 300 else "retry"
         except urllib.error.HTTPError as exc:
-            return 400 <= exc.code < 500 and exc.code not in (408, 429)  # refused for good: do not retry
+            code = exc.code
+            if code in RETRY or code >= 500 or code < 400:
+                return "retry"
+            try:
+                message = json.loads(exc.read(65536))["error"]["message"]
+            except Exception:
+                message = exc.reason or "refused"
+            if code in REFUSED:
+                self.refused = (code, str(message))
+                return "refused"
+            self.rejected = (code, str(message))
+            return "rejected"
         except (OSError, ValueError):
-            return False
+            return "retry"
 
     def _loop(self) -> None:
         backoff = 0.1
         while not self.stop.is_set():
             self.wake.wait(timeout=1.0)
             self.wake.clear()
-            while True:
+            while not self.stop.is_set():
                 with self.lock:
                     if not self.latest:
+                        self.idle.set()
                         break
                     rid, doc = next(iter(self.latest.items()))
-                if self._post(doc):
+                outcome = self._post(doc)
+                if outcome == "refused":     # every other document would get the same answer
+                    self.idle.set()
+                    return
+                if outcome in ("ok", "rejected"):
                     backoff = 0.1
                     with self.lock:
                         if self.latest.get(rid) is doc:
                             del self.latest[rid]
-                    self.delivered += 1
-                    self._unspool(rid)
+                        closed = self.closed
+                    if outcome == "ok":
+                        self.delivered += 1
+                    if not closed:           # after close, the outbox file is the close's to keep
+                        self._unspool(rid)
+                elif self.stop.wait(backoff):
+                    return
                 else:
-                    if self.stop.wait(backoff):
-                        return
                     backoff = min(backoff * 2, 5.0)
 
     def _unspool(self, rid: str) -> None:
         try:
             os.remove(os.path.join(self.outbox, f"{rid}.json"))
-        except FileNotFoundError:
+        except OSError:
             pass
 
     def close(self, grace: float) -> int:
-        """Waits up to ``grace`` seconds for delivery; keeps the rest in the outbox. Returns how many runs'
+        """Waits at most ``grace`` seconds in all (for delivery, then for the thread, which is abandoned if
+        it is still inside a request); keeps what is undelivered in the outbox. Returns how many runs'
         documents are undelivered."""
         deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            with self.lock:
-                if not self.latest:
-                    break
-            time.sleep(0.02)
+        self.idle.wait(timeout=max(0.0, deadline - time.monotonic()))
         self.stop.set()
         self.wake.set()
-        self.thread.join(timeout=self.timeout + 1)
+        self.thread.join(timeout=max(0.0, deadline - time.monotonic()))
         with self.lock:
+            self.closed = True
             left = dict(self.latest)
         if left:
-            os.makedirs(self.outbox, exist_ok=True)
-            for rid, doc in left.items():
-                tmp = os.path.join(self.outbox, f"{rid}.json.tmp")
-                with open(tmp, "w") as f:
-                    json.dump(doc, f)
-                os.replace(tmp, os.path.join(self.outbox, f"{rid}.json"))
+            self.kept_in = self._keep(left)
         return len(left)
+
+    def _keep(self, docs: dict[str, dict]) -> str | None:
+        """Writes documents to the outbox, else to a new temporary directory; returns where (None: nowhere)."""
+        for directory in (self.outbox, None):
+            try:
+                if directory is None:
+                    directory = tempfile.mkdtemp(prefix="logetl-outbox-")
+                else:
+                    os.makedirs(directory, mode=0o700, exist_ok=True)
+                for rid, doc in docs.items():
+                    tmp = os.path.join(directory, f"{rid}.json.tmp")
+                    with open(tmp, "w") as f:
+                        json.dump(doc, f)
+                    os.replace(tmp, os.path.join(directory, f"{rid}.json"))
+                return directory
+            except OSError as exc:
+                if self.keep_error is None:
+                    self.keep_error = f"cannot write {self.outbox}: {_reason(exc)}"
+        return None
 
 
 class MonitorListener(FlowListener):
-    """Turns a run's progress into documents for a sink, and prints the monitor's lines at the end."""
+    """Turns a run's progress into documents for a sink, and prints the monitor's lines at the end.
+
+    Nothing the monitor does fails or stops a run: a sink that fails is given up for the run, and one line
+    at its end says the run is not recorded and why. A bad ``LOGETL_MONITOR_GRACE`` is a usage error,
+    raised here, before any work."""
 
     def __init__(self, flow, *, application: str | None = None, owner: str | None = None,
                  tags: dict | None = None, stream=None, quiet: bool = False):
+        self.grace = env_float("LOGETL_MONITOR_GRACE", 1.0)
         self.flow = flow
         self.graph = graph(flow)
         self.application = application or f"logetl-{flow.name}"
@@ -194,17 +266,20 @@ class MonitorListener(FlowListener):
         self.stream = stream or sys.stderr
         self.quiet = quiet
         self.seq = 0
+        self.failure: str | None = None      # why the sink was given up
         remote = os.environ.get("LOGETL_MONITOR_URL")
         self.ui = (remote or os.environ.get("LOGETL_MONITOR_UI") or DEFAULT_UI).rstrip("/")
+        self.remote = bool(remote)
         if remote:
             self.sink = RemoteSink(remote, os.environ.get("LOGETL_API_KEY"), os.path.join(home(), "outbox"))
         else:
             self.sink = EmbeddedSink(home())
-        self.grace = float(os.environ.get("LOGETL_MONITOR_GRACE", "1.0"))
 
     def _send(self, run: FlowRun, always: bool = True) -> None:
         # Live updates matter for long runs; a run's first second sends only what the view needs
         # (its start, then its end), which keeps short runs cheap.
+        if self.failure is not None:
+            return
         if not always and run.started_at is not None and time.time() - run.started_at < LIVE_AFTER:
             return
         self.seq += 1
@@ -212,8 +287,9 @@ class MonitorListener(FlowListener):
                            seq=self.seq, flow_graph=self.graph)
         try:
             self.sink.send(doc)
-        except Exception as exc:  # the monitor never fails a run
-            self._say(f"monitor: could not record the run document ({exc})", logger="logetl.monitor", force=True)
+        except Exception as exc:  # the monitor never fails a run: give the sink up, say so at the end
+            where = getattr(self.sink, "path", self.ui)
+            self.failure = f"cannot use {where} ({_reason(exc)})"
 
     def step_started(self, run, step):
         self._send(run, always=self.seq == 0)
@@ -223,13 +299,41 @@ class MonitorListener(FlowListener):
 
     def flow_finished(self, run):
         self._send(run)
-        undelivered = self.sink.close(self.grace)
+        try:
+            undelivered = self.sink.close(self.grace)
+        except Exception as exc:
+            undelivered = 0
+            self.failure = self.failure or f"cannot use {getattr(self.sink, 'path', self.ui)} ({_reason(exc)})"
+        sink = self.sink
+        refused = getattr(sink, "refused", None) if undelivered else None
         self._say("shutdown hook finished.", logger="logetl.stats")
-        self._say(f"{self.ui}/runs/{run.run_id}")
+        if self.failure is None and refused is None:
+            self._say(f"{self.ui}/runs/{run.run_id}")
         self._say(f"messaging version {MESSAGING_VERSION}:{FORMAT}")
-        if undelivered:
-            self._say(f"{undelivered} run document(s) undelivered to {self.ui}; kept in "
-                      f"{os.path.join(home(), 'outbox')} and sent by the next run", force=True)
+        if self.failure is not None:
+            self._say(f"this run is not recorded in the monitor: {self.failure}", force=True)
+            return
+        rejected = getattr(sink, "rejected", None)
+        if rejected is not None:
+            self._say(f"a run document was rejected by {self.ui} ({rejected[0]}: {rejected[1]}); "
+                      "it cannot be delivered and is not kept", force=True)
+        if not undelivered:
+            return
+        kept = (f"kept in {sink.kept_in} and sent by the next run" if sink.kept_in == sink.outbox else
+                f"kept in {sink.kept_in} ({sink.keep_error}): move them to {sink.outbox} to have them sent"
+                if sink.kept_in else f"not kept ({sink.keep_error})")
+        if refused is not None:
+            code, message = refused
+            hint = ""
+            if code in (401, 403):
+                hint = ("; LOGETL_API_KEY is not set" if not sink.key else
+                        "; LOGETL_API_KEY is wrong or revoked")
+            elif code in (404, 405):
+                hint = "; is LOGETL_MONITOR_URL a logetl monitor?"
+            self._say(f"{undelivered} run document(s) refused by {self.ui} ({code}: {message}{hint}); {kept}",
+                      force=True)
+        else:
+            self._say(f"{undelivered} run document(s) undelivered to {self.ui}; {kept}", force=True)
 
     def _say(self, message: str, logger: str = "logetl.monitor", force: bool = False) -> None:
         if self.quiet and not force:

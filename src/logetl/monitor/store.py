@@ -1,27 +1,34 @@
 """The monitor's store, through SQLAlchemy: SQLite by default, PostgreSQL with ``postgresql://...``.
 
-``runs`` keeps, per run id, the latest document (highest ``seq``) and the columns the all-applications
-view filters and sorts on, each indexed, so that a page stays fast with 100,000 runs. API keys are kept as
-a short public prefix and the SHA-256 of the whole key; the key itself is shown once, when created.
+``runs`` keeps, per owner and run id, the latest document (highest ``seq``) and the columns the
+all-applications view filters and sorts on, each indexed, so that a page stays fast with 100,000 runs.
+Runs are keyed by (owner, run id): a document sent with one user's key can never touch, hide or reveal
+another user's run, even one with the same id. API keys are kept as a short public prefix and the SHA-256
+of the whole key; the key itself is shown once, when created. Login sessions live here too, as the
+SHA-256 of a random session id (the cookie holds the id, never a key). A SQLite store is a 0600 file.
 """
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
+import os
 import secrets
+import stat
 import time
 
-from sqlalchemy import (BigInteger, Column, Float, Index, Integer, MetaData, String, Table, Text, and_,
-                        create_engine, func, select)
+from sqlalchemy import (BigInteger, Column, Float, Index, Integer, MetaData, PrimaryKeyConstraint, String,
+                        Table, Text, create_engine, func, inspect, select, text)
 
 from logetl.monitor.documents import row_of, validate
 
 metadata = MetaData()
+#: the layout's version (SQLite keeps it as ``PRAGMA user_version``, which the embedded sink checks)
+SCHEMA_VERSION = 2
 
 runs = Table(
     "runs", metadata,
-    Column("run_id", String(32), primary_key=True),
+    Column("run_id", String(32), nullable=False),
     Column("owner", String(200), nullable=False),
     Column("application", String(200), nullable=False),
     Column("program", String(50), nullable=False),
@@ -34,14 +41,17 @@ runs = Table(
     Column("records_written", BigInteger),
     Column("seq", Integer, nullable=False),
     Column("tags", Text, nullable=False),
+    Column("warning", Text),
     Column("document", Text, nullable=False),
     Column("updated_at", Float, nullable=False),
+    PrimaryKeyConstraint("owner", "run_id", name="runs_pk"),
 )
 SORTABLE = ("started_at", "finished_at", "duration", "application", "status", "owner", "engine", "program",
             "records_read", "records_written", "run_id")
 for _col in SORTABLE:
     if _col != "run_id":
         Index(f"runs_{_col}", runs.c[_col], runs.c.run_id)
+Index("runs_run_id", runs.c.run_id)
 Index("runs_owner_started", runs.c.owner, runs.c.started_at, runs.c.run_id)
 Index("runs_application_started", runs.c.application, runs.c.started_at)
 
@@ -54,6 +64,15 @@ api_keys = Table(
     Column("revoked_at", Float),
 )
 
+sessions = Table(
+    "sessions", metadata,
+    Column("id_hash", String(64), primary_key=True),     # SHA-256 of the cookie's random session id
+    Column("prefix", String(16), nullable=False),        # the key it was opened with: revoking it ends it
+    Column("user", String(200), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+)
+
 settings = Table(
     "settings", metadata,
     Column("key", String(50), primary_key=True),
@@ -61,6 +80,7 @@ settings = Table(
 )
 
 KEY_PREFIX = "lgt_"
+SESSION_DAYS = 14
 
 
 def default_url(home: str) -> str:
@@ -71,15 +91,40 @@ def _hash(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+def sqlite_path(url: str) -> str | None:
+    """The file of a ``sqlite:///path`` URL (None for other databases and in-memory SQLite)."""
+    if not url.startswith("sqlite:///"):
+        return None
+    path = url[len("sqlite:///"):].split("?", 1)[0]
+    return path if path and path != ":memory:" else None
+
+
+def private_file(path: str) -> None:
+    """Makes ``path`` (a SQLite store: key hashes, sessions, every run) readable by its owner only: created
+    0600, and an existing file (or its -wal/-shm) with group or other bits is tightened to 0600."""
+    if not os.path.exists(path):
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    for p in (path, path + "-wal", path + "-shm"):
+        try:
+            if os.stat(p).st_mode & 0o077:
+                os.chmod(p, stat.S_IRUSR | stat.S_IWUSR)
+        except OSError:
+            pass
+
+
 class Store:
     def __init__(self, url: str):
         self.url = url
         kwargs = {}
         if url.startswith("sqlite"):
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+            path = sqlite_path(url)
+            if path:
+                private_file(path)
         elif url.startswith("postgresql://"):
             url = "postgresql+psycopg://" + url[len("postgresql://"):]
         self.engine = create_engine(url, **kwargs)
+        self._keys_required = False
         if self.engine.dialect.name == "sqlite":
             from sqlalchemy import event
 
@@ -89,7 +134,31 @@ class Store:
                 cur.execute("PRAGMA journal_mode=WAL")
                 cur.execute("PRAGMA synchronous=NORMAL")
                 cur.close()
+        self._migrate()
         metadata.create_all(self.engine)
+        if self.engine.dialect.name == "sqlite":
+            with self.engine.begin() as conn:
+                conn.exec_driver_sql(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def _migrate(self) -> None:
+        """A store of the first layout (runs keyed by run id alone, no warning column) is rebuilt in the new
+        one; its runs, keys and settings are kept."""
+        insp = inspect(self.engine)
+        if not insp.has_table("runs") or "warning" in {c["name"] for c in insp.get_columns("runs")}:
+            return
+        pg = self.engine.dialect.name == "postgresql"
+        old_indexes = [i["name"] for i in insp.get_indexes("runs")]
+        pk_name = insp.get_pk_constraint("runs").get("name")
+        cols = [c.name for c in runs.c if c.name != "warning"]
+        with self.engine.begin() as conn:
+            conn.execute(text("ALTER TABLE runs RENAME TO runs_v1"))
+            for name in old_indexes:
+                conn.execute(text(f'DROP INDEX IF EXISTS "{name}"'))
+            if pg and pk_name:
+                conn.execute(text(f'ALTER INDEX "{pk_name}" RENAME TO runs_v1_pkey'))
+            runs.create(conn)               # with its indexes
+            conn.execute(text(f"INSERT INTO runs ({', '.join(cols)}) SELECT {', '.join(cols)} FROM runs_v1"))
+            conn.execute(text("DROP TABLE runs_v1"))
 
     def _insert(self):
         if self.engine.dialect.name == "postgresql":
@@ -101,15 +170,16 @@ class Store:
     # --- documents ---------------------------------------------------------------------------------------
 
     def ingest(self, doc: dict, owner: str | None = None) -> bool:
-        """Stores a document unless a newer one (higher seq) of the run is there. Returns whether it did.
-        A run already stored for another owner is not taken over."""
+        """Stores a document unless a newer one (higher seq) of the same owner's run is there. Returns whether
+        it did. Runs are keyed by (owner, run id): another owner's run of the same id is neither touched nor
+        consulted, so the answer is the same whether or not it exists."""
         doc = validate(doc)
         row = row_of(doc, owner)
         stmt = self._insert()(runs).values(**row)
         stmt = stmt.on_conflict_do_update(
-            index_elements=[runs.c.run_id],
-            set_={k: stmt.excluded[k] for k in row if k != "run_id"},
-            where=and_(runs.c.seq < stmt.excluded.seq, runs.c.owner == stmt.excluded.owner))
+            index_elements=[runs.c.owner, runs.c.run_id],
+            set_={k: stmt.excluded[k] for k in row if k not in ("run_id", "owner")},
+            where=runs.c.seq < stmt.excluded.seq)
         with self.engine.begin() as conn:   # RETURNING, not rowcount: drivers differ on upserts' rowcount
             return conn.execute(stmt.returning(runs.c.run_id)).first() is not None
 
@@ -150,9 +220,12 @@ class Store:
         return rows, total
 
     def get_run(self, run_id: str, owner: str | None = None) -> dict | None:
+        """The run ``run_id`` of ``owner``; with no owner (a server without keys), the most recently updated
+        run of that id, whoever its document names as owner."""
         conds = [runs.c.run_id == run_id] + ([runs.c.owner == owner] if owner is not None else [])
+        q = select(runs.c.document, runs.c.owner).where(*conds).order_by(runs.c.updated_at.desc()).limit(1)
         with self.engine.connect() as conn:
-            r = conn.execute(select(runs.c.document, runs.c.owner).where(*conds)).first()
+            r = conn.execute(q).first()
         if r is None:
             return None
         doc = json.loads(r.document)
@@ -189,10 +262,46 @@ class Store:
             return None
         return row.user
 
-    def has_keys(self) -> bool:
+    def keys_required(self) -> bool:
+        """Whether this store has ever had an API key (active or revoked). Once it has, keys stay required:
+        revoking the last key leaves a server nobody can use without a new key, never a public one."""
+        if not self._keys_required:
+            with self.engine.connect() as conn:
+                self._keys_required = conn.execute(select(func.count()).select_from(api_keys)).scalar_one() > 0
+        return self._keys_required
+
+    # --- login sessions -----------------------------------------------------------------------------------
+
+    def open_session(self, key: str | None) -> str | None:
+        """A new session for a valid key: returns its random id (for the cookie), or None for a bad key.
+        Only the id's SHA-256 is stored; expired sessions are purged."""
+        user = self.user_of_key(key)
+        if user is None:
+            return None
+        sid = secrets.token_urlsafe(32)
+        now = time.time()
+        prefix = key[len(KEY_PREFIX):].split("_", 1)[0]
+        with self.engine.begin() as conn:
+            conn.execute(sessions.delete().where(sessions.c.expires_at < now))
+            conn.execute(sessions.insert().values(id_hash=_hash(sid), prefix=prefix, user=user, created_at=now,
+                                                  expires_at=now + SESSION_DAYS * 86400))
+        return sid
+
+    def user_of_session(self, sid: str | None) -> str | None:
+        """The user of a live session (not expired, its key not revoked), or None."""
+        if not sid:
+            return None
+        q = (select(sessions.c.user).select_from(sessions.join(api_keys, api_keys.c.prefix == sessions.c.prefix))
+             .where(sessions.c.id_hash == _hash(sid), sessions.c.expires_at > time.time(),
+                    api_keys.c.revoked_at.is_(None)))
         with self.engine.connect() as conn:
-            return conn.execute(select(func.count()).select_from(api_keys)
-                                .where(api_keys.c.revoked_at.is_(None))).scalar_one() > 0
+            row = conn.execute(q).first()
+        return row[0] if row else None
+
+    def close_session(self, sid: str | None) -> None:
+        if sid:
+            with self.engine.begin() as conn:
+                conn.execute(sessions.delete().where(sessions.c.id_hash == _hash(sid)))
 
     def list_keys(self) -> list[dict]:
         with self.engine.connect() as conn:
@@ -203,15 +312,7 @@ class Store:
     def revoke_key(self, prefix: str) -> bool:
         prefix = prefix[len(KEY_PREFIX):] if prefix.startswith(KEY_PREFIX) else prefix
         with self.engine.begin() as conn:
-            return conn.execute(api_keys.update().where(api_keys.c.prefix == prefix, api_keys.c.revoked_at.is_(None))
+            done = conn.execute(api_keys.update().where(api_keys.c.prefix == prefix, api_keys.c.revoked_at.is_(None))
                                 .values(revoked_at=time.time())).rowcount > 0
-
-    def secret(self) -> str:
-        """The session-cookie signing secret, made once per store."""
-        with self.engine.begin() as conn:
-            row = conn.execute(select(settings.c.value).where(settings.c.key == "session_secret")).first()
-            if row:
-                return row[0]
-            value = secrets.token_urlsafe(32)
-            conn.execute(settings.insert().values(key="session_secret", value=value))
-            return value
+            conn.execute(sessions.delete().where(sessions.c.prefix == prefix))
+            return done

@@ -181,7 +181,7 @@
       let prev = null;
       for (const run of body.runs) {
         let tr = existing.get(run.run_id);
-        const key = sig + JSON.stringify(cols.map((c) => run[c.key]));
+        const key = sig + JSON.stringify(cols.map((c) => run[c.key])) + JSON.stringify(run.warning || null);
         if (!tr || tr.dataset.sig !== sig) {
           tr = el("tr", { "data-run-id": run.run_id });
           tr.dataset.sig = sig;
@@ -189,6 +189,9 @@
         if (tr.dataset.content !== key) {
           tr.textContent = "";
           for (const c of cols) tr.append(el("td", { "data-column": c.key, class: c.num ? "num" : null }, cell(c, run)));
+          // a run that deserves a look (e.g. mostly malformed lines) is marked whatever the columns shown
+          if (run.warning && tr.firstChild) tr.firstChild.append(" ", el("span", { class: "warning-marker", title: run.warning, text: "⚠" }));
+          tr.classList.toggle("has-warning", !!run.warning);
           tr.dataset.content = key;
         }
         tr.classList.toggle("selected", run.run_id === state.selected);
@@ -231,6 +234,10 @@
       }
       const badge = $("#run-status");
       badge.textContent = r.status; badge.className = "badge " + r.status.toLowerCase();
+      const mark = $("#run-warning"), warn = $("#warning");
+      mark.hidden = !r.warning; warn.hidden = !r.warning;
+      if (r.warning) mark.setAttribute("title", r.warning); else mark.removeAttribute("title");
+      warn.textContent = r.warning ? "Warning: " + r.warning : "";
       const err = $("#error");
       err.hidden = !r.error; err.textContent = r.error ? "Error: " + r.error : "";
       const notes = $("#notices");
@@ -356,7 +363,7 @@
         axis.append(el("svg:line", { x1: x, x2: x, y1: TOP - 6, y2: H - 4 }), el("svg:text", { x, y: 12, "text-anchor": "middle", text: fmtDur(t - t0) }));
       }
       steps.forEach((s, i) => {
-        let bar = svg.querySelector(`g.bar[data-step="${s.name}"]`);
+        let bar = svg.querySelector(`g.bar[data-step="${CSS.escape(s.name)}"]`);
         if (!bar) {
           bar = el("svg:g", { class: "bar", "data-step": s.name }, el("svg:text", { class: "label" }), el("svg:rect", { rx: 3 }), el("svg:title", {}));
           svg.append(bar);
