@@ -114,7 +114,7 @@ def test_a_hashjoin_left_side_past_the_budget_fails_with_one_line(tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["--memory-limit", "lots"], "Error: --memory-limit 'lots' is not a size (examples: 512M, 2G)"),
-    (["--memory-limit", "100M"], "Error: --memory-limit '100M' is too small: at least 232M"),
+    (["--memory-limit", "100M"], "Error: --memory-limit '100M' is too small: at least 264M"),
     (["--memory-limit", "1G", "--hdfs"],
      "Error: --memory-limit is a setting of the local engine: on Spark use --conf spark.executor.memory=SIZE"),
 ])

@@ -220,9 +220,10 @@ class Function(Pipe):
 
 
 class Unique(Pipe):
-    """Removes duplicate records (all fields compared). Blocking: holds the distinct records in memory, so
-    its memory grows with the number of distinct records, not with the input. Output order is not part of
-    the contract (engines differ); sort afterwards when order matters."""
+    """Removes duplicate records (all fields compared). Blocking: holds the distinct records in memory up to
+    the run's memory budget, then hash-partitions them to disk and deduplicates one partition at a time.
+    Output order is not part of the contract (engines differ, and so do spilled and unspilled runs); sort
+    afterwards when order matters."""
 
     kind = "unique"
 
@@ -234,8 +235,8 @@ class Unique(Pipe):
 class HashJoin(Pipe):
     """Inner join of ``left`` on ``left_key`` with ``right`` on ``right_key``.
 
-    Memory: the left side is accumulated in memory (keep it the small side); the right side is streamed
-    through it, one batch at a time. Output fields are the left's then the right's, so the two key fields
+    Memory: the left side is accumulated in memory (keep it the small side; past the run's memory budget
+    the run fails, naming this operator); the right side is streamed through it, one batch at a time. Output fields are the left's then the right's, so the two key fields
     must have different names. Order: records come out in the right side's order (for one right record,
     left matches in the left's order)."""
 
@@ -282,7 +283,9 @@ class Checkpoint(Pipe):
 
 class Sort(Pipe):
     """Sorts by ``by`` (ascending by byte order of strings / numeric for integers, or ``descending``).
-    Stable: equal keys keep their input order. Blocking: holds its whole input in memory."""
+    Stable: equal keys keep their input order; null is the smallest value. Blocking: holds its input up
+    to the run's memory budget, then sorts it into runs on disk and merges them (local engine), with the
+    same result; on Spark a global, range-partitioned sort."""
 
     kind = "sort"
 

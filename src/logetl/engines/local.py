@@ -25,7 +25,7 @@ from logetl import assembly, contract
 from logetl.engines import kernel
 from logetl.engines.base import Engine, StepContext
 from logetl.engines.spill import (
-    DEFAULT_LIMIT, ExternalSort, HashPartitions, MemoryBudget, MemoryLimitExceeded, SpillDir)
+    DEFAULT_LIMIT, ExternalSort, HashPartitions, MemoryBudget, MemoryLimitExceeded, SpillDir, frame_bytes)
 from logetl.io import inputs
 from logetl.io.outputs import StagedOutput
 from logetl.listener import StepRun
@@ -230,7 +230,7 @@ class HashJoinOp(Op):
         if port == 0:
             part = batch.kept()
             self.left_parts.append(part)
-            self.left_size += part.estimated_size()
+            self.left_size += frame_bytes(part)
             memory = self.ctx.state.memory
             if memory.hold(self, self.left_size):
                 raise MemoryLimitExceeded(
@@ -366,7 +366,10 @@ class StoreReader:
         pl = _pl()
         names = sorted(n for n in os.listdir(self.directory) if n.endswith(".arrow"))
         for n in names:
-            yield pl.read_ipc(os.path.join(self.directory, n))
+            # read from a file object, not mapped: mapped pages that later operators hold count as resident
+            with open(os.path.join(self.directory, n), "rb") as f:
+                frame = pl.read_ipc(f)
+            yield frame
 
 
 OPS = {
@@ -482,7 +485,8 @@ class LocalEngine(Engine):
                 raise RuntimeError(f"stored output of {stored.name!r} is incomplete")
             targets = [(ops[id(c)], c.previous.index(stored)) for c in flow.children(stored) if id(c) in in_step]
             for frame in reader.batches():
-                batch = Batch(stored.fields, frame)
+                # a stored part's buffers hold all its rows: an operator keeping some of them compacts
+                batch = Batch(stored.fields, frame, shares_chunk=True)
                 for op, port in targets:
                     op.push(batch, port)
             for op, port in targets:
