@@ -141,7 +141,7 @@ def main():
 
     Parses access-log lines (Apache combined format), and runs the Branch, Filter and Join programs on the
     embedded local engine (default) or on Apache Spark (--hdfs). Results are tab-separated files in an
-    output directory (part-00000 and _SUCCESS).
+    output directory (part-* files, which concatenate in name order to the result, and _SUCCESS).
 
     Exit codes: 0 success, 1 a failed run (nothing published), 2 a usage error, 130 interrupted.
     Set LOGETL_DEBUG=1 to see tracebacks.
@@ -192,7 +192,8 @@ def filter_(input_path, output, trap, overwrite, quiet, work_dir, **opts):
 def join(in_arg, out_arg, input_path, output, checkpoint_dir, trap, overwrite, quiet, work_dir, **opts):
     """Join the images-area clients with their scored records, highest score first.
 
-    Writes ip, userip, time, request, response, size, score as TSV to OUTDIR/part-00000; score is
+    Writes ip, userip, time, request, response, size, score as TSV to OUTDIR/part-* (one part on the
+    local engine; on Spark, parts to concatenate in name order); score is
     crc32(ip) % 100, records below 60 are left out; equal scores keep input order.
 
     A failed run keeps its completed checkpoint: running the same command again (same inputs, outputs

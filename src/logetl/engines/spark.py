@@ -16,14 +16,19 @@ How the contract and the orderings are kept, so that outputs are byte-identical 
 - TAB/CR in a field: only fields and the separators ' ', '[', ']', '"' precede the end of the size, and
   ident, user and status cannot hold TAB/CR; so a field holds one exactly when the TSV of the five fields
   holds a CR or more than four TABs.
-- Sort is a single-partition sort on its keys plus ``_order`` (stable); HashJoin broadcasts its left
-  (small, in-memory) side and keeps the right side's ``_order``; Unique is ``distinct``.
+- Sort is a global sort (``orderBy``) on its keys plus ``_order`` (stable, and a total order): Spark
+  range-partitions the rows by the keys and every task sorts one key range, so no partition holds all the
+  rows; the sink writes one part per non-empty range (adaptive execution merges adjacent small ones), in
+  key order, and the parts concatenated in name order are the sorted result. HashJoin broadcasts its left
+  (small, in-memory) side and keeps the right side's ``_order``; Unique is ``distinct`` (a hash shuffle):
+  no step funnels its rows through one task.
 - Checkpoints and other stored outputs are Parquet in the working directory on the cluster's file system;
   counters come from ``DataFrame.observe`` (no extra pass over the data).
 """
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 from functools import reduce
@@ -204,6 +209,13 @@ def _metrics(observation) -> dict:
         return {}
 
 
+def _part_key(name: str) -> tuple:
+    """Where a part file Spark wrote falls in the output: by task (partition) number, then by file within
+    the task (``c000``, ``c001``, ... when a task rolls over to a new file), numerically."""
+    m = re.match(r"part-(\d+)-.*-c(\d+)(\..*)?$", name)
+    return (int(m.group(1)), int(m.group(2)), name) if m else (-1, -1, name)
+
+
 class SparkEngine(Engine):
     name = "spark"
     supports = (assembly.Source, assembly.Parse, assembly.Pipe, assembly.Filter, assembly.Retain,
@@ -334,10 +346,14 @@ class SparkEngine(Engine):
         if isinstance(node, assembly.Unique):
             return df.select(*node.fields).distinct()
         if isinstance(node, assembly.Sort):
+            # A global sort: Spark samples the keys, range-partitions the rows by them (every task sorts
+            # one key range) and numbers the ranges in key order, so partition i precedes partition i+1.
+            # With _order last the keys are a total order, so the result does not depend on where the
+            # sampled bounds fall (nor on how adaptive execution coalesces adjacent ranges).
             keys = [F.col(b).desc() if node.descending else F.col(b).asc() for b in node.by]
             if ORDER in df.columns:
                 keys.append(F.col(ORDER).asc())
-            return df.repartition(1).sortWithinPartitions(*keys)
+            return df.orderBy(*keys)
         if isinstance(node, assembly.HashJoin):
             left, right = inputs
             if ORDER in left.columns:
@@ -450,12 +466,15 @@ class SparkEngine(Engine):
         ctx.run.written[node.tap] = ctx.run.written.get(node.tap, 0) + n
 
     def _name_parts(self, directory: str) -> None:
-        """Spark's part-00000-<uuid>-c000.txt become part-00000, part-00001, ... in the same order;
-        checksum files of the local file system go."""
+        """Spark's part-<task>-<uuid>-c<file>.txt become part-00000, part-00001, ... in task order (the
+        partition order: input order, or key order after a sort), numbered wide enough that name order
+        stays that order past 100,000 parts; empty tasks write no file. Checksum files of the local file
+        system go."""
         names = self.fs.listdir(directory)
-        parts = [n for n in names if n.startswith("part-")]
+        parts = sorted((n for n in names if n.startswith("part-")), key=_part_key)
+        width = max(5, len(str(len(parts) - 1)))
         for i, name in enumerate(parts):
-            self.fs.rename(self.fs.join(directory, name), self.fs.join(directory, f"part-{i:05d}"))
+            self.fs.rename(self.fs.join(directory, name), self.fs.join(directory, f"part-{i:0{width}d}"))
         for name in names:
             if name.endswith(".crc"):
                 self.fs.remove(self.fs.join(directory, name))
