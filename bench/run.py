@@ -69,7 +69,9 @@ def main() -> None:
     if not os.path.isdir(baselines):
         raise SystemExit(f"the baselines are not at {baselines} (give --shared)")
     os.makedirs(OUT, exist_ok=True)
-    log = os.path.join(OUT, f"access-{args.lines}-{args.seed}.log")
+    from logetl.generate import VERSION   # a log kept from another generator version has other bytes
+
+    log = os.path.join(OUT, f"access-{args.lines}-{args.seed}-g{VERSION}.log")
     if not os.path.exists(log):
         print(f"generating {args.lines:,} lines -> {log}", flush=True)
         subprocess.run([sys.executable, "-m", "logetl", "generate", "--lines", str(args.lines),
