@@ -147,11 +147,12 @@ def test_cleanup_interrupted_in_any_directory_order_never_feeds_a_rerun_an_incom
     def rmtree_then_crash(self, path):
         """Deletes the first file of the working directory in the chosen order, then dies, as on a volume
         whose directory order put that file first."""
-        if "logetl-work" not in path or not os.path.isdir(path):
-            return shutil.rmtree(path, ignore_errors=True)
-        files = sorted((os.path.join(d, n) for d, _, ns in os.walk(path) for n in ns),
+        files = sorted((os.path.join(d, n) for d, _, ns in os.walk(path) for n in ns if "/stored/" in d),
                        key=lambda p: (os.path.basename(p) == "_COMPLETE") == (order == "parts first"))
-        files = [f for f in files if "/stored/" in f]
+        if "logetl-work" not in path or not files:
+            if os.path.isdir(path):
+                return shutil.rmtree(path, ignore_errors=True)
+            return os.remove(path) if os.path.lexists(path) else None
         os.remove(files[0])
         raise Crash(path)
 
@@ -319,3 +320,122 @@ def test_max_malformed_on_the_command_line(tmp_path):
     bad = logetl("branch", "--max-malformed", "2", "--input", CORPUS_LOG, "--output1", "a", "--output2", "b",
                  cwd=str(tmp_path))
     assert bad.returncode == 2 and "--max-malformed" in bad.stderr.decode() and b"Traceback" not in bad.stderr
+
+
+# --- found by review: what else must never be lost or misread ------------------------------------------------
+
+def test_a_checkpoint_dir_shared_by_two_flows_never_restarts_one_from_the_others_checkpoint(tmp_path,
+                                                                                         monkeypatch):
+    one, two = tmp_path / "one.log", tmp_path / "two.log"
+    one.write_bytes(corpus("corpus.log"))
+    two.write_bytes(corpus("corpus.log").replace(b"10.0.0.3", b"10.9.9.3"))
+    keep = str(tmp_path / "cp")
+    monkeypatch.setenv("LOGETL_FAIL_AT", "join")
+    for log, out in ((one, "a"), (two, "b")):
+        with pytest.raises(Exception, match="injected failure"):
+            run_program("join", str(log), {"output": str(tmp_path / out)}, checkpoint_dir=keep)
+    monkeypatch.delenv("LOGETL_FAIL_AT")
+    result = run_program("join", str(one), {"output": str(tmp_path / "a")}, checkpoint_dir=keep)
+    assert result.restarted_after is None          # the checkpoint there is the other flow's
+    assert parts(tmp_path / "a") == corpus("join.tsv")
+
+
+def test_a_result_someone_else_published_during_a_failed_commit_is_never_replaced(tmp_path, monkeypatch):
+    from logetl.io.outputs import StagedOutput
+
+    real_commit = StagedOutput.commit
+
+    def someone_writes_first(self):
+        if self.path.endswith("/o2"):
+            os.makedirs(self.path)
+            with open(os.path.join(self.path, "part-00000"), "wb") as f:
+                f.write(b"someone else's result\n")
+        return real_commit(self)
+
+    args = ("branch", CORPUS_LOG, {"output1": str(tmp_path / "o1"), "output2": str(tmp_path / "o2")})
+    with monkeypatch.context() as patched, pytest.raises(Exception, match="became non-empty during the run"):
+        patched.setattr(StagedOutput, "commit", someone_writes_first)
+        run_program(*args)
+    assert parts(tmp_path / "o1") == corpus("branch.tsv")        # published before the failure
+    p = logetl("branch", "--input", CORPUS_LOG, "--output1", str(tmp_path / "o1"), "--output2",
+               str(tmp_path / "o2"))
+    assert p.returncode == 2
+    assert one_line(p) == (f"Error: output2 directory {str(tmp_path / 'o2')!r} is not empty (use --overwrite to "
+                           "replace it)")
+    assert read(tmp_path / "o2" / "part-00000") == b"someone else's result\n"
+
+
+def test_two_interruptions_in_a_row_keep_the_published_outputs_recognised(tmp_path):
+    log = tmp_path / "in.log"
+    log.write_bytes(corpus("corpus.log"))
+    count = tmp_path / "count"
+    cmd = [sys.executable, os.path.join(HERE, "crashpoint.py"), "join", "-q", str(log), str(tmp_path / "out")]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "LOGETL_MONITOR": "off"}
+    subprocess.run(cmd, env={**env, "LOGETL_CRASH_COUNT": str(count)}, check=True, capture_output=True)
+    shutil.rmtree(tmp_path / "out")
+    killed = subprocess.run(cmd, env={**env, "LOGETL_CRASH_AT": read(count).decode()}, capture_output=True)
+    assert killed.returncode == -signal.SIGKILL
+    second = logetl("join", str(log), str(tmp_path / "out"), env={"LOGETL_FAIL_AT": "join"})
+    assert second.returncode == 1
+    third = logetl("join", str(log), str(tmp_path / "out"))
+    assert third.returncode == 0, third.stderr
+    assert parts(tmp_path / "out") == corpus("join.tsv")
+
+
+@pytest.mark.parametrize("args,message", [
+    (["branch", "--input", CORPUS_LOG, "--output1", "a", "--output2", "a/b"],
+     "Error: output1 'a' and output2 'a/b' overlap: keep them apart"),
+    (["filter", "--input", CORPUS_LOG, "--output", "o", "--trap", "o/trap"],
+     "Error: output 'o' and trap 'o/trap' overlap: keep them apart"),
+    (["join", "--checkpoint-dir", "cp", "--work-dir", "cp", CORPUS_LOG, "o"],
+     "Error: --work-dir 'cp' and --checkpoint-dir 'cp' overlap: keep them apart"),
+    (["join", "--work-dir", "afile", CORPUS_LOG, "o"],
+     "Error: --work-dir 'afile' exists and is not a directory"),
+    (["join", "--work-dir", "afile/sub", CORPUS_LOG, "o"],
+     "Error: --work-dir 'afile/sub': cannot make a directory in '{tmp}/afile'"),
+    (["filter", "--input", CORPUS_LOG, "--output", "link"],
+     "Error: output 'link' is a symbolic link: give the directory it points to"),
+])
+def test_more_paths_that_are_refused_before_running(tmp_path, args, message):
+    (tmp_path / "afile").write_bytes(b"x")
+    (tmp_path / "target").mkdir()
+    os.symlink(tmp_path / "target", tmp_path / "link")
+    p = logetl(*args, cwd=str(tmp_path))
+    assert p.returncode == 2
+    assert one_line(p) == message.replace("{tmp}", str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == ["afile", "link", "target"]
+
+
+def test_overwrite_keeps_a_users_directory_named_like_a_part(tmp_path):
+    out = tmp_path / "out"
+    (out / "part-time-jobs").mkdir(parents=True)
+    (out / "part-time-jobs" / "cv.txt").write_bytes(b"cv")
+    (out / "part-00000").write_bytes(b"old\n")
+    p = logetl("filter", "--overwrite", "--input", CORPUS_LOG, "--output", str(out))
+    assert p.returncode == 2 and "holds 'part-time-jobs', which is not part of a logetl output" in one_line(p)
+    assert read(out / "part-time-jobs" / "cv.txt") == b"cv"
+
+
+def test_directories_that_only_look_like_logetls_leftovers_are_kept(tmp_path):
+    names = [".out.logetl-work.published-" + "0123456789ABCDEF" * 2, ".out.logetl-work.trash-999999-deadbeef",
+             ".out.logetl-work.new-999998-cafebabe", ".out.logetl-999997-0badf00d",
+             ".out.logetl-999997-0badf00d.old"]
+    for n in names:
+        (tmp_path / n).mkdir()
+        (tmp_path / n / "thesis.tex").write_bytes(b"\\documentclass{book}")
+    p = logetl("filter", "--input", CORPUS_LOG, "--output", str(tmp_path / "out"))
+    assert p.returncode == 0, p.stderr
+    for n in names:
+        assert read(tmp_path / n / "thesis.tex") == b"\\documentclass{book}"
+
+
+def test_an_interrupt_after_the_outputs_are_committed_changes_nothing(tmp_path):
+    class CtrlC(FlowListener):
+        def flow_finished(self, run):
+            raise KeyboardInterrupt
+
+    result = run_program("join", CORPUS_LOG, {"output": str(tmp_path / "out")}, listener=CtrlC())
+    assert result.status == "SUCCESSFUL"
+    assert result.notices[-1] == "interrupted after the outputs were committed"
+    assert parts(tmp_path / "out") == corpus("join.tsv")
+    assert sorted(os.listdir(tmp_path)) == ["out"]

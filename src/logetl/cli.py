@@ -125,8 +125,12 @@ def _run(program: str, input_path: str, outputs: dict[str, str], opts: dict, tra
                     max_malformed=opts["max_malformed"])
     except errors.UsageError:
         raise
-    except KeyboardInterrupt:
-        click.echo("logetl: interrupted; no output was committed", err=True)
+    except KeyboardInterrupt as exc:
+        if getattr(exc, "logetl_publishing", False):
+            click.echo("logetl: interrupted while publishing the outputs; run the same command again to "
+                       "finish", err=True)
+        else:
+            click.echo("logetl: interrupted; no output was committed", err=True)
         sys.exit(EXIT_INTERRUPTED)
     except Exception as exc:  # the summary above already says FAILED; one line names the cause
         if errors.debug():

@@ -49,24 +49,40 @@ def bind(program: str, input_path: str, output_paths: dict[str, str], trap: str 
     identity = flow_identity(program, flow.explain(), engine, files, output_paths,
                              {"trap": fs.abspath(trap) if trap else None,
                               "checkpoint_dir": fs.abspath(checkpoint_dir) if checkpoint_dir else None}, fs)
+    if work_dir:
+        if fs.exists(work_dir) and not fs.isdir(work_dir):
+            raise JobError(f"--work-dir {work_dir!r} exists and is not a directory", "work-dir")
+        for problem in (fs.non_directory_ancestor(fs.join(work_dir, "x")), fs.writable_ancestor(
+                fs.join(work_dir, "x"))):
+            if problem:
+                raise JobError(f"--work-dir {work_dir!r}: cannot make a directory in {problem!r}", "work-dir")
     work = WorkDir(default_path(first, work_dir, fs), identity, bound, fs)
     work.check()
+    taps_out = list(output_paths.items()) + ([("trap", trap)] if trap else [])
     # an earlier run of this very flow that died while (or after) publishing its outputs may have published
-    # some: they are this flow's, and the rerun replaces them
-    replaceable = work.was_committing()
+    # some: those still holding what it published are this flow's, and the rerun replaces them
+    carry = work.replaceable([path for _, path in taps_out])
 
     def real(p: str) -> str:
         return os.path.realpath(p) if fs is LOCAL else fs.abspath(p)
 
-    seen: dict[str, str] = {}
     owned = [("--work-dir" if work_dir else "working directory", work_dir or work.path, real(work.path))] + [
         ("--checkpoint-dir", d, real(d)) for d in bound.values()]
-    for tap, path in list(output_paths.items()) + ([("trap", trap)] if trap else []):
+    for i, (option, given, mine) in enumerate(owned):
+        for other, other_given, theirs in owned[i + 1:]:
+            if _inside(mine, theirs) or _inside(theirs, mine):
+                raise JobError(f"{option} {given!r} and {other} {other_given!r} overlap: keep them apart",
+                               option.lstrip("-"))
+    placed: list[tuple[str, str, str]] = []
+    for tap, path in taps_out:
         where = real(path)
-        if where in seen:
-            raise JobError(f"{tap} and {seen[where]} are the same path {path!r}", tap)
-        seen[where] = tap
-        outputs.check_output(path, overwrite or replaceable, tap, fs)
+        for other, other_path, theirs in placed:
+            if where == theirs:
+                raise JobError(f"{tap} and {other} are the same path {path!r}", tap)
+            if _inside(where, theirs) or _inside(theirs, where):
+                raise JobError(f"{other} {other_path!r} and {tap} {path!r} overlap: keep them apart", tap)
+        placed.append((tap, path, where))
+        outputs.check_output(path, overwrite or path in carry, tap, fs)
         for option, given, mine in owned:
             if _inside(mine, where) or _inside(where, mine):
                 raise JobError(f"{option} {given!r} and {tap} {path!r} overlap: keep them apart", tap)
@@ -77,9 +93,8 @@ def bind(program: str, input_path: str, output_paths: dict[str, str], trap: str 
         for f in files:
             if _inside(real(f), mine):
                 raise JobError(f"{option} {given!r} contains input file {f!r}", option.lstrip("-"))
-    return Taps(inputs=files, outputs=dict(output_paths), trap=trap, work=work,
-                overwrite=overwrite or replaceable, replacing=replaceable,
-                input_bytes=inputs.total_size(files, fs))
+    return Taps(inputs=files, outputs=dict(output_paths), trap=trap, work=work, overwrite=overwrite,
+                carry=carry, input_bytes=inputs.total_size(files, fs))
 
 
 def run_program(program: str, input_path: str, output_paths: dict[str, str], *, engine: str = "local",

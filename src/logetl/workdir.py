@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from logetl.errors import UsageError
 from logetl.io.fs import LOCAL
-from logetl.io.outputs import short_name
+from logetl.io.outputs import output_listing, short_name
 
 FLOW_FILE = "flow.json"
 COMPLETE = "_COMPLETE"
@@ -105,7 +105,7 @@ class Resume:
 
 
 _SIBLING = re.compile(r"\.(?:(new|trash)-(\d+)-[0-9a-f]{8}|published-[0-9A-F]{32})")
-_CHECKPOINT_FILE = re.compile(r"part-.*|\.part-.*\.crc|_SUCCESS|\._SUCCESS\.crc|_COMPLETE")
+_CHECKPOINT_FILE = re.compile(r"part-.*|\.part-.*\.crc|_SUCCESS|\._SUCCESS\.crc|_COMPLETE|_temporary")
 
 
 def default_path(output: str, work_dir: str | None, fs=LOCAL) -> str:
@@ -166,10 +166,11 @@ class WorkDir:
         return path
 
     def is_complete(self, name: str) -> bool:
-        return self.fs.exists(self.fs.join(self.store(name), COMPLETE))
+        """Complete, and stored by this very flow (a bound checkpoint directory may be shared by flows)."""
+        return self.fs.read_text(self.fs.join(self.store(name), COMPLETE)) == self.id
 
     def mark_complete(self, name: str) -> None:
-        self.fs.touch(self.fs.join(self.store(name), COMPLETE))
+        self.fs.write_text_atomic(self.fs.join(self.store(name), COMPLETE), self.id)
 
     # --- life cycle ----------------------------------------------------------------------------------------
 
@@ -203,32 +204,54 @@ class WorkDir:
                         resume.completed[name[:-5]] = record
         return resume
 
-    def was_committing(self) -> bool:
-        """Whether an earlier run of this very flow died while or after publishing its outputs (so the
-        outputs it published are this flow's, and may be replaced)."""
-        fs = self.fs
-        if fs.exists(self.published_path):
-            return True
-        state = self._read(fs.join(self.path, FLOW_FILE))
-        return bool(state and state.get("id") == self.id and fs.exists(fs.join(self.path, COMMITTING)))
+    def _committing_record(self, where: str) -> dict | None:
+        record = self._read(self.fs.join(where, COMMITTING))
+        return record if record and record.get("id") == self.id else None
 
-    def claim(self, run_id: str, fresh: bool) -> None:
-        """Takes the directory for this run; ``fresh`` discards whatever an earlier run left."""
+    def replaceable(self, paths: list[str]) -> dict[str, dict]:
+        """The outputs among ``paths`` that an earlier run of this very flow published before it died
+        (while publishing, or after, before its working directory was gone), with what they hold. An
+        output is this flow's when it holds exactly the files (names and sizes) recorded just before the
+        earlier run published; a result that someone else put there is not."""
         fs = self.fs
-        self._clean_siblings()
-        if fresh:
-            if fs.exists(self.path):
-                self._retire(self.path)
-            for d in self.checkpoint_dirs.values():
-                if fs.isdir(d):
-                    _clear_checkpoint(d, fs)
-        if not fs.exists(self.path):
-            self._create()
-        fs.makedirs(fs.join(self.path, "steps"))
-        fs.makedirs(self.trap_dir)
-        fs.remove(fs.join(self.path, COMMITTING))
+        record = self._committing_record(self.published_path) if fs.isdir(self.published_path) else None
+        if record is None and fs.isdir(self.published_path):
+            # retired after publishing, and its record is gone: the last moments before it was deleted
+            return {p: listing for p in paths if (listing := output_listing(p, fs)) is not None}
+        if record is None:
+            state = self._read(fs.join(self.path, FLOW_FILE))
+            record = self._committing_record(self.path) if state and state.get("id") == self.id else None
+        if record is None:
+            return {}
+        recorded = record.get("outputs", {})
+        return {p: recorded[fs.abspath(p)] for p in paths
+                if fs.abspath(p) in recorded and output_listing(p, fs) == recorded[fs.abspath(p)]}
+
+    def claim(self, run_id: str, fresh: bool, carry: dict[str, dict] | None = None) -> None:
+        """Takes the directory for this run; ``fresh`` discards whatever an earlier run left. ``carry``
+        (output path -> files) are outputs an earlier run of this flow published: recorded again at once,
+        so that they stay recognised if this run is interrupted too."""
+        fs = self.fs
+        try:
+            self._clean_siblings()
+            if fresh:
+                if fs.exists(self.path):
+                    self._retire(self.path)
+                for d in self.checkpoint_dirs.values():
+                    if fs.isdir(d):
+                        _clear_checkpoint(d, fs)
+            if not fs.exists(self.path):
+                self._create()
+            fs.makedirs(fs.join(self.path, "steps"))
+            fs.makedirs(self.trap_dir)
+        except OSError as exc:
+            raise WorkDirError(f"cannot use the working directory {self.path!r}: {exc.strerror or exc}") from None
         fs.write_text_atomic(fs.join(self.path, FLOW_FILE), json.dumps(
             {"id": self.id, "run_id": run_id, "identity": self.identity, "opened_at": time.time()}, indent=2))
+        if carry:
+            self.committing(carry)
+        else:
+            fs.remove(fs.join(self.path, COMMITTING))
 
     def step_completed(self, step: str, record: dict) -> None:
         self.fs.write_text_atomic(self._step_record(step), json.dumps(record, indent=2))
@@ -236,18 +259,21 @@ class WorkDir:
     def forget_step(self, step: str) -> None:
         self.fs.remove(self._step_record(step))
 
-    def committing(self) -> None:
-        """Outputs are about to be published: a rerun of this flow may replace those already published."""
-        self.fs.write_text_atomic(self.fs.join(self.path, COMMITTING), self.id)
+    def committing(self, outputs: dict[str, dict]) -> None:
+        """Outputs (path -> the files they will hold) are about to be published: a rerun of this flow may
+        replace those that still hold exactly that."""
+        record = {"id": self.id, "outputs": {self.fs.abspath(p): files for p, files in outputs.items()}}
+        self.fs.write_text_atomic(self.fs.join(self.path, COMMITTING), json.dumps(record))
 
     def finish(self) -> None:
         """After success: the directory is retired with one rename (its new name still says which flow
-        published its outputs), then deleted; bound checkpoints stay where the user put them."""
+        published its outputs), then deleted, its record and marker last; bound checkpoints stay where
+        the user put them."""
         fs = self.fs
         if fs.exists(self.published_path):
-            fs.rmtree(self.published_path)
+            self._delete_owned(self.published_path)
         fs.rename(self.path, self.published_path)
-        fs.rmtree(self.published_path)
+        self._delete_owned(self.published_path)
 
     # --- helpers -------------------------------------------------------------------------------------------
 
@@ -263,7 +289,27 @@ class WorkDir:
     def _retire(self, path: str) -> None:
         trash = f"{self.path}.trash-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.fs.rename(path, trash)
-        self.fs.rmtree(trash)
+        self._delete_owned(trash)
+
+    def _owned(self, path: str) -> bool:
+        """A directory of logetl's: it holds the marker (deleted last), or nothing at all."""
+        fs = self.fs
+        if not fs.isdir(path) or fs.islink(path):
+            return False
+        names = fs.listdir(path)
+        return not names or MARKER in names
+
+    def _delete_owned(self, path: str) -> None:
+        """Deletes a retired working directory: its contents, then its record, then its marker, then the
+        directory, so that until it is gone it is recognisably logetl's (and the record says whose)."""
+        fs = self.fs
+        last = (COMMITTING, MARKER)
+        for name in fs.listdir(path):
+            if name not in last:
+                fs.rmtree(fs.join(path, name))
+        for name in last:
+            fs.remove(fs.join(path, name))
+        fs.rmtree(path)
 
     def _clean_siblings(self) -> None:
         """Removes what killed runs left beside the directory: half-made or retired copies of it."""
@@ -275,8 +321,9 @@ class WorkDir:
             if not name.startswith(base + "."):
                 continue
             m = _SIBLING.fullmatch(name[len(base):])
-            if m and (m.group(2) is None or not fs.pid_alive(int(m.group(2)))):
-                fs.rmtree(fs.join(parent, name))
+            where = fs.join(parent, name)
+            if m and (m.group(2) is None or not fs.pid_alive(int(m.group(2)))) and self._owned(where):
+                self._delete_owned(where)
 
     def _read(self, path: str) -> dict | None:
         text = self.fs.read_text(path)

@@ -41,11 +41,19 @@ class Taps:
     trap: str | None = None              # directory for malformed lines
     work: WorkDir | None = None          # where checkpoints and other stored outputs live
     overwrite: bool = False
-    #: an earlier run of this flow was killed while or after publishing: its outputs are replaced
-    replacing: bool = False
+    #: outputs an earlier run of this flow published before it was killed (path -> files): replaced
+    carry: dict = field(default_factory=dict)
     input_bytes: int = 0
     #: fail the run (nothing published) when malformed lines exceed this share of lines read
     max_malformed: float | None = None
+
+    @property
+    def replacing(self) -> bool:
+        return bool(self.carry)
+
+    def may_replace(self, path: str) -> bool:
+        """Whether a non-empty output at ``path`` may be replaced: --overwrite, or it is this flow's."""
+        return self.overwrite or path in self.carry
 
 
 @dataclass
@@ -100,8 +108,13 @@ class Engine:
     def execute_step(self, ctx: StepContext, step: assembly.Step, state: StepRun) -> None:
         raise NotImplementedError
 
+    def seal(self, ctx: StepContext) -> list:
+        """Complete the staged outputs (and trap) and return them (``StagedOutput``s): what they hold is
+        recorded before any is published."""
+        return []
+
     def commit(self, ctx: StepContext) -> None:
-        """Make the outputs visible, atomically; called only after every step succeeded."""
+        """Make the sealed outputs visible, each with one rename; called only after every step succeeded."""
 
     def close(self, ctx: StepContext, ok: bool) -> None:
         """Release resources; on failure, discard staged outputs."""
@@ -148,7 +161,7 @@ class Engine:
         fail_at = os.environ.get("LOGETL_FAIL_AT", "")
         run.status, run.started_at = RUNNING, time.time()
         listener.flow_started(run)
-        ok = False
+        ok = publishing = False
         current: StepRun | None = None
         work = taps.work
         try:
@@ -157,7 +170,7 @@ class Engine:
                                             "its outputs; this run replaces them")
             resume = work.inspect()
             skip_to = self.restart_point(flow, resume, work)
-            work.claim(run.run_id, fresh=skip_to < 0)
+            work.claim(run.run_id, fresh=skip_to < 0, carry=taps.carry)
             if resume.reason:
                 self._notice(run, listener, f"not restarting the earlier failed run: {resume.reason}; starting from scratch")
             elif resume.completed and skip_to < 0:
@@ -194,11 +207,14 @@ class Engine:
                 listener.step_finished(run, state)
                 current = None
                 self.check_malformed(run, taps)
-            work.committing()
+            staged = self.seal(ctx)
+            work.committing({out.path: out.listing for out in staged})
+            publishing = True
             self.commit(ctx)
             ok = True
             run.status = SUCCESSFUL
         except BaseException as exc:
+            exc.logetl_publishing = publishing   # read by the CLI: what an interrupt left
             stopped = isinstance(exc, KeyboardInterrupt)
             run.status = STOPPED if stopped else FAILED
             run.error = "interrupted" if stopped else (str(exc) or type(exc).__name__)
@@ -211,11 +227,17 @@ class Engine:
                 self.close(ctx, ok)
             finally:
                 run.finished_at = time.time()
-                listener.flow_finished(run)
+                try:
+                    listener.flow_finished(run)
+                except KeyboardInterrupt:
+                    if not ok:
+                        raise
+                    # the outputs are committed: an interrupt now changes nothing of the result
+                    run.notices.append("interrupted after the outputs were committed")
         # Last, after the listeners: until the working directory is gone, a rerun recognises the outputs
         # as this flow's (a kill from here on leaves the retired directory, named after the flow).
         try:
             work.finish()
-        except OSError as exc:
-            listener.notice(run, f"could not remove the working directory {work.path!r}: {exc}")
+        except (OSError, KeyboardInterrupt):
+            pass   # what is left is retired or recognisably logetl's: the next run removes it
         return run

@@ -412,12 +412,16 @@ class LocalRun:
 
     def __init__(self, taps, memory_limit: int, spill_buffers: int | None = None):
         self.work = taps.work
-        self.outputs = {tap: StagedOutput(path, taps.overwrite) for tap, path in taps.outputs.items()}
-        self.trap = StagedOutput(taps.trap, taps.overwrite) if taps.trap else None
+        self.outputs = {tap: StagedOutput(path, taps.may_replace(path)) for tap, path in taps.outputs.items()}
+        self.trap = StagedOutput(taps.trap, taps.may_replace(taps.trap)) if taps.trap else None
         self.trap_file = None
         self.done_bytes = 0
         self.memory = MemoryBudget(memory_limit, spill_buffers)
         self.spill_root = os.path.join(taps.work.path, "spill")
+
+    def staged(self) -> list[StagedOutput]:
+        """The outputs, then the trap: the order they are published in."""
+        return [*self.outputs.values(), *([self.trap] if self.trap else [])]
 
     def spill_dir(self, name: str) -> SpillDir:
         return SpillDir(self.spill_root, name)
@@ -523,17 +527,17 @@ class LocalEngine(Engine):
                 todo.append(child)
         return parse in step.writes
 
-    def commit(self, ctx):
+    def seal(self, ctx):
         local: LocalRun = ctx.state
         if local.trap_file:
             local.trap_file.close()
-        if local.trap:
-            if os.path.exists(local.work.trap_part):
-                shutil.copyfile(local.work.trap_part, local.trap.part)
-        for out in local.outputs.values():
+        if local.trap and os.path.exists(local.work.trap_part):
+            shutil.copyfile(local.work.trap_part, local.trap.part)
+        return [out.seal() for out in local.staged()]
+
+    def commit(self, ctx):
+        for out in ctx.state.staged():
             out.commit()
-        if local.trap:
-            local.trap.commit()
 
     def close(self, ctx, ok):
         if ctx.state is not None:

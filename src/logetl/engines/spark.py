@@ -90,6 +90,10 @@ class HadoopFS:
         st = self._status(p)
         return bool(st is not None and st.isFile())
 
+    def islink(self, p: str) -> bool:
+        st = self._status(p)
+        return bool(st is not None and st.isSymlink())
+
     def listdir(self, p: str) -> list[str]:
         fs, path = self._p(p)
         return sorted(s.getPath().getName() for s in fs.listStatus(path))
@@ -288,9 +292,10 @@ class SparkEngine(Engine):
         self.fs = HadoopFS(self.session())
         taps = ctx.taps
         self.work = taps.work
-        self.outputs = {tap: StagedOutput(path, taps.overwrite, self.fs, create=False)
+        self.outputs = {tap: StagedOutput(path, taps.may_replace(path), self.fs, create=False)
                         for tap, path in taps.outputs.items()}
-        self.trap = StagedOutput(taps.trap, taps.overwrite, self.fs, create=False) if taps.trap else None
+        self.trap = StagedOutput(taps.trap, taps.may_replace(taps.trap), self.fs, create=False) \
+            if taps.trap else None
 
     def _parse(self, ctx: StepContext, node, observations: list, persist: bool):
         """(records, malformed) of the input: records with the five fields and ``_order``; malformed
@@ -479,7 +484,10 @@ class SparkEngine(Engine):
             if name.endswith(".crc"):
                 self.fs.remove(self.fs.join(directory, name))
 
-    def commit(self, ctx: StepContext) -> None:
+    def _staged(self) -> list:
+        return [*self.outputs.values(), *([self.trap] if self.trap is not None else [])]
+
+    def seal(self, ctx: StepContext) -> list:
         if self.trap is not None:
             self.fs.makedirs(self.trap.staging)
             if self.fs.isdir(self.work.trap_dir):
@@ -487,10 +495,11 @@ class SparkEngine(Engine):
                 for name in self.fs.listdir(self.work.trap_dir):
                     if name.startswith("part-"):
                         self.fs.rename(self.fs.join(self.work.trap_dir, name), self.fs.join(self.trap.staging, name))
-        for out in self.outputs.values():
+        return [out.seal() for out in self._staged()]
+
+    def commit(self, ctx: StepContext) -> None:
+        for out in self._staged():
             out.commit()
-        if self.trap is not None:
-            self.trap.commit()
 
     def close(self, ctx: StepContext, ok: bool) -> None:
         if not ok:

@@ -148,7 +148,7 @@ def _write_batches(path: str, frames) -> int:
 
 def _block_rows(frame) -> int:
     per_row = max(1, frame_bytes(frame) // max(1, frame.height))
-    return max(1024, BLOCK_BYTES // per_row)
+    return max(16, BLOCK_BYTES // per_row)
 
 
 def _blocks(frame, rows: int):

@@ -32,6 +32,9 @@ class LocalFS:
     def isfile(self, p: str) -> bool:
         return os.path.isfile(p)
 
+    def islink(self, p: str) -> bool:
+        return os.path.islink(p)
+
     def listdir(self, p: str) -> list[str]:
         return sorted(os.listdir(p))
 

@@ -31,18 +31,32 @@ class OutputError(UsageError):
     """An output path that cannot be used; the message names it."""
 
 
-def is_output_entry(name: str) -> bool:
-    """A name an output directory written by logetl (or Spark) may hold."""
+_PART = re.compile(r"part-\d{5}.*")
+
+
+def is_output_entry(directory: str, name: str, fs=LOCAL) -> bool:
+    """Whether ``name`` in ``directory`` is a file an output written by logetl (or Spark) holds: a regular
+    file ``part-NNNNN…`` or ``_SUCCESS``, or the ``.crc`` checksum of one."""
     bare = name[1:-4] if name.startswith(".") and name.endswith(".crc") else name
-    return bare == SUCCESS or bare.startswith("part-")
+    where = fs.join(directory, name)
+    return (bare == SUCCESS or _PART.fullmatch(bare) is not None) and fs.isfile(where) and not fs.islink(where)
 
 
-def foreign_entry(path: str, fs=LOCAL) -> str | None:
-    """The first entry of directory ``path`` that is not part of an output, or None."""
+def foreign_entry(path: str, fs=LOCAL, allow: tuple[str, ...] = ()) -> str | None:
+    """The first entry of directory ``path`` that is not part of an output (nor in ``allow``), or None."""
     for name in fs.listdir(path):
-        if not is_output_entry(name):
+        if name not in allow and not is_output_entry(path, name, fs):
             return name
     return None
+
+
+def output_listing(path: str, fs=LOCAL) -> dict[str, int] | None:
+    """What an output directory holds: its part files and ``_SUCCESS``, by name, with their sizes (None
+    when it is absent or holds something else)."""
+    if not fs.isdir(path) or fs.islink(path) or foreign_entry(path, fs) is not None:
+        return None
+    files = {n: fs.stat(fs.join(path, n))[0] for n in fs.listdir(path) if not n.endswith(".crc")}
+    return files or None
 
 
 def short_name(name: str) -> str:
@@ -59,6 +73,8 @@ def check_output(path: str, overwrite: bool, option: str = "output", fs=LOCAL) -
     base = fs.basename(path)
     if len(base.encode()) > NAME_MAX:
         raise OutputError(f"{option} {path!r}: the name {base[:40]!r}... is longer than {NAME_MAX} bytes")
+    if fs.islink(path):
+        raise OutputError(f"{option} {path!r} is a symbolic link: give the directory it points to")
     if fs.isdir(path):
         if fs.listdir(path):
             foreign = foreign_entry(path, fs)
@@ -87,7 +103,9 @@ _STAGING = re.compile(r"(\d+)-[0-9a-f]{8}(\.old)?")
 
 
 def clean_stale(path: str, fs=LOCAL) -> None:
-    """Removes staging directories of ``path`` whose process is gone (a run killed before commit)."""
+    """Removes staging directories of ``path`` whose process is gone (a run killed before commit): by
+    their exact name, a writer that is gone, and what they hold (nothing but an output's files, and Spark's
+    ``_temporary``), so a directory of the user's with a look-alike name stays."""
     parent = fs.parent(path)
     if not fs.isdir(parent):
         return
@@ -96,8 +114,10 @@ def clean_stale(path: str, fs=LOCAL) -> None:
         if not name.startswith(base):
             continue
         m = _STAGING.fullmatch(name[len(base):])
-        if m and not fs.pid_alive(int(m.group(1))):
-            fs.rmtree(fs.join(parent, name))
+        where = fs.join(parent, name)
+        if m and not fs.pid_alive(int(m.group(1))) and fs.isdir(where) \
+                and foreign_entry(where, fs, allow=("_temporary",)) is None:
+            fs.rmtree(where)
 
 
 class StagedOutput:
@@ -115,14 +135,23 @@ class StagedOutput:
         if create:
             fs.makedirs(self.staging)
         self.part = fs.join(self.staging, PART)
+        self.listing: dict[str, int] = {}
 
-    def commit(self) -> None:
+    def seal(self) -> "StagedOutput":
+        """Completes the staged output (a part even when empty, ``_SUCCESS``); ``listing`` is then what
+        it holds (recorded before it is published)."""
         fs = self.fs
         if not fs.isdir(self.staging):
             fs.makedirs(self.staging)
         if not any(n.startswith("part-") for n in fs.listdir(self.staging)):
             fs.touch(self.part)
         fs.touch(fs.join(self.staging, SUCCESS))
+        self.listing = output_listing(self.staging, fs) or {}
+        return self
+
+    def commit(self) -> None:
+        """Publishes the sealed output with one rename (an earlier output is replaced when allowed)."""
+        fs = self.fs
         trash = None
         if fs.isdir(self.path) and fs.listdir(self.path):
             foreign = foreign_entry(self.path, fs)
