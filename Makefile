@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 DEMO   := demo-output
 
-.PHONY: demo test bench clean
+.PHONY: demo test check bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,13 @@ demo: $(VENV)/.installed-run
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest
+
+# the fast loop: no Spark, no browser, no PostgreSQL, no crash points, no load test (a minute or two)
+check: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q -k "not spark and not postgresql" \
+	    --ignore=tests/test_spark_cluster.py --ignore=tests/test_spark_sort.py \
+	    --ignore=tests/test_monitor_browser.py --ignore=tests/test_monitor_load.py \
+	    --ignore=tests/test_crash_points.py
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python bench/run.py --spark

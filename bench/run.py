@@ -30,7 +30,7 @@ TARGETS = [
     ("Filter / plain Python", "logetl filter", "python filter", 0.4),
     ("Join / plain Python", "logetl join", "python join", 0.4),
 ]
-RSS_LIMITS_MB = {"logetl branch": 256, "logetl filter": 256, "logetl join": 1024}
+RSS_LIMITS_MB = {"logetl branch": 256, "logetl filter": 256, "logetl join": 512}   # join: the default --memory-limit
 
 
 def measure(cmd: list[str], clear: list[str]) -> tuple[float, float]:
