@@ -311,7 +311,8 @@ class SparkEngine(Engine):
         if fmt.legacy:
             is_dash = F.col("_tsv").endswith("\t-")
         elif size >= 0:
-            is_dash = F.split(F.col("_tsv"), "\t").getItem(size) == "-"
+            # F.get: NULL past the end (lines that did not match have one piece), where getItem fails
+            is_dash = F.coalesce(F.get(F.split(F.col("_tsv"), "\t"), F.lit(size)) == "-", F.lit(False))
         else:
             is_dash = F.lit(False)
         dash = F.col("_reason").isNull() & is_dash
