@@ -205,8 +205,9 @@ def expected_by_regex(fmt, raw: bytes):
 
 @pytest.mark.parametrize("native", _parsers())
 @pytest.mark.parametrize("spec", ["common", "vhost_combined", "nginx", APACHE_ISSUE, NGINX_ISSUE,
-                                  "$a:$b [$c] '$d'", '%h "%{X}i"x"%r"'],
-                         ids=["common", "vhost_combined", "nginx", "apache-issue", "nginx-issue", "odd1", "odd2"])
+                                  "$a:$b [$c] '$d'", '%h "%{X}i"x"%r"', "%h\\t%u\\t%r"],
+                         ids=["common", "vhost_combined", "nginx", "apache-issue", "nginx-issue", "odd1", "odd2",
+                              "tab-separated"])
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_scanners_agree_with_the_generated_regex(native, spec, data):

@@ -144,6 +144,7 @@ typedef struct {
     int n_fields;                  /* fields of the program */
     int out[MAX_FIELDS]; int n_out;
     int size_index;
+    int clean_literals;            /* no literal holds TAB or CR: a field holds one iff the line does */
 } program;
 
 /* The token program on one line: fills f[0..n_fields) and returns LINE_OK or the reason. */
@@ -182,6 +183,8 @@ static int parse_program_line(const program *pg, const unsigned char *p, const u
         }
     }
     if (q != e) return LINE_NOMATCH;
+    if (pg->clean_literals)   /* fields and literals tile the line: one scan of it instead of one per field */
+        return (memchr(p, '\t', e - p) || memchr(p, '\r', e - p)) ? LINE_TABCR : LINE_OK;
     for (int i = 0; i < k; i++) {
         Py_ssize_t len = f[i].e - f[i].s;
         if (memchr(f[i].s, '\t', len) || memchr(f[i].s, '\r', len)) return LINE_TABCR;
@@ -320,12 +323,14 @@ static PyObject *parse_format(PyObject *self, PyObject *args) {
     pg.tokens = calloc(n_tok ? n_tok : 1, sizeof(token));
     if (!pg.tokens) { PyBuffer_Release(&in); return PyErr_NoMemory(); }
     pg.n_tokens = (int)n_tok;
+    pg.clean_literals = 1;
     for (Py_ssize_t i = 0; i < n_tok; i++) {
         int kind, stop; const char *lit; Py_ssize_t lit_len;
         if (!PyArg_ParseTuple(PyTuple_GET_ITEM(prog_t, i), "iy#i", &kind, &lit, &lit_len, &stop)) goto bad;
         if (kind < T_LIT || kind > T_REST) { PyErr_SetString(PyExc_ValueError, "bad token kind"); goto bad; }
         pg.tokens[i] = (token){kind, (const unsigned char *)lit, lit_len, (unsigned char)stop};
         if (kind != T_LIT) pg.n_fields++;
+        else if (memchr(lit, '\t', lit_len) || memchr(lit, '\r', lit_len)) pg.clean_literals = 0;
     }
     if (pg.n_fields > MAX_FIELDS || n_out < 1 || n_out > pg.n_fields || size_index >= pg.n_fields) {
         PyErr_SetString(PyExc_ValueError, "bad program: too many fields or bad indexes");
