@@ -241,6 +241,31 @@ def test_branch_and_filter_on_real_format_fixtures(engine, tmp_path, name, spec)
     assert parts(tmp_path / "f") == read(fixture(f"{name}.filter.tsv"))
 
 
+@pytest.mark.parametrize("spec", list(CASES), ids=[FORMAT_IDS.get(s, s) for s in CASES])
+def test_hand_worked_corpus_through_branch(engine, tmp_path, spec):
+    """Each format's hand-worked lines as one log, through Branch on every engine: the records, the trap and
+    the counts are what the hand-worked results say."""
+    fmt = formats.compile_format(spec)
+    cases = CASES[spec]
+    log = tmp_path / "corpus.log"
+    log.write_bytes(b"\n".join(raw for _, raw, _ in cases) + b"\n")
+    index = [fmt.fields.index(f) for f in contract.FIELDS]
+    size = fmt.size_index()
+    kept = [e for _, _, e in cases if isinstance(e, tuple) and e[size] != "-"]
+    want = "".join("\t".join(e[i] for i in index) + "\n" for e in kept).encode()
+    bad = [raw for _, raw, e in cases if isinstance(e, str)]
+    outs = {"output1": str(tmp_path / "b1"), "output2": str(tmp_path / "b2")}
+    result = run_program("branch", str(log), outs, engine=engine, trap=str(tmp_path / "trap"), log_format=spec)
+    assert parts(outs["output1"]) == want
+    assert parts(tmp_path / "trap") == b"".join(raw + b"\n" for raw in bad)
+    reasons: dict = {}
+    for _, _, e in cases:
+        if isinstance(e, str):
+            reasons[e] = reasons.get(e, 0) + 1
+    assert result.malformed == reasons
+    assert result.dropped_size_dash == sum(1 for _, _, e in cases if isinstance(e, tuple) and e[size] == "-")
+
+
 def test_join_on_a_common_log_equals_join_on_the_same_records_in_combined(engine, tmp_path):
     """The programs run unchanged: the common fixture's records, rewritten as combined lines, join alike."""
     fmt = formats.compile_format("common")
