@@ -353,3 +353,23 @@ def test_input_dash_never_restarts(tmp_path):
     assert p.returncode == 0, p.stderr
     assert b"standard input, which cannot be read again" in p.stderr
     assert parts(out) == read(os.path.join(HERE, "data", "corpus", "join.tsv"))
+
+
+def test_the_format_is_part_of_the_flow_identity(tmp_path):
+    out = str(tmp_path / "j")
+    log = fixture("common.log")
+    p = logetl("join", "--format", "common", "--input", log, "--output", out, env={"LOGETL_FAIL_AT": "join"})
+    assert p.returncode == 1
+    # the same records read with another format string: another flow, so no restart
+    p = logetl("join", "--format", "%h %l %u %t \"%r\" %>s %b", "--input", log, "--output", out,
+               env={"LOGETL_FAIL_AT": "join"})
+    assert p.returncode == 1 and b"the program's flow definition changed" in p.stderr
+    p = logetl("join", "--format", "%h %l %u %t \"%r\" %>s %b", "--input", log, "--output", out)
+    assert p.returncode == 0 and b"restarting after checkpoint 'checkpoint'" in p.stderr, p.stderr
+
+
+def test_standard_input_is_refused_on_spark(spark_session, tmp_path):
+    from logetl.errors import UsageError
+
+    with pytest.raises(UsageError, match="standard input.*local engine only"):
+        run_program("filter", "-", {"output": str(tmp_path / "f")}, engine="spark")
