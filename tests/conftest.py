@@ -109,11 +109,12 @@ def corpus(name: str) -> bytes:
     return read(os.path.join(CORPUS, name))
 
 
-def logetl(*args: str, env: dict | None = None, cwd: str | None = None) -> subprocess.CompletedProcess:
-    """Runs the real command line (``python -m logetl``) and captures bytes."""
+def logetl(*args: str, env: dict | None = None, cwd: str | None = None,
+           input: bytes | None = None) -> subprocess.CompletedProcess:
+    """Runs the real command line (``python -m logetl``) and captures bytes (``input``: its stdin)."""
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([sys.executable, "-m", "logetl", *args], capture_output=True, env=full_env, cwd=cwd,
-                          timeout=600)
+                          timeout=600, input=input)
 
 
 # --- a real PostgreSQL server for the monitor's store tests --------------------------------------------------

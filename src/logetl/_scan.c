@@ -14,7 +14,13 @@
  * (None when columns is false: a step that only writes the records does not need them);
  * malformed: list of (line_index, start, end, reason) with reason 1 = invalid UTF-8, 2 = no match,
  * 3 = TAB or CR inside a field; start/end delimit the raw line (without its '\n') in buf.
- * A trailing piece without '\n' is a line only when final is true; otherwise it must be empty. */
+ * A trailing piece without '\n' is a line only when final is true; otherwise it must be empty. *
+ * parse_format(buf, final, columns, program, out, size_index) does the same for a token program
+ * (logetl.formats, where the token semantics are defined): program is a tuple of (kind, literal, stop)
+ * with kind 0 literal, 1 field up to the first `stop` byte, 2 field up to the first '"' not escaped by a
+ * backslash, 3 field up to the end of the line; out is the tuple of field indexes written (in that order);
+ * a record whose field size_index (when >= 0) is exactly "-" is dropped. A line is malformed when it is not
+ * valid UTF-8 (1), does not match (2), or any field of the program holds a TAB or CR (3). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -130,7 +136,64 @@ static int parse_line(const unsigned char *p, const unsigned char *e, span f[5])
 
 typedef struct { Py_ssize_t line, start, end; int reason; } bad_line;
 
+#define MAX_FIELDS 64
+enum { T_LIT = 0, T_UNTIL = 1, T_ESCAPED = 2, T_REST = 3 };
+typedef struct { int kind; const unsigned char *lit; Py_ssize_t lit_len; unsigned char stop; } token;
 typedef struct {
+    token *tokens; int n_tokens;
+    int n_fields;                  /* fields of the program */
+    int out[MAX_FIELDS]; int n_out;
+    int size_index;
+    int clean_literals;            /* no literal holds TAB or CR: a field holds one iff the line does */
+} program;
+
+/* The token program on one line: fills f[0..n_fields) and returns LINE_OK or the reason. */
+static int parse_program_line(const program *pg, const unsigned char *p, const unsigned char *e, span *f) {
+    if (!valid_utf8(p, e)) return LINE_UTF8;
+    const unsigned char *q = p;
+    int k = 0;
+    for (int i = 0; i < pg->n_tokens; i++) {
+        const token *t = &pg->tokens[i];
+        switch (t->kind) {
+        case T_LIT:
+            if (e - q < t->lit_len || memcmp(q, t->lit, t->lit_len) != 0) return LINE_NOMATCH;
+            q += t->lit_len;
+            break;
+        case T_UNTIL: {
+            const unsigned char *r = memchr(q, t->stop, e - q);
+            if (!r) return LINE_NOMATCH;
+            f[k].s = q; f[k].e = r; k++; q = r;
+            break;
+        }
+        case T_ESCAPED: {
+            const unsigned char *r = q;
+            for (;;) {
+                r = memchr(r, '"', e - r);
+                if (!r) return LINE_NOMATCH;
+                const unsigned char *b = r;
+                while (b > q && b[-1] == '\\') b--;
+                if (((r - b) & 1) == 0) break;     /* an even run of backslashes: the quote is not escaped */
+                r++;
+            }
+            f[k].s = q; f[k].e = r; k++; q = r;
+            break;
+        }
+        default:   /* T_REST */
+            f[k].s = q; f[k].e = e; k++; q = e;
+        }
+    }
+    if (q != e) return LINE_NOMATCH;
+    if (pg->clean_literals)   /* fields and literals tile the line: one scan of it instead of one per field */
+        return (memchr(p, '\t', e - p) || memchr(p, '\r', e - p)) ? LINE_TABCR : LINE_OK;
+    for (int i = 0; i < k; i++) {
+        Py_ssize_t len = f[i].e - f[i].s;
+        if (memchr(f[i].s, '\t', len) || memchr(f[i].s, '\r', len)) return LINE_TABCR;
+    }
+    return LINE_OK;
+}
+
+typedef struct {
+    const program *prog;                               /* NULL: the original expression */
     int columns;                                       /* build the Arrow views too */
     char *tsv; Py_ssize_t tsv_len;
     unsigned char *views; Py_ssize_t n_rec, cap_rec;   /* record-major while scanning: 5 views a record */
@@ -150,13 +213,16 @@ static void put_view(unsigned char *v, const char *base, const char *s, Py_ssize
 
 static void scan(const unsigned char *buf, Py_ssize_t n, int final, scan_state *st) {
     const unsigned char *p = buf, *end = buf + n;
-    span f[5];
+    span f[MAX_FIELDS];
+    const program *pg = st->prog;
+    int n_out = pg ? pg->n_out : 5;
+    Py_ssize_t rec_bytes = 16 * n_out;
     while (p < end) {
         const unsigned char *nl = memchr(p, '\n', end - p);
         const unsigned char *le = nl ? nl : end;
         if (!nl && !final) break;
         const unsigned char *ce = (le > p && le[-1] == '\r') ? le - 1 : le;
-        int reason = parse_line(p, ce, f);
+        int reason = pg ? parse_program_line(pg, p, ce, f) : parse_line(p, ce, f);
         if (reason != LINE_OK) {
             if (st->n_bad == st->cap_bad) {
                 Py_ssize_t cap = st->cap_bad ? st->cap_bad * 2 : 64;
@@ -165,23 +231,26 @@ static void scan(const unsigned char *buf, Py_ssize_t n, int final, scan_state *
                 st->bad = nb; st->cap_bad = cap;
             }
             st->bad[st->n_bad++] = (bad_line){st->n_lines, p - buf, le - buf, reason};
-        } else if (f[4].e - f[4].s == 1 && f[4].s[0] == '-') {
+        } else if (pg ? (pg->size_index >= 0 && f[pg->size_index].e - f[pg->size_index].s == 1
+                          && f[pg->size_index].s[0] == '-')
+                      : (f[4].e - f[4].s == 1 && f[4].s[0] == '-')) {
             st->n_dash++;
         } else {
             if (st->columns && st->n_rec == st->cap_rec) {
                 Py_ssize_t cap = st->cap_rec ? st->cap_rec * 2 : 4096;
-                unsigned char *nv = realloc(st->views, cap * 80);
+                unsigned char *nv = realloc(st->views, cap * rec_bytes);
                 if (!nv) { st->oom = 1; return; }
                 st->views = nv; st->cap_rec = cap;
             }
-            unsigned char *v = st->columns ? st->views + st->n_rec * 80 : NULL;
+            unsigned char *v = st->columns ? st->views + st->n_rec * rec_bytes : NULL;
             char *o = st->tsv + st->tsv_len;
-            for (int k = 0; k < 5; k++) {
-                Py_ssize_t len = f[k].e - f[k].s;
-                memcpy(o, f[k].s, len);
+            for (int k = 0; k < n_out; k++) {
+                int src = pg ? pg->out[k] : k;
+                Py_ssize_t len = f[src].e - f[src].s;
+                memcpy(o, f[src].s, len);
                 if (v) put_view(v + 16 * k, st->tsv, o, len);
                 o += len;
-                *o++ = k < 4 ? '\t' : '\n';
+                *o++ = k < n_out - 1 ? '\t' : '\n';
             }
             st->tsv_len = o - st->tsv;
             st->n_rec++;
@@ -192,35 +261,35 @@ static void scan(const unsigned char *buf, Py_ssize_t n, int final, scan_state *
     }
 }
 
-static PyObject *parse_chunk(PyObject *self, PyObject *args) {
-    Py_buffer in;
-    int final = 0, columns = 1;
-    if (!PyArg_ParseTuple(args, "y*|pp", &in, &final, &columns)) return NULL;
+static PyObject *run_scan(Py_buffer *inp, int final, int columns, const program *pg) {
+    Py_buffer in = *inp;   /* released below through inp */
+    int n_out = pg ? pg->n_out : 5;
     if (in.len > INT32_MAX - 2) {
-        PyBuffer_Release(&in);
+        PyBuffer_Release(inp);
         PyErr_SetString(PyExc_ValueError, "chunk larger than 2 GiB");
         return NULL;
     }
     /* Each record's TSV is no longer than its line plus the '\n' it may lack. */
     PyObject *tsv = PyBytes_FromStringAndSize(NULL, in.len + 1);
-    if (!tsv) { PyBuffer_Release(&in); return NULL; }
+    if (!tsv) { PyBuffer_Release(inp); return NULL; }
     scan_state st = {0};
+    st.prog = pg;
     st.columns = columns;
     st.tsv = PyBytes_AS_STRING(tsv);
     Py_BEGIN_ALLOW_THREADS
     scan((const unsigned char *)in.buf, in.len, final, &st);
     Py_END_ALLOW_THREADS
-    PyBuffer_Release(&in);
+    PyBuffer_Release(inp);
     PyObject *views = NULL, *bad = NULL, *result = NULL;
     if (st.oom) { PyErr_NoMemory(); goto done; }
     if (_PyBytes_Resize(&tsv, st.tsv_len) < 0) { tsv = NULL; goto done; }
     if (!columns) { views = Py_None; Py_INCREF(views); }
-    else if (!(views = PyBytes_FromStringAndSize(NULL, st.n_rec * 80))) goto done;
+    else if (!(views = PyBytes_FromStringAndSize(NULL, st.n_rec * 16 * n_out))) goto done;
     if (columns) {   /* record-major -> field-major, so each field is one contiguous Arrow view buffer */
         unsigned char *dst = (unsigned char *)PyBytes_AS_STRING(views);
-        for (int k = 0; k < 5; k++)
+        for (int k = 0; k < n_out; k++)
             for (Py_ssize_t i = 0; i < st.n_rec; i++)
-                memcpy(dst + (k * st.n_rec + i) * 16, st.views + i * 80 + k * 16, 16);
+                memcpy(dst + (k * st.n_rec + i) * 16, st.views + (i * n_out + k) * 16, 16);
     }
     bad = PyList_New(st.n_bad);
     if (!bad) goto done;
@@ -236,9 +305,64 @@ done:
     return result;
 }
 
+static PyObject *parse_chunk(PyObject *self, PyObject *args) {
+    Py_buffer in;
+    int final = 0, columns = 1;
+    if (!PyArg_ParseTuple(args, "y*|pp", &in, &final, &columns)) return NULL;
+    return run_scan(&in, final, columns, NULL);
+}
+
+static PyObject *parse_format(PyObject *self, PyObject *args) {
+    Py_buffer in;
+    int final = 0, columns = 1, size_index = -1;
+    PyObject *prog_t, *out_t;
+    if (!PyArg_ParseTuple(args, "y*ppO!O!i", &in, &final, &columns, &PyTuple_Type, &prog_t, &PyTuple_Type,
+                          &out_t, &size_index)) return NULL;
+    program pg = {0};
+    Py_ssize_t n_tok = PyTuple_GET_SIZE(prog_t), n_out = PyTuple_GET_SIZE(out_t);
+    pg.tokens = calloc(n_tok ? n_tok : 1, sizeof(token));
+    if (!pg.tokens) { PyBuffer_Release(&in); return PyErr_NoMemory(); }
+    pg.n_tokens = (int)n_tok;
+    pg.clean_literals = 1;
+    for (Py_ssize_t i = 0; i < n_tok; i++) {
+        int kind, stop; const char *lit; Py_ssize_t lit_len;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(prog_t, i), "iy#i", &kind, &lit, &lit_len, &stop)) goto bad;
+        if (kind < T_LIT || kind > T_REST) { PyErr_SetString(PyExc_ValueError, "bad token kind"); goto bad; }
+        pg.tokens[i] = (token){kind, (const unsigned char *)lit, lit_len, (unsigned char)stop};
+        if (kind != T_LIT) pg.n_fields++;
+        else if (memchr(lit, '\t', lit_len) || memchr(lit, '\r', lit_len)) pg.clean_literals = 0;
+    }
+    if (pg.n_fields > MAX_FIELDS || n_out < 1 || n_out > pg.n_fields || size_index >= pg.n_fields) {
+        PyErr_SetString(PyExc_ValueError, "bad program: too many fields or bad indexes");
+        goto bad;
+    }
+    pg.n_out = (int)n_out;
+    pg.size_index = size_index;
+    for (Py_ssize_t i = 0; i < n_out; i++) {
+        long k = PyLong_AsLong(PyTuple_GET_ITEM(out_t, i));
+        if (k < 0 || k >= pg.n_fields) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad output field index");
+            goto bad;
+        }
+        for (Py_ssize_t j = 0; j < i; j++)
+            if (pg.out[j] == k) { PyErr_SetString(PyExc_ValueError, "output field written twice"); goto bad; }
+        pg.out[i] = (int)k;
+    }
+    /* the token tuple (and so the literals) stays alive: prog_t is borrowed from args for the call */
+    PyObject *result = run_scan(&in, final, columns, &pg);
+    free(pg.tokens);
+    return result;
+bad:
+    free(pg.tokens);
+    PyBuffer_Release(&in);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"parse_chunk", parse_chunk, METH_VARARGS,
      "parse_chunk(buf, final=False, columns=True) -> (tsv, views, n_records, n_lines, n_dash, malformed)"},
+    {"parse_format", parse_format, METH_VARARGS,
+     "parse_format(buf, final, columns, program, out, size_index) -> same as parse_chunk"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "Native parse kernel for the logetl line contract.", -1, methods};

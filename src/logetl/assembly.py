@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from logetl import contract
+from logetl import contract, formats
 
 STRING = "string"
 INTEGER = "integer"
@@ -20,6 +20,14 @@ INTEGER = "integer"
 
 class AssemblyError(ValueError):
     """A flow definition that cannot run (unknown field, duplicate name, ...)."""
+
+
+class MissingField(AssemblyError):
+    """A log format without a field the flow needs (``field``)."""
+
+    def __init__(self, message: str, field: str):
+        super().__init__(message)
+        self.field = field
 
 
 # --- expressions: what a Filter keeps and what a Function computes -------------------------------------
@@ -122,20 +130,34 @@ class Source(Pipe):
 
 
 class Parse(Pipe):
-    """Applies the line contract (``logetl.contract``) to the lines of a Source: emits
-    ``ip, time, request, response, size`` (strings) in input order, counts malformed lines by reason and
-    sends them to the trap, and drops records whose size is ``-``. Streaming: holds one batch at a time."""
+    """Applies the line contract to the lines of a Source with log format ``format``
+    (``logetl.formats``; default ``combined``, the original expression): counts malformed lines by reason
+    and sends them to the trap, drops records whose ``size`` is ``-``, and emits the fields ``keep`` (the
+    format's field names, in that order; default all of them) as strings, in input order. The original
+    expression always emits ``ip, time, request, response, size``. Streaming: holds one batch at a time."""
 
     kind = "parse"
+
+    def __init__(self, name: str, previous: Pipe, format: "formats.LogFormat | None" = None,
+                 keep: tuple[str, ...] | None = None):
+        self.format = format or formats.LEGACY
+        self.keep = tuple(keep) if keep else None
+        super().__init__(name, previous)
 
     def _resolve(self) -> None:
         if not isinstance(self._input(), Source):
             raise AssemblyError(f"parse {self.name!r} must read a source")
-        self.fields = contract.FIELDS
-        self.types = {f: STRING for f in contract.FIELDS}
+        fmt = self.format
+        for f in self.keep or ():
+            if f not in fmt.fields:
+                raise MissingField(f"the log format has no field {f!r} (it has: {', '.join(fmt.fields)})", f)
+        self.fields = contract.FIELDS if fmt.legacy else (self.keep or fmt.fields)
+        self.types = {f: STRING for f in self.fields}
 
     def describe(self) -> str:
-        return "line contract; drop size '-'"
+        if self.format.legacy:
+            return "line contract; drop size '-'"
+        return f"{self.format.describe()}; drop size '-'"
 
 
 class Filter(Pipe):

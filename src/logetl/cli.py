@@ -58,7 +58,18 @@ def _silence_stderr() -> None:
     silence_broken_pipe()
 
 
+def _format_options(f):
+    f = click.option("--format-file", "format_file", metavar="FILE[#NAME]", default=None,
+                     help="Read the log format from a server config: a LogFormat (Apache) or log_format "
+                          "(nginx) line; #NAME picks one of several.")(f)
+    f = click.option("--format", "log_format", metavar="FORMAT", default=None,
+                     help="Log format: combined (default), common, vhost_combined, nginx, or an Apache "
+                          "LogFormat / nginx log_format string.")(f)
+    return f
+
+
 def _engine_options(f):
+    f = _format_options(f)
     f = click.option("--tag", "tags", metavar="KEY=VALUE", multiple=True, callback=_parse_confs,
                      help="A tag for the monitor (repeatable), e.g. --tag team=web.")(f)
     f = click.option("--app-name", metavar="NAME", default=None,
@@ -102,6 +113,9 @@ def _run(program: str, input_path: str, outputs: dict[str, str], opts: dict, tra
     from logetl.console import ConsoleReporter
     from logetl.job import run_program
 
+    from logetl import formats
+
+    log_format = formats.resolve(opts["log_format"], opts["format_file"])
     if opts["hdfs"] and opts["engine"] == "local":
         raise UserError("--hdfs runs on spark: it cannot go with --engine local")
     engine = "spark" if opts["hdfs"] else (opts["engine"] or "local")
@@ -122,7 +136,7 @@ def _run(program: str, input_path: str, outputs: dict[str, str], opts: dict, tra
         run_program(program, input_path, outputs, engine=engine, trap=trap, overwrite=overwrite, listener=listener,
                     work_dir=work_dir, checkpoint_dir=checkpoint_dir, engine_options=engine_options,
                     application=opts["app_name"], tags=opts["tags"], quiet=quiet,
-                    max_malformed=opts["max_malformed"])
+                    max_malformed=opts["max_malformed"], log_format=log_format)
     except errors.UsageError:
         raise
     except KeyboardInterrupt as exc:
@@ -153,7 +167,8 @@ def main():
 
 
 @main.command()
-@click.option("--input", "input_path", required=True, metavar="IN", help="Log file, directory or glob.")
+@click.option("--input", "input_path", required=True, metavar="IN",
+              help="Log file, directory or glob; - reads standard input.")
 @click.option("--output1", required=True, metavar="OUT1", help="First output directory.")
 @click.option("--output2", required=True, metavar="OUT2", help="Second output directory.")
 @_engine_options
@@ -170,7 +185,8 @@ def branch(input_path, output1, output2, trap, overwrite, quiet, work_dir, **opt
 
 
 @main.command(name="filter")
-@click.option("--input", "input_path", required=True, metavar="IN", help="Log file, directory or glob.")
+@click.option("--input", "input_path", required=True, metavar="IN",
+              help="Log file, directory or glob; - reads standard input.")
 @click.option("--output", required=True, metavar="OUT", help="Output directory.")
 @_engine_options
 def filter_(input_path, output, trap, overwrite, quiet, work_dir, **opts):
@@ -222,7 +238,8 @@ def join(in_arg, out_arg, input_path, output, checkpoint_dir, trap, overwrite, q
 @main.command()
 @click.argument("program", type=click.Choice(sorted(programs.PROGRAMS)))
 @click.option("--dot", is_flag=True, help="Print Graphviz DOT instead of text.")
-def explain(program, dot):
+@_format_options
+def explain(program, dot, log_format, format_file):
     """Print a program's operators and steps, without running it.
 
     \b
@@ -230,7 +247,10 @@ def explain(program, dot):
       logetl explain join
       logetl explain join --dot | dot -Tpng > join.png
     """
-    flow = programs.get(program)
+    from logetl import formats
+    from logetl.job import program_flow
+
+    flow = program_flow(program, formats.resolve(log_format, format_file))
     click.echo(flow.dot() if dot else flow.explain(), nl=False)
 
 

@@ -38,12 +38,17 @@ class ConsoleReporter(FlowListener):
         self.drawn = False
 
     def progress(self, run, done_bytes, total_bytes):
-        if not self.progress_on or total_bytes <= 0:
+        if not self.progress_on:
             return
         now = time.monotonic()
         if now - self.started < self.progress_after or now - self.last_draw < 0.2:
             return
         self.last_draw = now
+        if total_bytes <= 0:   # standard input: the size is not known
+            self.stream.write(f"\r{_mb(done_bytes)} read")
+            self.stream.flush()
+            self.drawn = True
+            return
         frac = min(done_bytes / total_bytes, 1.0)
         bar = "#" * int(frac * 30)
         self.stream.write(f"\r[{bar:<30}] {frac:6.1%}  {_mb(done_bytes)} of {_mb(total_bytes)}")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from logetl import assembly, programs
+from logetl import assembly, formats, programs
 from logetl.engines import get_engine
 from logetl.engines.base import Taps
 from logetl.io import inputs, outputs
@@ -87,14 +87,28 @@ def bind(program: str, input_path: str, output_paths: dict[str, str], trap: str 
             if _inside(mine, where) or _inside(where, mine):
                 raise JobError(f"{option} {given!r} and {tap} {path!r} overlap: keep them apart", tap)
         for f in files:
-            if _inside(real(f), where):
+            if f != inputs.STDIN and _inside(real(f), where):
                 raise JobError(f"{tap} {path!r} contains input file {f!r}", tap)
     for option, given, mine in owned:
         for f in files:
-            if _inside(real(f), mine):
+            if f != inputs.STDIN and _inside(real(f), mine):
                 raise JobError(f"{option} {given!r} contains input file {f!r}", option.lstrip("-"))
     return Taps(inputs=files, outputs=dict(output_paths), trap=trap, work=work, overwrite=overwrite,
                 carry=carry, input_bytes=inputs.total_size(files, fs))
+
+
+def program_flow(program: str, log_format=None) -> assembly.Flow:
+    """The program's flow for a log format; a format without a field the program needs is refused
+    (``JobError``, naming the field)."""
+    fmt = log_format if isinstance(log_format, formats.LogFormat) or log_format is None \
+        else formats.compile_format(log_format)
+    try:
+        return programs.get(program, fmt)
+    except assembly.MissingField as exc:
+        have = ", ".join(fmt.fields)
+        raise JobError(f"program {program} needs field {exc.field!r}, and the log format has none "
+                       f"(its fields: {have}; {program} needs {', '.join(programs.NEEDS[program])})",
+                       "format") from None
 
 
 def run_program(program: str, input_path: str, output_paths: dict[str, str], *, engine: str = "local",
@@ -102,11 +116,12 @@ def run_program(program: str, input_path: str, output_paths: dict[str, str], *, 
                 checkpoint_dir: str | None = None, listener: FlowListener | None = None,
                 engine_options: dict | None = None, application: str | None = None,
                 tags: dict | None = None, monitor: bool | None = None, quiet: bool = False,
-                max_malformed: float | None = None) -> FlowRun:
+                max_malformed: float | None = None, log_format=None) -> FlowRun:
     """Runs a program. Unless ``monitor`` is false (or LOGETL_MONITOR=off), the run's documents go to the
-    monitor (``logetl.monitor.reporter``)."""
+    monitor (``logetl.monitor.reporter``). ``log_format``: a ``formats.LogFormat``, or a preset name or
+    format string (default ``combined``)."""
+    flow = program_flow(program, log_format)
     runner = get_engine(engine)(**(engine_options or {}))
-    flow = programs.get(program)
     try:
         taps = bind(program, input_path, output_paths, trap, overwrite, work_dir, checkpoint_dir, engine,
                     runner.filesystem(), flow)

@@ -49,6 +49,8 @@ class WorkDirError(UsageError):
 
 
 def file_fingerprint(path: str, fs=LOCAL) -> dict:
+    if path == "-":   # standard input cannot be read again: a run reading it never restarts (a fresh nonce)
+        return {"path": "-", "stdin": uuid.uuid4().hex}
     size, mtime = fs.stat(path)
     return {"path": fs.abspath(path), "size": size, "mtime_ns": mtime}
 
@@ -82,6 +84,8 @@ def why_different(old: dict, new: dict) -> str:
     for path in new_in:
         if path not in old_in:
             return f"input {path!r} is new"
+        if path == "-" and old_in[path] != new_in[path]:
+            return "the input is standard input, which cannot be read again"
         if old_in[path] != new_in[path]:
             return f"input {path!r} changed (size or modification time)"
     for path in old_in:

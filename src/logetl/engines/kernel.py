@@ -11,8 +11,9 @@ from logetl import contract
 
 try:
     from logetl._scan import parse_chunk as _native
+    from logetl._scan import parse_format as _native_format
 except ImportError:  # no C compiler at install time
-    _native = None
+    _native = _native_format = None
 
 NATIVE = _native is not None
 REASON_NAMES = {1: contract.INVALID_UTF8, 2: contract.NO_MATCH, 3: contract.TAB_OR_CR}
@@ -26,26 +27,27 @@ class Parsed:
     n_lines: int
     n_dash: int
     malformed: list                # (line index in chunk, start, end, reason code)
-    views: bytes | None = None     # native: 5 Arrow string-view arrays over tsv
+    views: bytes | None = None     # native: one Arrow string-view array per field over tsv
     rows: list | None = None       # fallback: field tuples
+    n_fields: int = 5
 
     def columns(self):
-        """The records as Arrow arrays named by ``contract.FIELDS`` (no copy on the native path)."""
+        """The records as Arrow arrays, one per field emitted (no copy on the native path)."""
         import pyarrow as pa
 
-        n = self.n_records
+        n, width = self.n_records, self.n_fields
         if self.views is not None:
             data = pa.py_buffer(self.tsv)
             views = pa.py_buffer(self.views)
             return [pa.Array.from_buffers(pa.string_view(), n, [None, views.slice(k * n * 16, n * 16), data])
-                    for k in range(5)]
+                    for k in range(width)]
         if self.rows is None:
             raise RuntimeError("this chunk was parsed without columns")
-        cols = list(zip(*self.rows)) if self.rows else [()] * 5
+        cols = list(zip(*self.rows)) if self.rows else [()] * width
         return [pa.array(list(c), pa.string()) for c in cols]
 
 
-def parse_python(data, final: bool, columns: bool = True) -> Parsed:
+def parse_python(data, final: bool, columns: bool = True, parser: "Parser | None" = None) -> Parsed:
     data = bytes(data)
     lines = data.split(b"\n")
     tail = lines.pop()
@@ -56,22 +58,56 @@ def parse_python(data, final: bool, columns: bool = True) -> Parsed:
     for i, raw in enumerate(lines):
         start, pos = pos, pos + len(raw) + 1
         try:
-            fields = contract.parse_line(raw)
+            fields = parser.format.parse_line(raw) if parser else contract.parse_line(raw)
         except contract.Malformed as exc:
             bad.append((i, start, start + len(raw), codes[exc.reason]))
             continue
-        if contract.keeps(fields):
+        if parser is None:
+            keep = contract.keeps(fields)
+        else:
+            keep = parser.size_index < 0 or fields[parser.size_index] != "-"
+            fields = tuple(fields[k] for k in parser.out)
+        if keep:
             rows.append(fields)
         else:
             dash += 1
     tsv = "".join("\t".join(r) + "\n" for r in rows).encode("utf-8")
-    return Parsed(data, tsv, len(rows), len(lines), dash, bad, rows=rows)
+    return Parsed(data, tsv, len(rows), len(lines), dash, bad, rows=rows,
+                  n_fields=len(parser.out) if parser else 5)
 
 
 def parse(data, final: bool, columns: bool = True) -> Parsed:
-    """Parse a chunk of whole lines (any buffer). ``columns=False`` when no operator will need columns:
-    the native kernel then only writes the TSV."""
+    """Parse a chunk of whole lines (any buffer) with the original expression. ``columns=False`` when no
+    operator will need columns: the native kernel then only writes the TSV."""
     if _native is None:
         return parse_python(data, final, columns)
     tsv, views, n, n_lines, n_dash, bad = _native(data, final, columns)
     return Parsed(data, tsv, n, n_lines, n_dash, bad, views=views)
+
+
+class Parser:
+    """A log format (``logetl.formats``) bound to the fields a parse emits (``keep``, in that order).
+    ``parse`` is the native kernel when it was built, else the pure-Python matcher; ``native=False``
+    forces the latter."""
+
+    def __init__(self, fmt, keep: tuple[str, ...] | None = None, native: bool = True):
+        self.format = fmt
+        self.keep = tuple(keep or fmt.fields)
+        self.native = native and _native is not None
+        if fmt.legacy:
+            if self.keep != contract.FIELDS:
+                raise ValueError("the original expression emits its five fields")
+            self.out, self.size_index = tuple(range(5)), 4
+        else:
+            self.out = tuple(fmt.fields.index(f) for f in self.keep)
+            self.size_index = fmt.size_index()
+            self._program = fmt.native_program()
+
+    def parse(self, data, final: bool, columns: bool = True) -> Parsed:
+        if self.format.legacy:
+            return parse(data, final, columns) if self.native else parse_python(data, final, columns)
+        if not self.native:
+            return parse_python(data, final, columns, self)
+        tsv, views, n, n_lines, n_dash, bad = _native_format(data, final, columns, self._program, self.out,
+                                                             self.size_index)
+        return Parsed(data, tsv, n, n_lines, n_dash, bad, views=views, n_fields=len(self.out))

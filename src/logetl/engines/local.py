@@ -318,6 +318,7 @@ class ParseOp(Op):
     def __init__(self, *args, trap_file=None):
         super().__init__(*args)
         self.trap_file = trap_file
+        self.parser = kernel.Parser(self.node.format, self.node.fields)
         self.path, self.line_base = None, 0
         self.pending: list[kernel.Parsed] = []
         self.pending_rows = 0
@@ -337,6 +338,9 @@ class ParseOp(Op):
                 st.malformed[reason] = st.malformed.get(reason, 0) + 1
                 if len(samples) < 5:
                     text = contract.display(data[start:end])
+                    why = self.node.format.why(bytes(data[start:end])) if code == 2 else None
+                    if why:
+                        text = f"{why}: {text}"
                     samples.append((f"{self.path}:{self.line_base + line + 1}", reason, text))
             if self.trap_file is not None:
                 self.trap_file.write(b"".join(bytes(data[s:e]) + b"\n" for _, s, e, _ in parsed.malformed))
@@ -349,7 +353,7 @@ class ParseOp(Op):
 
     def _flush(self):
         if self.pending:
-            self.emit(Batch(contract.FIELDS, parsed=self.pending))
+            self.emit(Batch(self.node.fields, parsed=self.pending))
         self.pending, self.pending_rows = [], 0
 
     def finish(self):
@@ -386,15 +390,17 @@ OPS = {
 
 
 def scan(files: list[str], on_bytes=None, threads: int = PARSE_THREADS, columns: bool = True,
-         chunk: int = inputs.CHUNK):
-    """Parsed chunks of the input files in order; the kernel runs ahead on ``threads`` threads."""
+         chunk: int = inputs.CHUNK, parser: kernel.Parser | None = None):
+    """Parsed chunks of the input files in order; the kernel runs ahead on ``threads`` threads (with
+    ``parser``'s format and fields; default the original expression)."""
+    parse = parser.parse if parser is not None else kernel.parse
     depth = threads * 2
     with ThreadPoolExecutor(threads, thread_name_prefix="logetl-parse") as pool:
         pending: deque = deque()
         try:
             for path in files:
                 for data, final in inputs.read_chunks([path], chunk, on_bytes=on_bytes):
-                    pending.append((pool.submit(kernel.parse, data, final, columns), path))
+                    pending.append((pool.submit(parse, data, final, columns), path))
                     if len(pending) >= depth:
                         fut, p = pending.popleft()
                         yield fut.result(), p
@@ -504,7 +510,8 @@ class LocalEngine(Engine):
                 ctx.listener.progress(ctx.run, local.done_bytes, total)
 
             columns = self._needs_columns(flow, step, parse_op.node)
-            for parsed, path in scan(files, on_bytes, columns=columns, chunk=self.chunk_bytes):
+            for parsed, path in scan(files, on_bytes, columns=columns, chunk=self.chunk_bytes,
+                                     parser=parse_op.parser):
                 parse_op.consume(parsed, path)
             parse_op.input_done(0)
         if parse_ops and local.trap_file is not None:

@@ -204,6 +204,10 @@ def _check_master(master: str) -> None:
     raise EngineUnavailable(f"cannot reach the Spark master at {master} (is it running?)")
 
 
+def _raw(value) -> bytes:
+    return value.encode("utf-8", "surrogateescape") if isinstance(value, str) else bytes(value)
+
+
 def _metrics(observation) -> dict:
     """An observation's metrics, read after its action succeeded. A plan with no partitions (an empty
     input) reports none: it saw no rows, so every metric is zero."""
@@ -309,14 +313,27 @@ class SparkEngine(Engine):
             "value", F.col("_metadata.file_path").alias("_file")) for f in ctx.taps.inputs]
         raw = reduce(lambda a, b: a.union(b), reads).withColumn(ORDER, F.monotonically_increasing_id())
         line = F.regexp_replace("value", r"\r\z", "")
-        tsv = F.regexp_replace(line, SPARK_PATTERN, "$1\t$2\t$3\t$4\t$5")
+        fmt = node.format
+        # the format's fields as TSV: a field holds a TAB or CR exactly when that TSV holds a CR or more
+        # TABs than separators (the original expression's fields are its five groups, see the docstring)
+        pattern = SPARK_PATTERN if fmt.legacy else fmt.spark_regex()
+        n_fields = len(fmt.fields)
+        tsv = F.regexp_replace(line, pattern, "\t".join(f"${i + 1}" for i in range(n_fields)))
         tabs = F.length(F.col("_tsv")) - F.length(F.regexp_replace(F.col("_tsv"), "\t", ""))
         reason = (F.when(~F.expr("is_valid_utf8(value)"), F.lit(contract.INVALID_UTF8))
-                  .when(~line.rlike(SPARK_PATTERN), F.lit(contract.NO_MATCH))
-                  .when((F.instr(F.col("_tsv"), "\r") > 0) | (tabs != 4), F.lit(contract.TAB_OR_CR)))
+                  .when(~line.rlike(pattern), F.lit(contract.NO_MATCH))
+                  .when((F.instr(F.col("_tsv"), "\r") > 0) | (tabs != n_fields - 1), F.lit(contract.TAB_OR_CR)))
         checked = raw.withColumn("_tsv", tsv).withColumn("_reason", reason)
-        dash = F.col("_reason").isNull() & F.col("_tsv").endswith("\t-")
-        kept = F.col("_reason").isNull() & ~F.col("_tsv").endswith("\t-")
+        size = fmt.size_index() if not fmt.legacy else 4
+        if fmt.legacy:
+            is_dash = F.col("_tsv").endswith("\t-")
+        elif size >= 0:
+            # F.get: NULL past the end (lines that did not match have one piece), where getItem fails
+            is_dash = F.coalesce(F.get(F.split(F.col("_tsv"), "\t"), F.lit(size)) == "-", F.lit(False))
+        else:
+            is_dash = F.lit(False)
+        dash = F.col("_reason").isNull() & is_dash
+        kept = F.col("_reason").isNull() & ~is_dash
         obs = Observation(f"parse_{node.name}")
         checked = checked.observe(
             obs, F.count(F.lit(1)).alias("lines"),
@@ -328,7 +345,7 @@ class SparkEngine(Engine):
         observations.append((node, obs))
         fields = F.split(F.col("_tsv"), "\t")
         records = checked.filter(kept).select(
-            *[fields.getItem(i).alias(f) for i, f in enumerate(contract.FIELDS)], ORDER)
+            *[fields.getItem(fmt.fields.index(f)).alias(f) for f in node.fields], ORDER)
         malformed = checked.filter(F.col("_reason").isNotNull()).select("value", "_file", "_reason", ORDER)
         return records, malformed
 
@@ -431,8 +448,12 @@ class SparkEngine(Engine):
                 bad = reduce(lambda a, b: a.union(b), malformed)
                 # a limit without a sort: Spark takes partitions in order and stops once it has enough,
                 # so the first malformed lines cost a look at the start of the input, not a full pass
+                formats_of = [n.format for n in step.nodes if isinstance(n, assembly.Parse)]
                 for row in bad.limit(want).collect():
-                    ctx.run.malformed_samples.append((row["_file"], row["_reason"], contract.display(row["value"])))
+                    text = contract.display(row["value"])
+                    why = formats_of[0].why(_raw(row["value"])) \
+                        if row["_reason"] == contract.NO_MATCH and len(formats_of) == 1 else None
+                    ctx.run.malformed_samples.append((row["_file"], row["_reason"], f"{why}: {text}" if why else text))
         finally:
             for df in self._persisted:
                 df.unpersist()

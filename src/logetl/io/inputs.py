@@ -31,7 +31,15 @@ def _visible(name: str) -> bool:
     return not (name.startswith("_") or name.startswith("."))
 
 
+#: the input path that means standard input (local engine only)
+STDIN = "-"
+
+
 def resolve(path: str, fs=LOCAL) -> list[str]:
+    if path == STDIN:
+        if fs is not LOCAL:
+            raise InputError("--input - (standard input) works on the local engine only: on Spark give a path")
+        return [STDIN]
     if fs.isdir(path):
         files = [fs.join(path, n) for n in fs.listdir(path) if _visible(n) and fs.isfile(fs.join(path, n))]
         if not files:
@@ -53,6 +61,10 @@ def resolve(path: str, fs=LOCAL) -> list[str]:
 
 
 def open_input(path: str):
+    if path == STDIN:   # a duplicate of fd 0: closing it leaves the process's stdin alone
+        import os
+
+        return open(os.dup(0), "rb", buffering=0)
     if path.endswith(".gz"):
         return gzip.open(path, "rb")
     if path.endswith(".bz2"):
@@ -61,6 +73,9 @@ def open_input(path: str):
 
 
 def total_size(files: list[str], fs=LOCAL) -> int:
+    """Bytes of the inputs; 0 (unknown) when one is standard input."""
+    if STDIN in files:
+        return 0
     return sum(fs.stat(f)[0] for f in files)
 
 

@@ -5,5 +5,11 @@ from logetl.programs import branch, filter, join
 PROGRAMS = {"branch": branch.flow, "filter": filter.flow, "join": join.flow}
 
 
-def get(name: str) -> Flow:
-    return PROGRAMS[name]()
+#: the fields each program needs from a log format
+NEEDS = {"branch": ("ip", "time", "request", "response", "size"), "filter": ("ip", "request"),
+         "join": ("ip", "time", "request", "response", "size")}
+
+
+def get(name: str, fmt=None) -> Flow:
+    """The program's flow reading log format ``fmt`` (``logetl.formats``; default ``combined``)."""
+    return PROGRAMS[name](fmt)

@@ -1,11 +1,13 @@
 """Branch: one parsed stream split into two branches, each written whole to its own output.
 
 Both outputs hold ``ip time request response size`` as TSV in input order, so they are byte-identical."""
+from logetl.contract import FIELDS
 from logetl.assembly import Flow, Parse, Pipe, Sink, Source
 
 
-def flow() -> Flow:
-    parsed = Parse("parse", Source("input"))
+def flow(fmt=None) -> Flow:
+    """``fmt``: the log format (``logetl.formats``; default ``combined``)."""
+    parsed = Parse("parse", Source("input"), fmt, keep=FIELDS)
     left = Pipe("branch1", parsed)
     right = Pipe("branch2", parsed)
     return Flow(

@@ -7,8 +7,9 @@ from logetl.assembly import Filter, Flow, Parse, Retain, Sink, Sort, Source, Sta
 IMAGES = StartsWith("request", "GET /images/")
 
 
-def flow() -> Flow:
-    parsed = Parse("parse", Source("input"))
+def flow(fmt=None) -> Flow:
+    """``fmt``: the log format (``logetl.formats``; default ``combined``)."""
+    parsed = Parse("parse", Source("input"), fmt, keep=("ip", "request"))
     images = Filter("images", parsed, IMAGES)
     ips = Retain("retain_ip", images, ("ip",))
     distinct = Unique("unique_ip", ips)

@@ -5,6 +5,7 @@ Branch B: ``ip`` renamed ``userip``; ``score`` = crc32(userip) % 100; records wi
 then the checkpoint ``checkpoint``. A (small, in memory) is hash-joined with B (streamed) on
 ip = userip; the result ``ip, userip, time, request, response, size, score`` is sorted by score
 descending, equal scores in input order."""
+from logetl.contract import FIELDS
 from logetl.assembly import (
     AtLeast,
     Checkpoint,
@@ -26,8 +27,9 @@ from logetl.programs.filter import IMAGES
 MIN_SCORE = 60
 
 
-def flow() -> Flow:
-    parsed = Parse("parse", Source("input"))
+def flow(fmt=None) -> Flow:
+    """``fmt``: the log format (``logetl.formats``; default ``combined``)."""
+    parsed = Parse("parse", Source("input"), fmt, keep=FIELDS)
     images = Unique("unique_ip", Retain("retain_ip", Filter("images", parsed, IMAGES), ("ip",)))
     renamed = Rename("rename_ip", parsed, "ip", "userip")
     scored = Function("score", renamed, "score", Crc32Mod("userip", 100))
