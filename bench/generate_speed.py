@@ -15,22 +15,12 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "out")
+sys.path.insert(0, HERE)
 
-
-def run(cmd: list[str]) -> tuple[float, float]:
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    err = proc.stderr.read().decode(errors="replace")
-    proc.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"failed: {' '.join(cmd)}\n{err}")
-    return wall, usage.ru_maxrss / 1024
+from run import measure  # noqa: E402  (the same measurement as the main benchmark)
 
 
 def main() -> None:
@@ -45,7 +35,7 @@ def main() -> None:
     cmd = [sys.executable, "-m", "logetl", "generate", "--lines", str(args.lines), "--seed", str(args.seed), path]
     walls, rss, size = [], [], 0
     for i in range(args.repeat):
-        wall, peak = run(cmd)
+        wall, peak = measure(cmd, [path])
         size = os.path.getsize(path)
         os.remove(path)
         walls.append(wall)
