@@ -283,7 +283,7 @@ class SinkOp(Op):
 
 
 class StoreWriter(Op):
-    """Writes a node's output for later steps: Arrow IPC parts (each synced), then ``_COMPLETE``."""
+    """Writes a node's output for later steps: Arrow IPC parts, then ``_COMPLETE``."""
 
     def __init__(self, *args, work):
         super().__init__(*args)
@@ -301,10 +301,10 @@ class StoreWriter(Op):
         if not self.parts:
             return
         frame = _pl().concat(self.parts)
+        # through a Python file: the crash-point test's audit hook sees every write logetl makes (a stored
+        # part only counts once its _COMPLETE exists, so it needs no sync against a kill)
         with open(os.path.join(self.directory, f"part-{self.n:05d}.arrow"), "wb") as f:
             frame.write_ipc(f, compression="uncompressed")
-            f.flush()
-            os.fsync(f.fileno())
         self.parts, self.rows, self.n = [], 0, self.n + 1
 
     def finish(self):

@@ -247,15 +247,16 @@ class ExternalSort:
         """Takes a frame that owns its memory (the caller compacts views into bigger buffers)."""
         self.parts.append(frame)
         self.size += frame_bytes(frame)
-        # a run is written block by block from an index; compacting, sorting and converting blocks take
-        # about as much again while it is written: the buffer may take half the share
-        if self.budget.hold(self, self.size) or self.size > self.budget.share(self) // 2:
+        # sorting makes a copy, and blocks are converted beside it: the buffer may take a third of the share
+        if self.budget.hold(self, self.size) or self.size > self.budget.share(self) // 3:
             self._spill_buffer()
 
     def _buffer_blocks(self):
-        frame = _pl().concat(self.parts, rechunk=False)
+        # one stable sort in Polars (multi-threaded), then zero-copy slices: the buffer is at most half the
+        # share, so the sorted copy fits beside it
+        frame = self._sorted(_pl().concat(self.parts, rechunk=False))
         self.parts = []
-        return sorted_blocks(frame, self.by, self.descending, _block_rows(frame))
+        return _blocks(frame, _block_rows(frame))
 
     def _spill_buffer(self) -> None:
         if not self.parts:
