@@ -161,11 +161,11 @@ def draw(results, sizes, chart: str) -> None:
     a.set_xlabel("input (million lines)")
     a.set_ylabel("peak RSS (MB)")
     a.set_ylim(bottom=0)
-    a.set_title("memory stays flat")
+    a.set_title("peak RSS against input size")
     b.set_xlabel("input (million lines)")
     b.set_ylabel("million lines/s")
     b.set_ylim(bottom=0)
-    b.set_title("throughput stays flat")
+    b.set_title("throughput against input size")
     for ax in (a, b):
         ax.legend()
         ax.grid(alpha=0.3)
