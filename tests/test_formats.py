@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from conftest import HERE, logetl, parts, read
 from format_cases import APACHE_ISSUE, CASES, NGINX_FIELDS, NGINX_ISSUE
+from test_contract import parse_one
 from logetl import contract, formats
 from logetl.engines import kernel
 from logetl.job import run_program
@@ -104,18 +105,7 @@ def _parsers():
 
 
 def kernel_one(fmt, raw: bytes, native: bool):
-    p = kernel.Parser(fmt, fmt.fields, native=native).parse(raw + b"\n", True)
-    assert p.n_lines == 1
-    if p.malformed:
-        (_, start, end, code), = p.malformed
-        assert (start, end) == (0, len(raw))
-        return kernel.REASON_NAMES[code]
-    if p.n_dash:
-        return "dash"
-    assert p.n_records == 1
-    fields = tuple(p.tsv[:-1].decode("utf-8").split("\t"))
-    assert tuple(c[0].as_py() for c in p.columns()) == fields
-    return fields
+    return parse_one(kernel.Parser(fmt, fmt.fields, native=native).parse, raw)
 
 
 ALL_CASES = [pytest.param(spec, raw, expected, id=f"{FORMAT_IDS.get(spec, spec)}-{name}")
