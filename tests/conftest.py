@@ -157,6 +157,18 @@ def postgres_url():
         shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.fixture
+def keyed(store):
+    """A monitor app over ``store`` with two users' keys: (client, alice's key, bob's key)."""
+    from starlette.testclient import TestClient
+
+    from logetl.monitor.app import create_app
+
+    alice, bob = store.create_key("alice"), store.create_key("bob")
+    with TestClient(create_app(store), base_url="http://127.0.0.1:8080") as c:
+        yield c, alice, bob
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store(request, tmp_path):
     """An empty monitor store on SQLite (a file) or on the real PostgreSQL server."""

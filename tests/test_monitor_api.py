@@ -185,13 +185,6 @@ def test_keys_are_prefixed_hashed_and_checked(store):
     assert store.user_of_key(key) is None
 
 
-@pytest.fixture
-def keyed(store):
-    alice, bob = store.create_key("alice"), store.create_key("bob")
-    with TestClient(create_app(store), base_url=LOCAL) as c:
-        yield c, alice, bob
-
-
 def auth(key):
     return {"Authorization": f"Bearer {key}"}
 

@@ -307,15 +307,8 @@ def test_json_constants_are_not_json(client):
 
 # --- 10. runs are keyed by (owner, run id) ------------------------------------------------------------------
 
-@pytest.fixture
-def two_users(store):
-    alice, bob = store.create_key("alice"), store.create_key("bob")
-    with TestClient(create_app(store), base_url=LOCAL) as c:
-        yield c, alice, bob
-
-
-def test_a_squatted_run_id_does_not_hide_the_owners_run(two_users):
-    c, alice, bob = two_users
+def test_a_squatted_run_id_does_not_hide_the_owners_run(keyed):
+    c, alice, bob = keyed
     squat = c.post("/api/documents", json=make_doc(rid(20), status="FAILED", seq=50), headers=auth(bob))
     assert squat.json() == {"run_id": rid(20), "seq": 50, "stored": True}
     for seq, status in ((1, "RUNNING"), (2, "SUCCESSFUL")):
@@ -329,8 +322,8 @@ def test_a_squatted_run_id_does_not_hide_the_owners_run(two_users):
     assert (theirs["owner"], theirs["status"], theirs["seq"]) == ("bob", "FAILED", 50)
 
 
-def test_posting_answers_the_same_whether_another_users_run_exists(two_users):
-    c, alice, bob = two_users
+def test_posting_answers_the_same_whether_another_users_run_exists(keyed):
+    c, alice, bob = keyed
     c.post("/api/documents", json=make_doc(rid(30), seq=7), headers=auth(alice))
     taken = c.post("/api/documents", json=make_doc(rid(30), seq=1), headers=auth(bob))
     fresh = c.post("/api/documents", json=make_doc(rid(31), seq=1), headers=auth(bob))

@@ -274,9 +274,6 @@ def generate(n_lines, seed, out):
     click.echo(f"wrote {n_lines:,} lines to {out}", err=True)
 
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
 def _store(db: str | None):
     from logetl.monitor.reporter import home
     from logetl.monitor.store import Store, default_url

@@ -220,16 +220,6 @@ def stable_sort(frame, by, descending):
     return frame.sort(list(by), descending=list(descending), nulls_last=list(descending), maintain_order=True)
 
 
-def sorted_blocks(frame, by, descending, rows: int):
-    """``stable_sort(frame)`` in blocks of ``rows``, gathered one at a time: the sorted order costs one
-    index column and a block, not a sorted copy of the frame."""
-    pl = _pl()
-    order = frame.select(pl.arg_sort_by(list(by), descending=list(descending), nulls_last=list(descending),
-                                        maintain_order=True)).to_series()
-    for start in range(0, frame.height, rows):
-        yield frame[order.slice(start, rows)]
-
-
 class ExternalSort:
     """A stable sort of everything ``add``-ed, within a share of the budget (see the module docstring)."""
 
