@@ -242,8 +242,8 @@ class ExternalSort:
             self._spill_buffer()
 
     def _buffer_blocks(self):
-        # one stable sort in Polars (multi-threaded), then zero-copy slices: the buffer is at most half the
-        # share, so the sorted copy fits beside it
+        # one stable sort in Polars (multi-threaded), then zero-copy slices: the buffer is at most a third
+        # of the share, so the sorted copy fits beside it
         frame = self._sorted(_pl().concat(self.parts, rechunk=False))
         self.parts = []
         return _blocks(frame, _block_rows(frame))
