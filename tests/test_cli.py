@@ -144,7 +144,7 @@ def test_explain_lists_operators_and_steps():
                "join", "sort_score", "sink"):
         assert f"\n  {op} " in out
     assert "  1. parse: input -> parse" in out
-    assert "  2. join: join -> sort_score -> sink" in out
+    assert "  2. join: join -> fields -> sort_score -> sink" in out
     assert "reads the stored output of: unique_ip, checkpoint" in out
 
 
@@ -153,7 +153,7 @@ def test_explain_dot_is_a_graph_of_every_edge():
     assert out.startswith('digraph "join" {') and out.rstrip().endswith("}")
     assert '"checkpoint" -> "join"' in out and '"unique_ip" -> "join"' in out
     edges = [l for l in out.splitlines() if l.startswith('  "') and '" -> "' in l]
-    assert len(edges) == 12
+    assert len(edges) == 13
     assert 'label="step 2: join"' in out
 
 

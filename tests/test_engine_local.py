@@ -99,19 +99,23 @@ def test_an_engine_refuses_an_operator_it_cannot_run_before_running(tmp_path):
     from logetl.engines.base import Taps, UnsupportedOperator
     from logetl.listener import FlowListener
 
-    from dataclasses import dataclass
+    from logetl import expressions
 
-    @dataclass(frozen=True)
-    class EndsWith:          # a predicate no engine knows
-        field: str
-        suffix: str
+    class Palindrome(expressions.Expr):      # an expression no engine's table has
+        def __init__(self, arg):
+            self.args = (arg,)
+
+        def check(self, types):
+            self.args[0].check(types)
+            return expressions.BOOLEAN
 
         def describe(self):
-            return f"{self.field} ends with {self.suffix!r}"
+            return f"palindrome({self.args[0].describe()})"
 
     parsed = assembly.Parse("parse", assembly.Source("input"))
-    flow = assembly.Flow("custom", [assembly.Sink("sink", assembly.Filter("odd", parsed, EndsWith("ip", "1")), "out")])
-    with pytest.raises(UnsupportedOperator, match="cannot evaluate the predicate of 'odd'"):
+    flow = assembly.Flow("custom", [assembly.Sink("sink", assembly.Filter(
+        "odd", parsed, expressions.Col("ip").starts_with("1") & Palindrome(expressions.Col("ip"))), "out")])
+    with pytest.raises(UnsupportedOperator, match=r"^the local engine cannot compile Palindrome \(palindrome\(ip\)\) in operator 'odd'$"):
         local.LocalEngine().run(flow, Taps(inputs=["/nonexistent"], outputs={"out": str(tmp_path / "o")}),
                                 FlowListener())
     assert not os.path.exists(tmp_path / "o")

@@ -107,8 +107,8 @@ def test_a_hashjoin_left_side_past_the_budget_fails_with_one_line(tmp_path):
         run_program("join", log, {"output": str(tmp_path / "out")},
                     engine_options={"memory_limit": 300 << 20, "spill_buffers": 16 * 1024})
     assert str(caught.value) == (
-        "operator 'join' (hashjoin) holds its left side in memory, and it outgrew the memory limit (300 MiB, of "
-        "which blocking operators may hold 0 MiB): raise --memory-limit, or put the smaller side left")
+        "operator 'join' (hashjoin) holds its held side in memory, and it outgrew the memory limit (300 MiB, of "
+        "which blocking operators may hold 0 MiB): raise --memory-limit, or hold the smaller side")
     assert not (tmp_path / "out").exists()
 
 

@@ -13,9 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from logetl import contract, formats
-
-STRING = "string"
-INTEGER = "integer"
+from logetl.expressions import BOOLEAN, INTEGER, STRING, Aggregate, Col, Expr, ExpressionError, Lit
 
 
 class AssemblyError(ValueError):
@@ -30,59 +28,68 @@ class MissingField(AssemblyError):
         self.field = field
 
 
-# --- expressions: what a Filter keeps and what a Function computes -------------------------------------
-
-
-@dataclass(frozen=True)
-class StartsWith:
-    """True when string field ``field`` begins with ``prefix`` (compared as characters)."""
-
-    field: str
-    prefix: str
-
-    def describe(self) -> str:
-        return f"{self.field} starts with {self.prefix!r}"
-
-
-@dataclass(frozen=True)
-class AtLeast:
-    """True when integer field ``field`` is >= ``value``."""
-
-    field: str
-    value: int
-
-    def describe(self) -> str:
-        return f"{self.field} >= {self.value}"
-
-
-@dataclass(frozen=True)
-class Crc32Mod:
-    """CRC-32 (IEEE 802.3, as ``zlib.crc32``) of the UTF-8 bytes of string field ``field``, modulo
-    ``modulus``: an integer that is the same on every machine and engine."""
-
-    field: str
-    modulus: int
-
-    def describe(self) -> str:
-        return f"crc32({self.field}) % {self.modulus}"
-
-
 # --- pipe nodes -------------------------------------------------------------------------------------------
 
 
+def _expr(value) -> Expr:
+    """A field name or an expression, as an expression."""
+    if isinstance(value, str):
+        return Col(value)
+    if isinstance(value, Expr):
+        return value
+    raise AssemblyError(f"expected a field name or an expression, not {value!r}")
+
+
+def _sort_keys(keys) -> tuple[tuple[str, bool], ...]:
+    """``"f"`` / ``asc("f")`` / ``desc("f")`` / ``("f", descending)`` as ``(field, descending)`` pairs."""
+    out = []
+    for k in keys:
+        if isinstance(k, str):
+            out.append((k, False))
+        elif isinstance(k, tuple) and len(k) == 2 and isinstance(k[0], str) and isinstance(k[1], bool):
+            out.append(k)
+        else:
+            raise AssemblyError(f"a sort key is a field name, asc(name) or desc(name), not {k!r}")
+    if not out:
+        raise AssemblyError("sort needs at least one key")
+    return tuple(out)
+
+
+def _describe_keys(keys) -> str:
+    return ", ".join(f + (" descending" if d else "") for f, d in keys)
+
+
 class Pipe:
-    """Base of all nodes. ``kind`` names the operator in plans, ``explain`` and the monitor."""
+    """Base of all nodes, and the identity operator (a named branch). ``kind`` names the operator in
+    plans, ``explain`` and the monitor. ``name`` may be left out: the flow then names the node after its
+    kind (``filter``, ``filter_2``, ... in flow order). Streaming, order-preserving.
+
+    The builder methods (``filter``, ``select``, ``derive``, ...) return a new node reading this one; a
+    node can feed several (a branch)."""
 
     kind = "pipe"
 
-    def __init__(self, name: str, *previous: "Pipe"):
-        if not name or not name.replace("_", "").replace("-", "").isalnum():
-            raise AssemblyError(f"invalid operator name {name!r}")
+    def __init__(self, name: str | None, *previous: "Pipe"):
+        if name is not None and (not isinstance(name, str) or not name
+                                 or not name.replace("_", "").replace("-", "").isalnum()):
+            raise AssemblyError(f"invalid operator name {name!r} (letters, digits, _ and -)")
         self.name = name
+        for p in previous:
+            if not isinstance(p, Pipe):
+                raise AssemblyError(f"{self.kind}: expected a pipe, not {p!r}")
+            if isinstance(p, Sink):
+                raise AssemblyError(f"{self.kind}: a sink ({p.label}) has no output to read")
         self.previous: tuple[Pipe, ...] = previous
         self.fields: tuple[str, ...] = ()
         self.types: dict[str, str] = {}
-        self._resolve()
+        try:
+            self._resolve()
+        except ExpressionError as exc:
+            raise AssemblyError(f"{self.kind} {self.label}: {exc}") from None
+
+    @property
+    def label(self) -> str:
+        return repr(self.name) if self.name else "(unnamed)"
 
     def _input(self) -> "Pipe":
         return self.previous[0]
@@ -94,13 +101,17 @@ class Pipe:
     def _require(self, *names: str) -> None:
         for n in names:
             if n not in self.fields:
-                raise AssemblyError(f"{self.kind} {self.name!r}: no field {n!r} in {', '.join(self.fields)}")
+                raise AssemblyError(f"{self.kind} {self.label}: no field {n!r} in {', '.join(self.fields)}")
 
     def _resolve(self) -> None:
         self._inherit()
 
     def describe(self) -> str:
         return ""
+
+    def expressions(self) -> list:
+        """The expressions and aggregates this node evaluates (an engine checks it can compile each)."""
+        return []
 
     @property
     def blocking(self) -> bool:
@@ -110,6 +121,58 @@ class Pipe:
     def __repr__(self) -> str:
         return f"<{self.kind} {self.name}>"
 
+    # --- the builder: the public way to define a flow (``logetl.api``) -------------------------------
+
+    def branch(self, name: str | None = None) -> "Pipe":
+        """A named branch of this stream (the records unchanged)."""
+        return Pipe(name, self)
+
+    def filter(self, predicate: Expr, name: str | None = None) -> "Filter":
+        return Filter(name, self, predicate)
+
+    def select(self, *fields: str, name: str | None = None) -> "Select":
+        return Select(name, self, fields)
+
+    def rename(self, mapping: dict[str, str] | None = None, name: str | None = None, **renames: str) -> "Rename":
+        return Rename(name, self, {**(mapping or {}), **renames})
+
+    def derive(self, name: str | None = None, **fields) -> "Derive":
+        return Derive(name, self, fields)
+
+    def unique(self, name: str | None = None) -> "Unique":
+        return Unique(name, self)
+
+    def group_by(self, *keys: str, name: str | None = None) -> "_Grouping":
+        return _Grouping(self, keys, name)
+
+    def join(self, held: "Pipe", on, how: str = "inner", name: str | None = None) -> "HashJoin":
+        return HashJoin(name, self, held, on, how)
+
+    def sort(self, *keys, name: str | None = None) -> "Sort":
+        return Sort(name, self, keys)
+
+    def limit(self, n: int, name: str | None = None) -> "Limit":
+        return Limit(name, self, n)
+
+    def top(self, n: int, by, per=(), name: str | None = None) -> "Top":
+        return Top(name, self, n, by, per)
+
+    def checkpoint(self, name: str | None = None) -> "Checkpoint":
+        return Checkpoint(name, self)
+
+    def write(self, tap: str = "output", name: str | None = None) -> "Sink":
+        return Sink(name, self, tap)
+
+
+class _Grouping:
+    """``pipe.group_by(keys)`` waiting for its aggregates: ``.agg(name=count(), ...)``."""
+
+    def __init__(self, pipe: Pipe, keys, name):
+        self.pipe, self.keys, self.name = pipe, tuple(keys), name
+
+    def agg(self, **aggregates) -> "GroupBy":
+        return GroupBy(self.name, self.pipe, self.keys, aggregates)
+
 
 class Source(Pipe):
     """The input tap: raw lines of the input files, in input order (files in name order). Bound to the
@@ -117,7 +180,7 @@ class Source(Pipe):
 
     kind = "source"
 
-    def __init__(self, name: str = "input", tap: str = "input"):
+    def __init__(self, name: str | None = "input", tap: str = "input"):
         self.tap = tap
         super().__init__(name)
 
@@ -138,7 +201,7 @@ class Parse(Pipe):
 
     kind = "parse"
 
-    def __init__(self, name: str, previous: Pipe, format: "formats.LogFormat | None" = None,
+    def __init__(self, name: str | None, previous: Pipe, format: "formats.LogFormat | None" = None,
                  keep: tuple[str, ...] | None = None):
         self.format = format or formats.LEGACY
         self.keep = tuple(keep) if keep else None
@@ -146,7 +209,7 @@ class Parse(Pipe):
 
     def _resolve(self) -> None:
         if not isinstance(self._input(), Source):
-            raise AssemblyError(f"parse {self.name!r} must read a source")
+            raise AssemblyError(f"parse {self.label} must read a source")
         fmt = self.format
         for f in self.keep or ():
             if f not in fmt.fields:
@@ -161,37 +224,46 @@ class Parse(Pipe):
 
 
 class Filter(Pipe):
-    """Keeps the records for which ``predicate`` holds. Streaming, order-preserving."""
+    """Keeps the records for which the boolean expression ``predicate`` is true (false and null drop
+    the record). Streaming, order-preserving."""
 
     kind = "filter"
 
-    def __init__(self, name: str, previous: Pipe, predicate):
+    def __init__(self, name: str | None, previous: Pipe, predicate: Expr):
         self.predicate = predicate
         super().__init__(name, previous)
 
     def _resolve(self) -> None:
         self._inherit()
-        self._require(self.predicate.field)
-        want = INTEGER if isinstance(self.predicate, AtLeast) else STRING
-        if self.types[self.predicate.field] != want:
-            raise AssemblyError(f"filter {self.name!r}: field {self.predicate.field!r} is not {want}")
+        if not isinstance(self.predicate, Expr):
+            raise AssemblyError(f"filter {self.label}: the predicate must be an expression, not {self.predicate!r}")
+        got = self.predicate.check(self.types)
+        if got != BOOLEAN:
+            raise AssemblyError(f"filter {self.label}: {self.predicate.describe()} is {got}, not boolean")
+
+    def expressions(self):
+        return [self.predicate]
 
     def describe(self) -> str:
         return self.predicate.describe()
 
 
-class Retain(Pipe):
-    """Keeps only ``keep`` fields, in that order. Streaming, order-preserving."""
+class Select(Pipe):
+    """Keeps only the fields ``keep``, in that order. Streaming, order-preserving."""
 
-    kind = "retain"
+    kind = "select"
 
-    def __init__(self, name: str, previous: Pipe, keep: tuple[str, ...]):
+    def __init__(self, name: str | None, previous: Pipe, keep):
         self.keep = tuple(keep)
         super().__init__(name, previous)
 
     def _resolve(self) -> None:
         self._inherit()
+        if not self.keep:
+            raise AssemblyError(f"select {self.label}: no fields")
         self._require(*self.keep)
+        if len(set(self.keep)) != len(self.keep):
+            raise AssemblyError(f"select {self.label}: a field is named twice")
         self.fields = self.keep
         self.types = {f: self.types[f] for f in self.keep}
 
@@ -200,52 +272,65 @@ class Retain(Pipe):
 
 
 class Rename(Pipe):
-    """Renames field ``old`` to ``new`` in place. Streaming, order-preserving."""
+    """Renames fields (``{old: new}``) in place. Streaming, order-preserving."""
 
     kind = "rename"
 
-    def __init__(self, name: str, previous: Pipe, old: str, new: str):
-        self.old, self.new = old, new
+    def __init__(self, name: str | None, previous: Pipe, mapping: dict[str, str]):
+        self.mapping = dict(mapping)
         super().__init__(name, previous)
 
     def _resolve(self) -> None:
         self._inherit()
-        self._require(self.old)
-        if self.new in self.fields:
-            raise AssemblyError(f"rename {self.name!r}: field {self.new!r} exists")
-        self.fields = tuple(self.new if f == self.old else f for f in self.fields)
-        self.types[self.new] = self.types.pop(self.old)
+        if not self.mapping:
+            raise AssemblyError(f"rename {self.label}: nothing to rename")
+        self._require(*self.mapping)
+        fields = tuple(self.mapping.get(f, f) for f in self.fields)
+        if len(set(fields)) != len(fields):
+            raise AssemblyError(f"rename {self.label}: two fields would be named alike ({', '.join(fields)})")
+        self.types = {self.mapping.get(f, f): self.types[f] for f in self.fields}
+        self.fields = fields
 
     def describe(self) -> str:
-        return f"{self.old} -> {self.new}"
+        return ", ".join(f"{old} -> {new}" for old, new in self.mapping.items())
 
 
-class Function(Pipe):
-    """Appends field ``field`` computed by ``function`` from each record. Streaming, order-preserving."""
+class Derive(Pipe):
+    """Appends computed fields (``name=expression``, in that order; each reads the input's fields).
+    Streaming, order-preserving."""
 
-    kind = "function"
+    kind = "derive"
 
-    def __init__(self, name: str, previous: Pipe, field: str, function):
-        self.field, self.function = field, function
+    def __init__(self, name: str | None, previous: Pipe, computed: dict):
+        for k, v in computed.items():
+            if not isinstance(v, Expr):
+                raise AssemblyError(f"derive: {k} must be an expression (col(...), lit(...), ...), not {v!r}")
+        self.computed = dict(computed)
         super().__init__(name, previous)
 
     def _resolve(self) -> None:
         self._inherit()
-        self._require(self.function.field)
-        if self.field in self.fields:
-            raise AssemblyError(f"function {self.name!r}: field {self.field!r} exists")
-        self.fields = self.fields + (self.field,)
-        self.types[self.field] = INTEGER
+        if not self.computed:
+            raise AssemblyError(f"derive {self.label}: no fields to compute")
+        types = dict(self.types)
+        for field, expr in self.computed.items():
+            if field in self.fields:
+                raise AssemblyError(f"derive {self.label}: field {field!r} exists (rename or select first)")
+            self.types[field] = expr.check(types)
+        self.fields = self.fields + tuple(self.computed)
+
+    def expressions(self):
+        return list(self.computed.values())
 
     def describe(self) -> str:
-        return f"{self.field} = {self.function.describe()}"
+        return "; ".join(f"{f} = {e.describe()}" for f, e in self.computed.items())
 
 
 class Unique(Pipe):
-    """Removes duplicate records (all fields compared). Blocking: holds the distinct records in memory up to
-    the run's memory budget, then hash-partitions them to disk and deduplicates one partition at a time.
-    Output order is not part of the contract (engines differ, and so do spilled and unspilled runs); sort
-    afterwards when order matters."""
+    """Removes duplicate records (all fields compared; nulls equal). Blocking: holds the distinct records
+    in memory up to the run's memory budget, then hash-partitions them to disk and deduplicates one
+    partition at a time. Output order is not part of the contract (engines differ, and so do spilled and
+    unspilled runs); sort afterwards when order matters."""
 
     kind = "unique"
 
@@ -254,42 +339,107 @@ class Unique(Pipe):
         return True
 
 
-class HashJoin(Pipe):
-    """Inner join of ``left`` on ``left_key`` with ``right`` on ``right_key``.
+class GroupBy(Pipe):
+    """One record per distinct value of ``keys`` (nulls form one group), with the ``aggregates``
+    (``name=count()``, ``sum(...)``, ``min``, ``max``, ``count_distinct``): fields are the keys, then the
+    aggregates, in the order given. Blocking: partial aggregates are kept per group within the run's
+    memory budget, then hash-partitioned to disk by the keys and combined one partition at a time.
+    Output order is not part of the contract: sort afterwards."""
 
-    Memory: the left side is accumulated in memory (keep it the small side; past the run's memory budget
-    the run fails, naming this operator); the right side is streamed through it, one batch at a time. Output fields are the left's then the right's, so the two key fields
-    must have different names. Order: records come out in the right side's order (for one right record,
-    left matches in the left's order)."""
+    kind = "groupby"
+
+    def __init__(self, name: str | None, previous: Pipe, keys, aggregates: dict):
+        self.keys = tuple(keys)
+        self.aggregates = dict(aggregates)
+        super().__init__(name, previous)
+
+    def _resolve(self) -> None:
+        self._inherit()
+        if not self.keys:
+            raise AssemblyError(f"groupby {self.label}: no key fields (use a constant derived field to "
+                                "aggregate everything)")
+        self._require(*self.keys)
+        if not self.aggregates:
+            raise AssemblyError(f"groupby {self.label}: no aggregates (use unique() for distinct keys)")
+        types = {k: self.types[k] for k in self.keys}
+        for field, agg in self.aggregates.items():
+            if not isinstance(agg, Aggregate):
+                raise AssemblyError(f"groupby {self.label}: {field} must be an aggregate (count(), sum(...), ...)")
+            if field in types:
+                raise AssemblyError(f"groupby {self.label}: field {field!r} is named twice")
+            types[field] = agg.check(self.types)
+        self.fields, self.types = tuple(types), types
+
+    def expressions(self):
+        return list(self.aggregates.values()) + [a.arg for a in self.aggregates.values() if a.arg is not None]
+
+    @property
+    def blocking(self) -> bool:
+        return True
+
+    def describe(self) -> str:
+        aggs = "; ".join(f"{f} = {a.describe()}" for f, a in self.aggregates.items())
+        return f"by {', '.join(self.keys)}: {aggs}"
+
+
+class HashJoin(Pipe):
+    """Joins the streamed side ``stream`` with the ``held`` side on ``on``: a field name both sides have,
+    or ``(stream_field, held_field)``. ``how``: ``inner`` (records with a match) or ``left`` (every
+    streamed record; the held side's fields null where none matches). Keys match when equal and not null.
+
+    Fields: the streamed side's, then the held side's (without its key when both keys have one name);
+    other fields on both sides are refused (rename first). Memory: the held side is accumulated in
+    memory (keep it the small side; past the run's memory budget the run fails, naming this operator);
+    the streamed side passes through it one batch at a time. Order: the streamed side's order (for one
+    streamed record, its matches in the held side's order)."""
 
     kind = "hashjoin"
 
-    def __init__(self, name: str, left: Pipe, left_key: str, right: Pipe, right_key: str):
-        self.left_key, self.right_key = left_key, right_key
-        super().__init__(name, left, right)
+    def __init__(self, name: str | None, stream: Pipe, held: Pipe, on, how: str = "inner"):
+        if isinstance(on, str):
+            self.stream_key = self.held_key = on
+        elif isinstance(on, (tuple, list)) and len(on) == 2 and all(isinstance(x, str) for x in on):
+            self.stream_key, self.held_key = on
+        else:
+            raise AssemblyError(f"hashjoin: on is a field name or (stream_field, held_field), not {on!r}")
+        if how not in ("inner", "left"):
+            raise AssemblyError(f"hashjoin: how is 'inner' or 'left', not {how!r}")
+        self.how = how
+        # the held side is input port 0: it is complete before the first streamed batch is joined
+        super().__init__(name, held, stream)
 
     @property
-    def left(self) -> Pipe:
+    def held(self) -> Pipe:
         return self.previous[0]
 
     @property
-    def right(self) -> Pipe:
+    def stream(self) -> Pipe:
         return self.previous[1]
 
+    @property
+    def held_fields(self) -> tuple[str, ...]:
+        """The held side's fields in the output."""
+        same = self.stream_key == self.held_key
+        return tuple(f for f in self.held.fields if not (same and f == self.held_key))
+
     def _resolve(self) -> None:
-        left, right = self.previous
-        if self.left_key not in left.fields or self.right_key not in right.fields:
-            raise AssemblyError(f"hashjoin {self.name!r}: unknown key field")
-        clash = set(left.fields) & set(right.fields)
+        held, stream = self.previous
+        if self.stream_key not in stream.fields:
+            raise AssemblyError(f"hashjoin {self.label}: the streamed side has no field {self.stream_key!r}")
+        if self.held_key not in held.fields:
+            raise AssemblyError(f"hashjoin {self.label}: the held side has no field {self.held_key!r}")
+        if held.types[self.held_key] != stream.types[self.stream_key]:
+            raise AssemblyError(f"hashjoin {self.label}: key types differ")
+        clash = set(stream.fields) & set(self.held_fields)
         if clash:
-            raise AssemblyError(f"hashjoin {self.name!r}: fields on both sides: {', '.join(sorted(clash))}")
-        if left.types[self.left_key] != right.types[self.right_key]:
-            raise AssemblyError(f"hashjoin {self.name!r}: key types differ")
-        self.fields = left.fields + right.fields
-        self.types = {**left.types, **right.types}
+            raise AssemblyError(f"hashjoin {self.label}: fields on both sides: {', '.join(sorted(clash))} "
+                                "(rename one side first)")
+        self.fields = stream.fields + self.held_fields
+        self.types = {**stream.types, **{f: held.types[f] for f in self.held_fields}}
 
     def describe(self) -> str:
-        return f"{self.left.name}.{self.left_key} = {self.right.name}.{self.right_key} (left in memory)"
+        return (f"{self.stream.name}.{self.stream_key} = {self.held.name}.{self.held_key}, {self.how} "
+                f"({self.held.name} held in memory)")
 
 
 class Checkpoint(Pipe):
@@ -304,16 +454,24 @@ class Checkpoint(Pipe):
 
 
 class Sort(Pipe):
-    """Sorts by ``by`` (ascending by byte order of strings / numeric for integers, or ``descending``).
-    Stable: equal keys keep their input order; null is the smallest value. Blocking: holds its input up
-    to the run's memory budget, then sorts it into runs on disk and merges them (local engine), with the
-    same result; on Spark a global, range-partitioned sort."""
+    """Sorts by ``keys`` (field names, ``asc(f)`` or ``desc(f)``): strings in UTF-8 byte order, integers
+    numerically, null the smallest value (first ascending, last descending). Stable: equal keys keep
+    their input order. Blocking: holds its input up to the run's memory budget, then sorts it into runs on
+    disk and merges them (local engine), with the same result; on Spark a global, range-partitioned sort."""
 
     kind = "sort"
 
-    def __init__(self, name: str, previous: Pipe, by: tuple[str, ...], descending: bool = False):
-        self.by, self.descending = tuple(by), descending
+    def __init__(self, name: str | None, previous: Pipe, keys):
+        self.keys = _sort_keys(keys)
         super().__init__(name, previous)
+
+    @property
+    def by(self) -> tuple[str, ...]:
+        return tuple(f for f, _ in self.keys)
+
+    @property
+    def descending(self) -> tuple[bool, ...]:
+        return tuple(d for _, d in self.keys)
 
     def _resolve(self) -> None:
         self._inherit()
@@ -324,16 +482,71 @@ class Sort(Pipe):
         return True
 
     def describe(self) -> str:
-        return ", ".join(self.by) + (" descending" if self.descending else "") + ", stable"
+        return _describe_keys(self.keys) + ", stable"
+
+
+class Limit(Pipe):
+    """The first ``n`` records in input order (an input whose order is not defined, after ``unique`` or
+    ``group_by``, gives some ``n`` of them: sort first). Streaming; holds nothing."""
+
+    kind = "limit"
+
+    def __init__(self, name: str | None, previous: Pipe, n: int):
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise AssemblyError(f"limit: n is a count >= 0, not {n!r}")
+        self.n = n
+        super().__init__(name, previous)
+
+    def describe(self) -> str:
+        return f"first {self.n}"
+
+
+class Top(Pipe):
+    """For each group of equal ``per`` fields (all records when ``per`` is empty), the first ``n``
+    records in ``by`` order (sort keys as for ``Sort``; ties keep input order). Output: sorted by ``per``
+    ascending, then ``by``. Blocking: a sort within the run's memory budget (spilling as ``Sort``), then
+    a streaming cut; on Spark a window per group."""
+
+    kind = "top"
+
+    def __init__(self, name: str | None, previous: Pipe, n: int, by, per=()):
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise AssemblyError(f"top: n is a count >= 1, not {n!r}")
+        self.n = n
+        single = isinstance(by, str) or (isinstance(by, tuple) and len(by) == 2 and isinstance(by[0], str)
+                                         and isinstance(by[1], bool))
+        self.by_keys = _sort_keys([by] if single else by)
+        self.per = (per,) if isinstance(per, str) else tuple(per)
+        super().__init__(name, previous)
+
+    @property
+    def keys(self) -> tuple[tuple[str, bool], ...]:
+        """The order of the output: ``per`` ascending, then ``by``."""
+        return tuple((f, False) for f in self.per) + self.by_keys
+
+    def _resolve(self) -> None:
+        self._inherit()
+        self._require(*self.per, *(f for f, _ in self.by_keys))
+
+    @property
+    def blocking(self) -> bool:
+        return True
+
+    def describe(self) -> str:
+        per = f" per {', '.join(self.per)}" if self.per else ""
+        return f"first {self.n}{per} by {_describe_keys(self.by_keys)}"
 
 
 class Sink(Pipe):
-    """Writes its input as TSV (fields in order, no header, ``\\n`` line ends, integers in decimal) to the
-    output tap named ``tap``, in input order, committed atomically."""
+    """Writes its input as TSV (fields in order, no header, ``\\n`` line ends, integers in decimal,
+    booleans ``true``/``false``, null as the empty field) to the output tap named ``tap``, in input
+    order, committed atomically."""
 
     kind = "sink"
 
-    def __init__(self, name: str, previous: Pipe, tap: str):
+    def __init__(self, name: str | None, previous: Pipe, tap: str):
+        if not isinstance(tap, str) or not tap.replace("_", "").replace("-", "").isalnum():
+            raise AssemblyError(f"invalid output tap name {tap!r} (letters, digits, _ and -)")
         self.tap = tap
         super().__init__(name, previous)
 
@@ -365,16 +578,43 @@ class Flow:
     restart after a checkpoint never needs the steps before it."""
 
     def __init__(self, name: str, sinks: list[Sink], description: str = ""):
+        if not isinstance(name, str) or not name.replace("_", "").replace("-", "").isalnum():
+            raise AssemblyError(f"invalid flow name {name!r} (letters, digits, _ and -)")
         self.name = name
         self.description = description
-        self.sinks = list(sinks)
+        self.sinks = [sinks] if isinstance(sinks, Pipe) else list(sinks)
+        if not self.sinks or not all(isinstance(s, Sink) for s in self.sinks):
+            raise AssemblyError(f"flow {name!r}: give it its sinks (pipe.write(...)), at least one")
         self.nodes = self._topological(self.sinks)
+        self._name_unnamed()
+        taps = [s.tap for s in self.sinks]
+        if len(set(taps)) != len(taps):
+            raise AssemblyError(f"flow {name!r}: two sinks write the same output tap")
+        sources = [n for n in self.nodes if isinstance(n, Source)]
+        if len({s.tap for s in sources}) != len(sources):
+            raise AssemblyError(f"flow {name!r}: the input is read more than once (read it once and branch)")
         names = [n.name for n in self.nodes]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise AssemblyError(f"flow {name!r}: duplicate operator names {sorted(dup)}")
         self.sources = [n for n in self.nodes if isinstance(n, Source)]
         self.steps = self._plan()
+
+    def _name_unnamed(self) -> None:
+        """Names nodes defined without one after their kind, in flow order: ``filter``, ``filter_2``..."""
+        taken = {n.name for n in self.nodes if n.name}
+        counts: dict[str, int] = {}
+        for n in self.nodes:
+            if n.name:
+                continue
+            base = n.kind
+            while True:
+                counts[base] = counts.get(base, 0) + 1
+                candidate = base if counts[base] == 1 else f"{base}_{counts[base]}"
+                if candidate not in taken:
+                    break
+            n.name = candidate
+            taken.add(candidate)
 
     @staticmethod
     def _topological(sinks: list[Pipe]) -> list[Pipe]:

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 
 from logetl import assembly
+from logetl.expressions import Expr
 from logetl.errors import RunFailed, UsageError
 from logetl.listener import (
     FAILED, RUNNING, SKIPPED, STOPPED, SUCCESSFUL, FlowListener, FlowRun, StepRun)
@@ -72,10 +73,10 @@ class StepContext:
 
 class Engine:
     name = "base"
-    #: assembly node classes this engine can execute, and the expressions it can evaluate
-    supports: tuple[type, ...] = ()
-    predicates: tuple[type, ...] = (assembly.StartsWith, assembly.AtLeast)
-    functions: tuple[type, ...] = (assembly.Crc32Mod,)
+    #: the keys of the engine's registries: assembly node classes it runs, and the expression and
+    #: aggregate classes (``logetl.expressions``) it compiles
+    operators: tuple[type, ...] = ()
+    expressions: tuple[type, ...] = ()
 
     def __init__(self, **options):
         self.options = options
@@ -94,13 +95,15 @@ class Engine:
     def check(self, flow: assembly.Flow) -> None:
         """Refuse, before running, a flow with an operator this engine cannot run, naming it."""
         for node in flow.nodes:
-            if type(node) not in self.supports:
+            if type(node) not in self.operators:
                 raise UnsupportedOperator(
                     f"the {self.name} engine cannot run operator {node.name!r} ({node.kind})")
-            if isinstance(node, assembly.Filter) and not isinstance(node.predicate, self.predicates):
-                raise UnsupportedOperator(f"the {self.name} engine cannot evaluate the predicate of {node.name!r}")
-            if isinstance(node, assembly.Function) and not isinstance(node.function, self.functions):
-                raise UnsupportedOperator(f"the {self.name} engine cannot evaluate the function of {node.name!r}")
+            for top in node.expressions():
+                for e in (top.walk() if isinstance(top, Expr) else [top]):
+                    if type(e) not in self.expressions:
+                        raise UnsupportedOperator(
+                            f"the {self.name} engine cannot compile {type(e).__name__} ({e.describe()}) "
+                            f"in operator {node.name!r}")
 
     def prepare(self, ctx: StepContext) -> None:
         """Called once before the first step (stage outputs, open sessions)."""

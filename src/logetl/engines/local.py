@@ -17,12 +17,13 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import zlib
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 from logetl import assembly, contract
+from logetl import expressions as E
 from logetl.engines import kernel
+from logetl.engines.local_expressions import AGGREGATES, COMPILE, Compiler, _dtype
 from logetl.engines.base import Engine, StepContext
 from logetl.engines.spill import (
     DEFAULT_LIMIT, ExternalSort, HashPartitions, MemoryBudget, MemoryLimitExceeded, SpillDir, frame_bytes)
@@ -33,7 +34,6 @@ from logetl.listener import StepRun
 PARSE_THREADS = 2
 BATCH_ROWS = 131_072          # kernel chunks are coalesced into batches this big: Polars calls pay per call
 STORE_ROWS = 131_072          # rows buffered before a stored part is written
-MEMO_ROWS = 1_000_000         # FunctionOp forgets its memo of computed values past this many
 
 
 def _pl():
@@ -127,19 +127,15 @@ class Op:
 
 
 class FilterOp(Op):
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.predicate = Compiler(self.node.previous[0].types)(self.node.predicate)
+
     def process(self, batch, port):
-        pl = _pl()
-        pred = self.node.predicate
-        if isinstance(pred, assembly.StartsWith):
-            expr = pl.col(pred.field).str.starts_with(pred.prefix)
-        elif isinstance(pred, assembly.AtLeast):
-            expr = pl.col(pred.field) >= pred.value
-        else:  # pragma: no cover - check() refuses unknown predicates first
-            raise TypeError(pred)
-        self.emit(batch.derive(batch.fields, batch.frame().filter(expr)))
+        self.emit(batch.derive(batch.fields, batch.frame().filter(self.predicate)))
 
 
-class RetainOp(Op):
+class SelectOp(Op):
     def process(self, batch, port):
         self.emit(batch.derive(self.node.fields, batch.frame().select(self.node.keep)))
 
@@ -149,35 +145,36 @@ class RenameOp(Op):
         if batch._frame is None:  # a kernel batch renames for free
             self.emit(Batch(self.node.fields, parsed=batch.parsed))
         else:
-            self.emit(batch.derive(self.node.fields, batch.frame().rename({self.node.old: self.node.new})))
+            self.emit(batch.derive(self.node.fields, batch.frame().rename(self.node.mapping)))
 
 
-class FunctionOp(Op):
-    """CRC-32 is computed once per distinct value (client addresses repeat a lot): the scores seen so far
-    are kept in a table, and each batch is joined with it. The table is a cache: past MEMO_ROWS values it
-    starts afresh, so its memory is bounded whatever the number of distinct values."""
+class DeriveOp(Op):
+    """Every computed field reads the input's fields: one ``with_columns`` computes them side by side."""
 
     def __init__(self, *args):
         super().__init__(*args)
-        pl = _pl()
-        fn = self.node.function
-        self.known = pl.DataFrame(schema={fn.field: pl.String, self.node.field: pl.Int64})
+        compile_ = Compiler(self.node.previous[0].types)
+        self.computed = [compile_(e).alias(f) for f, e in self.node.computed.items()]
 
     def process(self, batch, port):
-        pl = _pl()
-        fn, out = self.node.function, self.node.field
+        self.emit(batch.derive(self.node.fields, batch.frame().with_columns(self.computed)))
+
+
+class LimitOp(Op):
+    """Passes the first ``n`` records and drops the rest (they are still counted in)."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.left = self.node.n
+
+    def process(self, batch, port):
+        if self.left <= 0:
+            return
         frame = batch.frame()
-        new = frame.select(pl.col(fn.field).unique()).join(self.known, on=fn.field, how="anti")
-        if new.height and self.known.height + new.height > MEMO_ROWS:
-            self.known = self.known.clear()
-            new = frame.select(pl.col(fn.field).unique())
-        if new.height:
-            values = new.get_column(fn.field).to_list()
-            scores = [zlib.crc32(v.encode("utf-8")) % fn.modulus for v in values]
-            self.known = pl.concat([self.known, pl.DataFrame(
-                {fn.field: values, out: scores}, schema={fn.field: pl.String, out: pl.Int64})])
-        scored = frame.join(self.known, on=fn.field, how="left", maintain_order="left")
-        self.emit(batch.derive(self.node.fields, scored.select(list(self.node.fields))))
+        if frame.height > self.left:
+            frame = frame.head(self.left)
+        self.left -= frame.height
+        self.emit(batch.derive(batch.fields, frame))
 
 
 class UniqueOp(Op):
@@ -205,7 +202,7 @@ class SortOp(Op):
         super().__init__(*args)
         local = self.ctx.state
         node = self.node
-        self.sorter = ExternalSort(node.by, [node.descending] * len(node.by), local.memory,
+        self.sorter = ExternalSort(node.by, node.descending, local.memory,
                                    local.spill_dir(node.name))
 
     def process(self, batch, port):
@@ -217,14 +214,109 @@ class SortOp(Op):
         self.sorter.spill.report(self.ctx.run, self.node.name)
 
 
+class GroupByOp(Op):
+    """Aggregates each batch into partial states per group (``local_expressions.AGGREGATES``), which are
+    combined within the run's memory budget (``spill.HashPartitions`` on the keys: in memory while they
+    fit, else partitioned to disk by the keys and combined one partition at a time). Values of a
+    ``count_distinct`` join the keys of the partial stage, so that the final stage can count them."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        pl = _pl()
+        node, local = self.node, self.ctx.state
+        compile_ = Compiler(node.previous[0].types)
+        self.keys = list(node.keys)
+        self.inputs, self.partials, self.combines, self.finals = [], [], [], []
+        distinct = []
+        for i, (field, agg) in enumerate(node.aggregates.items()):
+            value = f"__logetl_v{i}"
+            if agg.arg is not None:
+                self.inputs.append(compile_(agg.arg).alias(value))
+            if isinstance(agg, E.CountDistinct):
+                distinct.append(value)
+                self.finals.append(pl.col(value).drop_nulls().n_unique().cast(pl.Int64).alias(field))
+                continue
+            partial, combine = AGGREGATES[type(agg)]
+            p = f"__logetl_p{i}"
+            self.partials.append(partial(agg, pl.col(value)).alias(p))
+            self.combines.append(combine(agg, pl.col(p)).alias(p))
+            self.finals.append(combine(agg, pl.col(p)).alias(field))
+        self.out_types = [pl.col(f).cast(_dtype(t)) for f, t in node.types.items()]
+        self.partial_keys = self.keys + distinct
+        self.groups = HashPartitions(local.memory, local.spill_dir(node.name), hash_on=self.keys,
+                                     reduce=self._combine)
+
+    def _combine(self, frame):
+        if not self.combines:
+            return frame.unique(self.partial_keys, maintain_order=True)
+        return frame.group_by(self.partial_keys, maintain_order=True).agg(self.combines)
+
+    def process(self, batch, port):
+        frame = batch.frame().select(*self.keys, *self.inputs)
+        if self.partials:
+            partial = frame.group_by(self.partial_keys, maintain_order=True).agg(self.partials)
+        else:
+            partial = frame.unique(self.partial_keys, maintain_order=True)
+        # partial states are small and own their memory (group_by copies the keys out of the batch)
+        self.groups.add(partial, reduced=True)
+
+    def finish(self):
+        for frame in self.groups.result():
+            result = frame.group_by(self.keys, maintain_order=True).agg(self.finals)
+            self.emit(Batch(self.node.fields, result.select(self.out_types)))
+        self.groups.spill.report(self.ctx.run, self.node.name)
+
+
+class TopOp(Op):
+    """A stable sort by the ``per`` fields then the ``by`` keys (``spill.ExternalSort``, within the run's
+    memory budget), then a cut that keeps the first ``n`` rows of each group; a group may span several
+    sorted frames, so the last group's count carries over."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        local, node = self.ctx.state, self.node
+        self.sorter = ExternalSort([f for f, _ in node.keys], [d for _, d in node.keys], local.memory,
+                                   local.spill_dir(node.name))
+
+    def process(self, batch, port):
+        self.sorter.add(batch.kept())
+
+    def finish(self):
+        pl = _pl()
+        node, per = self.node, list(self.node.per)
+        carry_key, carry = None, 0
+        for frame in self.sorter.result():
+            if not per:
+                frame = frame.head(max(0, node.n - carry))
+                carry += frame.height
+            else:
+                rank = pl.int_range(pl.len()).over(per)
+                first = frame.select(per).row(0)
+                if carry_key is not None and first == carry_key:
+                    same = pl.all_horizontal([pl.col(f).eq_missing(pl.lit(v)) for f, v in zip(per, first)])
+                    rank = rank + pl.when(same).then(carry).otherwise(0)
+                frame = frame.filter(rank < node.n)
+                last = frame.select(per).row(-1) if frame.height else None
+                if last is not None:
+                    tail = frame.filter(pl.all_horizontal([pl.col(f).eq_missing(pl.lit(v)) for f, v in zip(per, last)]))
+                    carry = tail.height + (carry if last == carry_key else 0)
+                    carry_key = last
+            self.emit(Batch(node.fields, frame))
+        self.sorter.spill.report(self.ctx.run, node.name)
+
+
 class HashJoinOp(Op):
-    """Port 0 is the left (accumulated) side, port 1 the right (streamed) side. The left side is held in
-    memory by contract: past the run's memory budget the run fails, naming the operator and the limit."""
+    """Port 0 is the held (accumulated) side, port 1 the streamed side. The held side is in memory by
+    contract: past the run's memory budget the run fails, naming the operator and the limit."""
+
+    HELD_KEY = "__logetl_held_key"
 
     def __init__(self, *args):
         super().__init__(*args)
         self.left_parts, self.left, self.pending = [], None, []
         self.left_size = 0
+        node = self.node
+        self.held_key = self.HELD_KEY if node.held_key == node.stream_key else node.held_key
 
     def process(self, batch, port):
         if port == 0:
@@ -234,26 +326,28 @@ class HashJoinOp(Op):
             memory = self.ctx.state.memory
             if memory.hold(self, self.left_size):
                 raise MemoryLimitExceeded(
-                    f"operator {self.node.name!r} (hashjoin) holds its left side in memory, and it outgrew the "
+                    f"operator {self.node.name!r} (hashjoin) holds its held side in memory, and it outgrew the "
                     f"memory limit ({memory.limit / (1 << 20):,.0f} MiB, of which blocking operators may hold "
-                    f"{memory.buffers / (1 << 20):,.0f} MiB): raise --memory-limit, or put the smaller side left")
+                    f"{memory.buffers / (1 << 20):,.0f} MiB): raise --memory-limit, or hold the smaller side")
         elif self.left is None:
-            self.pending.append(batch)      # the right side arrived first: hold it until the left is done
+            self.pending.append(batch)      # the streamed side arrived first: hold it until the held is done
         else:
             self._probe(batch)
 
     def _probe(self, batch):
         node = self.node
-        joined = batch.frame().join(self.left, left_on=node.right_key, right_on=node.left_key, how="inner",
+        joined = batch.frame().join(self.left, left_on=node.stream_key, right_on=self.held_key, how=node.how,
                                     coalesce=False, maintain_order="left_right")
         self.emit(batch.derive(node.fields, joined.select(list(node.fields))))
 
     def input_done(self, port):
         if port == 0:
             pl = _pl()
-            fields = list(self.node.left.fields)
+            held = self.node.held
             self.left = pl.concat(self.left_parts) if self.left_parts else pl.DataFrame(
-                {f: [] for f in fields}, schema={f: pl.String for f in fields})
+                schema={f: _dtype(held.types[f]) for f in held.fields})
+            if self.held_key != self.node.held_key:
+                self.left = self.left.rename({self.node.held_key: self.held_key})
             self.left_parts = []
             for b in self.pending:
                 self._probe(b)
@@ -376,15 +470,20 @@ class StoreReader:
             yield frame
 
 
+#: the local engine's operator table: one entry per assembly node class (Source, Parse and Sink are the
+#: step's roots and leaves, built by ``execute_step`` with their run state)
 OPS = {
     assembly.Pipe: Op,
     assembly.Checkpoint: Op,
     assembly.Filter: FilterOp,
-    assembly.Retain: RetainOp,
+    assembly.Select: SelectOp,
     assembly.Rename: RenameOp,
-    assembly.Function: FunctionOp,
+    assembly.Derive: DeriveOp,
     assembly.Unique: UniqueOp,
+    assembly.GroupBy: GroupByOp,
     assembly.Sort: SortOp,
+    assembly.Top: TopOp,
+    assembly.Limit: LimitOp,
     assembly.HashJoin: HashJoinOp,
 }
 
@@ -447,7 +546,8 @@ class LocalEngine(Engine):
     name = "local"
     #: bytes read per kernel call; tests make it tiny so that lines cross chunk boundaries
     chunk_bytes = inputs.CHUNK
-    supports = (assembly.Source, assembly.Parse, assembly.Sink, *OPS)
+    operators = (assembly.Source, assembly.Parse, assembly.Sink, *OPS)
+    expressions = (*COMPILE, *AGGREGATES)
 
     def __init__(self, memory_limit: int | None = None, spill_buffers: int | None = None, **options):
         """``spill_buffers`` overrides the bytes blocking operators may buffer (tests make it tiny)."""

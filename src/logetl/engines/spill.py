@@ -318,22 +318,28 @@ class HashPartitions:
     files deduplicated one at a time (a partition still too big is split once more, into as many
     partitions as it needs)."""
 
-    def __init__(self, budget: MemoryBudget, spill: SpillDir, seed: int = 0, partitions: int = PARTITIONS):
+    def __init__(self, budget: MemoryBudget, spill: SpillDir, seed: int = 0, partitions: int = PARTITIONS,
+                 hash_on: list[str] | None = None, reduce=None):
+        """``reduce`` combines records that belong together (default: drops duplicates; a group-by combines
+        partial aggregates), and ``hash_on`` names the fields that decide where a record belongs (default:
+        all of them)."""
         self.budget, self.spill, self.seed = budget, spill, seed
+        self.hash_on, self.reduce = hash_on, reduce or (lambda frame: frame.unique(maintain_order=True))
         self.n_partitions = partitions
         self.parts, self.size = [], 0
         self.files: list | None = None      # per partition: [path, writer, file] once spilling
 
-    def add(self, frame) -> None:
+    def add(self, frame, reduced: bool = False) -> None:
         pl = _pl()
-        frame = frame.unique(maintain_order=True)
+        if not reduced:
+            frame = self.reduce(frame)
         if self.files is not None:
             self._write(frame)
             return
         self.parts.append(frame)
         self.size += frame_bytes(frame)
         if self.size > 4 * BLOCK_BYTES and len(self.parts) > 8:   # compact: duplicates across batches
-            merged = pl.concat(self.parts, rechunk=False).unique(maintain_order=True)
+            merged = self.reduce(pl.concat(self.parts, rechunk=False))
             self.parts, self.size = [merged], frame_bytes(merged)
         if self.budget.hold(self, self.size) or self.size * 2 > self.budget.share(self):
             self._start_spilling()
@@ -351,7 +357,8 @@ class HashPartitions:
         import pyarrow as pa
 
         pl = _pl()
-        which = (frame.hash_rows(seed=self.seed) % self.n_partitions).cast(pl.UInt32)
+        keyed = frame.select(self.hash_on) if self.hash_on else frame
+        which = (keyed.hash_rows(seed=self.seed) % self.n_partitions).cast(pl.UInt32)
         for (key,), group in frame.with_columns(_p=which).group_by("_p", maintain_order=True):
             slot = self.files[key]
             table = group.drop("_p").to_arrow()
@@ -373,7 +380,7 @@ class HashPartitions:
         pl = _pl()
         if self.files is None:
             if self.parts:
-                yield pl.concat(self.parts, rechunk=False).unique(maintain_order=True)
+                yield self.reduce(pl.concat(self.parts, rechunk=False))
             self.parts = []
             self.budget.release(self)
             return
@@ -391,9 +398,10 @@ class HashPartitions:
         if not split or size * 2 <= share:
             with pa.OSFile(path, "rb") as f:
                 table = pa.ipc.open_file(f).read_all()
-            yield pl.from_arrow(table).unique(maintain_order=True)
+            yield self.reduce(pl.from_arrow(table))
             return
-        inner = HashPartitions(self.budget, self.spill, self.seed + 1, min(256, -(-size * 2 // share) + 1))
+        inner = HashPartitions(self.budget, self.spill, self.seed + 1, min(256, -(-size * 2 // share) + 1),
+                               self.hash_on, self.reduce)
         inner._start_spilling()
         for block in _RunReader(path).rest():
             inner._write(block)

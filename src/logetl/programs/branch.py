@@ -1,17 +1,17 @@
 """Branch: one parsed stream split into two branches, each written whole to its own output.
 
-Both outputs hold ``ip time request response size`` as TSV in input order, so they are byte-identical."""
+Both outputs hold ``ip time request response size`` as TSV in input order, so they are byte-identical.
+Written on the public API (``logetl.api``) alone, like every program logetl ships."""
+import logetl.api as L
 from logetl.contract import FIELDS
-from logetl.assembly import Flow, Parse, Pipe, Sink, Source
 
 
-def flow(fmt=None) -> Flow:
+def flow(fmt=None) -> L.Flow:
     """``fmt``: the log format (``logetl.formats``; default ``combined``)."""
-    parsed = Parse("parse", Source("input"), fmt, keep=FIELDS)
-    left = Pipe("branch1", parsed)
-    right = Pipe("branch2", parsed)
-    return Flow(
+    parsed = L.read(fmt, fields=FIELDS)
+    return L.Flow(
         "branch",
-        [Sink("sink1", left, tap="output1"), Sink("sink2", right, tap="output2")],
+        [parsed.branch("branch1").write("output1", name="sink1"),
+         parsed.branch("branch2").write("output2", name="sink2")],
         "one parsed stream written to two identical outputs",
     )

@@ -2,16 +2,16 @@
 
 "Requested the images area" means the request starts with ``GET /images/``; the original program's
 literal-equality rule would keep nothing useful, and its stated purpose governs (README, decisions)."""
-from logetl.assembly import Filter, Flow, Parse, Retain, Sink, Sort, Source, StartsWith, Unique
+import logetl.api as L
 
-IMAGES = StartsWith("request", "GET /images/")
+IMAGES = L.col("request").starts_with("GET /images/")
 
 
-def flow(fmt=None) -> Flow:
+def flow(fmt=None) -> L.Flow:
     """``fmt``: the log format (``logetl.formats``; default ``combined``)."""
-    parsed = Parse("parse", Source("input"), fmt, keep=("ip", "request"))
-    images = Filter("images", parsed, IMAGES)
-    ips = Retain("retain_ip", images, ("ip",))
-    distinct = Unique("unique_ip", ips)
-    ordered = Sort("sort_ip", distinct, ("ip",))
-    return Flow("filter", [Sink("sink", ordered, tap="output")], "distinct clients that requested /images/")
+    ips = (L.read(fmt, fields=("ip", "request"))
+           .filter(IMAGES, name="images")
+           .select("ip", name="retain_ip")
+           .unique(name="unique_ip")
+           .sort("ip", name="sort_ip"))
+    return L.Flow("filter", [ips.write("output", name="sink")], "distinct clients that requested /images/")

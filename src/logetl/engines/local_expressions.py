@@ -1,0 +1,169 @@
+"""The local engine's table of expressions and aggregates: each ``logetl.expressions`` class compiles to
+a Polars expression here, one entry per class (``COMPILE`` and ``AGGREGATES``). Semantics are those the
+classes' docstrings state; where Polars differs from them by default (nulls in ``is_in``, division by
+zero) the entry says how it is made to agree.
+"""
+from __future__ import annotations
+
+import zlib
+
+from logetl import expressions as E
+
+MEMO_ROWS = 1_000_000     # crc32 forgets the values it computed past this many (bounded memory)
+
+
+def _pl():
+    import polars as pl
+
+    return pl
+
+
+def _dtype(kind: str):
+    pl = _pl()
+    return {E.STRING: pl.String, E.INTEGER: pl.Int64, E.BOOLEAN: pl.Boolean}[kind]
+
+
+class Compiler:
+    """Compiles the expressions of one operator of one run (per-run state, such as crc32's memo of the
+    values it has computed, lives here, not in the engine)."""
+
+    def __init__(self, types: dict[str, str]):
+        self.types = types
+
+    def __call__(self, expr):
+        try:
+            fn = COMPILE[type(expr)]
+        except KeyError:
+            raise TypeError(type(expr).__name__) from None
+        return fn(self, expr)
+
+    def type_of(self, expr) -> str:
+        return expr.check(self.types)
+
+
+def _lit(c, e):
+    return _pl().lit(e.value, dtype=_dtype(e.type))
+
+
+def _compare(c, e):
+    a, b = (c(x) for x in e.args)
+    return {"==": a.__eq__, "!=": a.__ne__, "<": a.__lt__, "<=": a.__le__, ">": a.__gt__,
+            ">=": a.__ge__}[e.op](b)
+
+
+def _arithmetic(c, e):
+    pl = _pl()
+    a, b = (c(x) for x in e.args)
+    if e.op in ("//", "%"):
+        # Polars' integer // and % are floor division and modulo, as documented; a zero divisor is null
+        return pl.when(b != 0).then(a // b if e.op == "//" else a % b)
+    return {"+": a.__add__, "-": a.__sub__, "*": a.__mul__}[e.op](b)
+
+
+def _to_int(c, e):
+    pl = _pl()
+    a = c(e.args[0])
+    if c.type_of(e.args[0]) == E.INTEGER:
+        return a
+    return pl.when(a.str.contains(E.INT_PATTERN)).then(a.cast(pl.Int64, strict=False))
+
+
+def _crc32(c, e):
+    pl = _pl()
+    memo: dict[str, int] = {}
+
+    def crc(series):
+        # CRC-32 in C (zlib) once per distinct value: values such as client addresses repeat a lot, and
+        # the memo carries over batches (and is forgotten past MEMO_ROWS values, to bound memory)
+        values = series.unique().drop_nulls().to_list()
+        if len(memo) + len(values) > MEMO_ROWS:
+            memo.clear()
+        for v in values:
+            if v not in memo:
+                memo[v] = zlib.crc32(v.encode("utf-8"))
+        keys = list(memo) if len(memo) <= 4 * len(values) else values
+        return series.replace_strict(keys, [memo[k] for k in keys], default=None, return_dtype=pl.Int64)
+
+    return c(e.args[0]).map_batches(crc, return_dtype=pl.Int64)
+
+
+def _log_time(c, e):
+    """(valid, year, month number, day, hour) of an access-log time, as Polars expressions."""
+    pl = _pl()
+    t = c(e.args[0])
+    digits = lambda s, n: t.str.slice(s, n)  # noqa: E731
+    months = {m: f"{i + 1:02d}" for i, m in enumerate(E.MONTHS)}
+    y, mon, d, h = digits(7, 4), t.str.slice(3, 3).replace_strict(months, default=None), digits(0, 2), digits(12, 2)
+    yi, mi, di = (x.cast(pl.Int64, strict=False) for x in (y, mon, d))
+    leap = ((yi % 4 == 0) & (yi % 100 != 0)) | (yi % 400 == 0)
+    days = (pl.when(mi == 2).then(pl.when(leap).then(29).otherwise(28))
+            .when(mi.is_in([4, 6, 9, 11])).then(30).otherwise(31))
+    valid = t.str.contains(E.LOG_TIME_PATTERN) & (di <= days)
+    return valid, y, mon, d, h
+
+
+def _day(c, e):
+    pl = _pl()
+    valid, y, mon, d, _ = _log_time(c, e)
+    return pl.when(valid).then(pl.concat_str([y, mon, d], separator="-"))
+
+
+def _hour(c, e):
+    pl = _pl()
+    valid, y, mon, d, h = _log_time(c, e)
+    return pl.when(valid).then(pl.concat_str([y, pl.lit("-"), mon, pl.lit("-"), d, pl.lit("T"), h]))
+
+
+COMPILE = {
+    E.Col: lambda c, e: _pl().col(e.name),
+    E.Lit: _lit,
+    E.Compare: _compare,
+    E.And: lambda c, e: c(e.args[0]) & c(e.args[1]),
+    E.Or: lambda c, e: c(e.args[0]) | c(e.args[1]),
+    E.Not: lambda c, e: ~c(e.args[0]),
+    E.IsNull: lambda c, e: c(e.args[0]).is_null(),
+    E.IsIn: lambda c, e: c(e.args[0]).is_in(list(e.values)),     # null stays null in Polars >= 1.0
+    E.StartsWith: lambda c, e: c(e.args[0]).str.starts_with(e.text),
+    E.EndsWith: lambda c, e: c(e.args[0]).str.ends_with(e.text),
+    E.Contains: lambda c, e: c(e.args[0]).str.contains(e.text, literal=True),
+    E.Matches: lambda c, e: c(e.args[0]).str.contains(e.compiled),
+    E.Substring: lambda c, e: c(e.args[0]).str.slice(e.start - 1, e.length),
+    E.Lower: lambda c, e: c(e.args[0]).str.to_lowercase(),
+    E.Upper: lambda c, e: c(e.args[0]).str.to_uppercase(),
+    E.SplitPart: lambda c, e: c(e.args[0]).str.split(e.delimiter).list.get(e.n - 1, null_on_oob=True),
+    E.Concat: lambda c, e: _pl().concat_str([c(a) for a in e.args]),
+    E.ToInt: _to_int,
+    E.Arithmetic: _arithmetic,
+    E.Coalesce: lambda c, e: _pl().coalesce([c(a) for a in e.args]),
+    E.Crc32: _crc32,
+    E.Day: _day,
+    E.Hour: _hour,
+}
+
+
+# --- aggregates: a partial state per batch, combined across batches and partitions -------------------------
+# Each entry: (partial aggregation of input column ``v``, combination of partial column ``p``). Count
+# distinct is not combinable this way: its values join the grouping keys of the partial stage (see
+# GroupByOp), and the final stage counts them.
+
+def _partial(agg, v):
+    pl = _pl()
+    if isinstance(agg, E.Count):
+        return pl.len() if agg.arg is None else v.count()
+    if isinstance(agg, E.Sum):
+        # null (not 0) when every value is null: sum only where there is a value
+        return pl.when(v.count() > 0).then(v.sum())
+    return v.min() if isinstance(agg, E.Min) else v.max()
+
+
+def _combine(agg, p):
+    pl = _pl()
+    if isinstance(agg, E.Count):
+        return p.sum()
+    if isinstance(agg, E.Sum):
+        return pl.when(p.count() > 0).then(p.sum())
+    return p.min() if isinstance(agg, E.Min) else p.max()
+
+
+AGGREGATES = {E.Count: (_partial, _combine), E.Sum: (_partial, _combine), E.Min: (_partial, _combine),
+              E.Max: (_partial, _combine), E.CountDistinct: None}

@@ -1,0 +1,698 @@
+"""Portable expressions: what a filter keeps, what ``derive`` computes, what an aggregate reads.
+
+Each class only *describes* a value computed from one record's fields; every engine compiles it through
+its own table (``logetl.engines.local_expressions.COMPILE``, ``logetl.engines.spark_expressions.COMPILE``),
+one entry per class, so adding an expression is one class here plus one entry per engine. An engine that
+lacks an entry refuses the flow before running, naming the expression.
+
+Types are checked when the flow is defined: ``string``, ``integer`` (64-bit) and ``boolean``. Parsed
+fields are strings. Null (a missing value) follows SQL: a comparison or function of null is null, a filter
+keeps only records whose predicate is true, ``and``/``or`` are three-valued, a sink writes null as the
+empty field. Every expression's semantics is written in its docstring and is the same on every engine;
+``tests/test_expressions.py`` runs each one on both engines and compares the bytes.
+"""
+from __future__ import annotations
+
+import re
+
+STRING = "string"
+INTEGER = "integer"
+BOOLEAN = "boolean"
+
+#: the longest run of digits ``to_int`` accepts: every 18-digit number fits in 64 bits
+INT_DIGITS = 18
+INT_PATTERN = rf"^-?[0-9]{{1,{INT_DIGITS}}}$"
+
+
+class ExpressionError(ValueError):
+    """An expression that cannot be computed (wrong type, unknown field, unsupported regex, ...)."""
+
+
+def _wrap(value) -> "Expr":
+    if isinstance(value, Expr):
+        return value
+    return Lit(value)
+
+
+class Expr:
+    """Base of all expressions. ``args`` are the sub-expressions; ``check`` returns the result type for
+    the given field types, raising ``ExpressionError`` naming what is wrong."""
+
+    args: tuple["Expr", ...] = ()
+    __hash__ = object.__hash__      # == builds an expression, so identity is the hash
+
+    def check(self, types: dict[str, str]) -> str:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def walk(self):
+        """This expression and all of its sub-expressions, depth first."""
+        yield self
+        for a in self.args:
+            yield from a.walk()
+
+    def fields(self) -> list[str]:
+        """The fields this expression reads, in first-use order."""
+        seen = []
+        for e in self.walk():
+            if isinstance(e, Col) and e.name not in seen:
+                seen.append(e.name)
+        return seen
+
+    def __repr__(self) -> str:
+        return f"<expression {self.describe()}>"
+
+    def __bool__(self):
+        raise ExpressionError(f"{self.describe()} is an expression, not a Python truth value "
+                              "(use & | ~ instead of and/or/not)")
+
+    # --- operators ---------------------------------------------------------------------------------
+    def __eq__(self, other): return Compare("==", self, _wrap(other))      # type: ignore[override]
+    def __ne__(self, other): return Compare("!=", self, _wrap(other))      # type: ignore[override]
+    def __lt__(self, other): return Compare("<", self, _wrap(other))
+    def __le__(self, other): return Compare("<=", self, _wrap(other))
+    def __gt__(self, other): return Compare(">", self, _wrap(other))
+    def __ge__(self, other): return Compare(">=", self, _wrap(other))
+    def __and__(self, other): return And(self, _wrap(other))
+    def __rand__(self, other): return And(_wrap(other), self)
+    def __or__(self, other): return Or(self, _wrap(other))
+    def __ror__(self, other): return Or(_wrap(other), self)
+    def __invert__(self): return Not(self)
+    def __add__(self, other): return Arithmetic("+", self, _wrap(other))
+    def __radd__(self, other): return Arithmetic("+", _wrap(other), self)
+    def __sub__(self, other): return Arithmetic("-", self, _wrap(other))
+    def __rsub__(self, other): return Arithmetic("-", _wrap(other), self)
+    def __mul__(self, other): return Arithmetic("*", self, _wrap(other))
+    def __rmul__(self, other): return Arithmetic("*", _wrap(other), self)
+    def __floordiv__(self, other): return Arithmetic("//", self, _wrap(other))
+    def __rfloordiv__(self, other): return Arithmetic("//", _wrap(other), self)
+    def __mod__(self, other): return Arithmetic("%", self, _wrap(other))
+    def __rmod__(self, other): return Arithmetic("%", _wrap(other), self)
+
+    # --- methods -----------------------------------------------------------------------------------
+    def is_null(self) -> "IsNull": return IsNull(self)
+    def is_not_null(self) -> "Not": return Not(IsNull(self))
+    def is_in(self, values) -> "IsIn": return IsIn(self, tuple(values))
+    def starts_with(self, prefix: str) -> "StartsWith": return StartsWith(self, prefix)
+    def ends_with(self, suffix: str) -> "EndsWith": return EndsWith(self, suffix)
+    def contains(self, text: str) -> "Contains": return Contains(self, text)
+    def matches(self, pattern: str) -> "Matches": return Matches(self, pattern)
+    def substring(self, start: int, length: int | None = None) -> "Substring": return Substring(self, start, length)
+    def lower(self) -> "Lower": return Lower(self)
+    def upper(self) -> "Upper": return Upper(self)
+    def split_part(self, delimiter: str, n: int) -> "SplitPart": return SplitPart(self, delimiter, n)
+    def to_int(self) -> "ToInt": return ToInt(self)
+
+
+def _need(expr: Expr, types: dict, want: str, what: str) -> None:
+    got = expr.check(types)
+    if got != want:
+        raise ExpressionError(f"{what}: {expr.describe()} is {got}, not {want}")
+
+
+def _literal(value, kind: type, what: str):
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ExpressionError(f"{what} must be a literal {kind.__name__}, not {value!r}")
+    return value
+
+
+# --- values --------------------------------------------------------------------------------------------
+
+class Col(Expr):
+    """The value of field ``name``."""
+
+    def __init__(self, name: str):
+        self.name = _literal(name, str, "a field name")
+
+    def check(self, types):
+        if self.name not in types:
+            raise ExpressionError(f"no field {self.name!r} (fields: {', '.join(types)})")
+        return types[self.name]
+
+    def describe(self):
+        return self.name
+
+
+class Lit(Expr):
+    """A constant: a string, an integer (64-bit) or a boolean. There is no null literal: use
+    ``is_null()`` and ``coalesce``."""
+
+    def __init__(self, value):
+        if value is None:
+            raise ExpressionError("there is no null literal: use is_null() or coalesce()")
+        if isinstance(value, bool):
+            self.type = BOOLEAN
+        elif isinstance(value, int):
+            if not -(1 << 63) <= value < (1 << 63):
+                raise ExpressionError(f"integer literal {value} does not fit in 64 bits")
+            self.type = INTEGER
+        elif isinstance(value, str):
+            self.type = STRING
+        else:
+            raise ExpressionError(f"a literal must be a string, an integer or a boolean, not {value!r}")
+        self.value = value
+
+    def check(self, types):
+        return self.type
+
+    def describe(self):
+        return repr(self.value) if self.type == STRING else str(self.value).lower() \
+            if self.type == BOOLEAN else str(self.value)
+
+
+# --- logic and comparison ----------------------------------------------------------------------------
+
+class Compare(Expr):
+    """``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=`` of two values of one type: strings in UTF-8 byte
+    order, integers numerically; booleans with ``==``/``!=`` only. Null when either side is null."""
+
+    OPS = ("==", "!=", "<", "<=", ">", ">=")
+
+    def __init__(self, op: str, left: Expr, right: Expr):
+        assert op in self.OPS
+        self.op, self.args = op, (left, right)
+
+    def check(self, types):
+        a, b = (x.check(types) for x in self.args)
+        if a != b:
+            raise ExpressionError(f"cannot compare {self.args[0].describe()} ({a}) with "
+                                  f"{self.args[1].describe()} ({b}): use to_int() or a {a} literal")
+        if a == BOOLEAN and self.op not in ("==", "!="):
+            raise ExpressionError(f"{self.describe()}: booleans compare with == and != only")
+        return BOOLEAN
+
+    def describe(self):
+        return f"{self.args[0].describe()} {self.op} {self.args[1].describe()}"
+
+
+class And(Expr):
+    """Both true (three-valued: false and null is false)."""
+
+    def __init__(self, left: Expr, right: Expr):
+        self.args = (left, right)
+
+    def check(self, types):
+        for a in self.args:
+            _need(a, types, BOOLEAN, "and")
+        return BOOLEAN
+
+    def describe(self):
+        return f"({self.args[0].describe()} and {self.args[1].describe()})"
+
+
+class Or(Expr):
+    """Either true (three-valued: true or null is true)."""
+
+    def __init__(self, left: Expr, right: Expr):
+        self.args = (left, right)
+
+    def check(self, types):
+        for a in self.args:
+            _need(a, types, BOOLEAN, "or")
+        return BOOLEAN
+
+    def describe(self):
+        return f"({self.args[0].describe()} or {self.args[1].describe()})"
+
+
+class Not(Expr):
+    """Negation; null stays null."""
+
+    def __init__(self, arg: Expr):
+        self.args = (arg,)
+
+    def check(self, types):
+        _need(self.args[0], types, BOOLEAN, "not")
+        return BOOLEAN
+
+    def describe(self):
+        inner = self.args[0]
+        if isinstance(inner, IsNull):
+            return f"{inner.args[0].describe()} is not null"
+        return f"not {inner.describe()}"
+
+
+class IsNull(Expr):
+    """True when the value is null (never null itself)."""
+
+    def __init__(self, arg: Expr):
+        self.args = (arg,)
+
+    def check(self, types):
+        self.args[0].check(types)
+        return BOOLEAN
+
+    def describe(self):
+        return f"{self.args[0].describe()} is null"
+
+
+class IsIn(Expr):
+    """True when the value equals one of ``values`` (literals of its type); null when it is null."""
+
+    def __init__(self, arg: Expr, values: tuple):
+        if not values:
+            raise ExpressionError("is_in needs at least one value")
+        self.args, self.values = (arg,), tuple(Lit(v).value for v in values)
+
+    def check(self, types):
+        t = self.args[0].check(types)
+        for v in self.values:
+            if Lit(v).type != t:
+                raise ExpressionError(f"is_in: {v!r} is not a {t} like {self.args[0].describe()}")
+        return BOOLEAN
+
+    def describe(self):
+        return f"{self.args[0].describe()} in ({', '.join(Lit(v).describe() for v in self.values)})"
+
+
+class _StringTest(Expr):
+    """A string predicate with one literal operand."""
+
+    word = ""
+
+    def __init__(self, arg: Expr, text: str):
+        self.args, self.text = (arg,), _literal(text, str, f"the operand of {self.word}")
+
+    def check(self, types):
+        _need(self.args[0], types, STRING, self.word)
+        return BOOLEAN
+
+    def describe(self):
+        return f"{self.args[0].describe()} {self.word.replace('_', ' ')} {self.text!r}"
+
+
+class StartsWith(_StringTest):
+    """True when the string begins with ``text`` (compared as characters)."""
+
+    word = "starts_with"
+
+
+class EndsWith(_StringTest):
+    """True when the string ends with ``text``."""
+
+    word = "ends_with"
+
+
+class Contains(_StringTest):
+    """True when ``text`` occurs in the string (a literal, not a pattern)."""
+
+    word = "contains"
+
+
+# --- regular expressions: the subset Java and Rust (Polars) agree on ---------------------------------
+
+_META = set(".^$|?*+()[]{}\\")
+_ESCAPABLE = set(".^$|?*+()[]{}\\/-")
+
+
+def portable_regex(pattern: str) -> str:
+    """Checks that ``pattern`` uses only the documented subset and returns the form both engines compile:
+    ``(?s)`` first (``.`` matches any character) and ``$`` as ``\\z`` (Java's ``$`` would also match
+    before a final line terminator).
+
+    The subset: literal characters; ``\\`` before one of ``. ^ $ | ? * + ( ) [ ] { } \\ / -``; ``.``;
+    ``^`` and ``$``; classes ``[abc]``, ``[^a-z0-9_]`` of literal characters, ranges and those escapes;
+    groups ``( )`` and ``(?: )``; ``|``; quantifiers ``* + ? {n} {n,} {n,m}``, each optionally lazy (``?``).
+    Not in it (the engines differ, or one lacks them): ``\\d \\w \\s \\b`` and other escapes, back
+    references, look-around, flags such as ``(?i)``, possessive quantifiers, POSIX and nested classes."""
+    out, i, depth = ["(?s)"], 0, 0
+
+    def fail(why: str):
+        raise ExpressionError(f"regex {pattern!r}: {why} at offset {i} (see the portable subset in the README)")
+
+    n = len(pattern)
+    quantifiable = False
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            if i + 1 >= n or pattern[i + 1] not in _ESCAPABLE:
+                fail(f"escape \\{pattern[i + 1:i + 2]} is not portable")
+            out.append(pattern[i:i + 2])
+            i, quantifiable = i + 2, True
+        elif c == "[":
+            j = i + 1
+            if j < n and pattern[j] == "^":
+                j += 1
+            if j < n and pattern[j] == "]":
+                fail("a class starting with ] is not portable (escape it)")
+            start = j
+            while j < n and pattern[j] != "]":
+                if pattern[j] == "\\":
+                    if j + 1 >= n or pattern[j + 1] not in _ESCAPABLE:
+                        fail(f"escape \\{pattern[j + 1:j + 2]} in a class is not portable")
+                    j += 2
+                    continue
+                if pattern[j] == "[" or pattern.startswith("&&", j):
+                    fail("nested classes, POSIX classes and && are not portable")
+                j += 1
+            if j >= n:
+                fail("unterminated class")
+            if j == start:
+                fail("empty class")
+            out.append(pattern[i:j + 1])
+            i, quantifiable = j + 1, True
+        elif c == "(":
+            if pattern.startswith("(?:", i):
+                out.append("(?:")
+                i += 3
+            elif pattern.startswith("(?", i):
+                fail("flags, look-around and named groups are not portable")
+            else:
+                out.append("(")
+                i += 1
+            depth, quantifiable = depth + 1, False
+        elif c == ")":
+            if depth == 0:
+                fail("unbalanced )")
+            out.append(")")
+            depth, i, quantifiable = depth - 1, i + 1, True
+        elif c in "*+?{":
+            if not quantifiable:
+                fail("nothing to repeat")
+            if c == "{":
+                m = re.match(r"\{(\d+)(,(\d*))?\}", pattern[i:])
+                if not m or (m.group(3) and int(m.group(3)) < int(m.group(1))):
+                    fail("a bad {n,m} quantifier")
+                if int(m.group(1)) > 1000 or (m.group(3) and int(m.group(3)) > 1000):
+                    fail("repetition counts above 1000 are not portable")
+                out.append(m.group(0))
+                i += len(m.group(0))
+            else:
+                out.append(c)
+                i += 1
+            if i < n and pattern[i] == "?":          # lazy: the same match/no-match answer
+                out.append("?")
+                i += 1
+            elif i < n and pattern[i] in "*+?{":
+                fail("possessive and stacked quantifiers are not portable")
+            quantifiable = False
+        elif c == "$":
+            out.append(r"\z")
+            i, quantifiable = i + 1, False
+        elif c == "^":
+            out.append("^")
+            i, quantifiable = i + 1, False
+        elif c == "|":
+            out.append("|")
+            i, quantifiable = i + 1, False
+        elif c == "]" or c == "}":
+            fail(f"an unescaped {c}")
+        else:
+            out.append(c)
+            i, quantifiable = i + 1, True
+    if depth:
+        fail("unbalanced (")
+    return "".join(out)
+
+
+class Matches(Expr):
+    """True when the regular expression ``pattern`` matches somewhere in the string (anchor it with ``^``
+    and ``$`` for a whole match). Only the portable subset (``portable_regex``) is accepted."""
+
+    def __init__(self, arg: Expr, pattern: str):
+        self.args, self.pattern = (arg,), _literal(pattern, str, "a regex")
+        self.compiled = portable_regex(pattern)
+
+    def check(self, types):
+        _need(self.args[0], types, STRING, "matches")
+        return BOOLEAN
+
+    def describe(self):
+        return f"{self.args[0].describe()} matches {self.pattern!r}"
+
+
+# --- string functions ---------------------------------------------------------------------------------
+
+class Substring(Expr):
+    """``length`` characters (all the rest when None) from character ``start``, counted from 1."""
+
+    def __init__(self, arg: Expr, start: int, length: int | None = None):
+        self.args = (arg,)
+        self.start = _literal(start, int, "substring's start")
+        if start < 1:
+            raise ExpressionError(f"substring's start counts from 1, not {start}")
+        if length is not None and (_literal(length, int, "substring's length") < 0):
+            raise ExpressionError(f"substring's length must be >= 0, not {length}")
+        self.length = length
+
+    def check(self, types):
+        _need(self.args[0], types, STRING, "substring")
+        return STRING
+
+    def describe(self):
+        tail = "" if self.length is None else f", {self.length}"
+        return f"substring({self.args[0].describe()}, {self.start}{tail})"
+
+
+class _StringMap(Expr):
+    word = ""
+
+    def __init__(self, arg: Expr):
+        self.args = (arg,)
+
+    def check(self, types):
+        _need(self.args[0], types, STRING, self.word)
+        return STRING
+
+    def describe(self):
+        return f"{self.word}({self.args[0].describe()})"
+
+
+class Lower(_StringMap):
+    """Lower case. ASCII letters map the same on every engine; other letters follow the engine's
+    Unicode tables (Rust's and Java's agree except for a few special cases)."""
+
+    word = "lower"
+
+
+class Upper(_StringMap):
+    """Upper case (see ``Lower`` for letters outside ASCII)."""
+
+    word = "upper"
+
+
+class SplitPart(Expr):
+    """The ``n``-th piece (from 1) of the string split at every ``delimiter`` (a literal); null when the
+    string has fewer pieces."""
+
+    def __init__(self, arg: Expr, delimiter: str, n: int):
+        self.args = (arg,)
+        self.delimiter = _literal(delimiter, str, "split_part's delimiter")
+        if not delimiter:
+            raise ExpressionError("split_part's delimiter must not be empty")
+        self.n = _literal(n, int, "split_part's part number")
+        if n < 1:
+            raise ExpressionError(f"split_part counts parts from 1, not {n}")
+
+    def check(self, types):
+        _need(self.args[0], types, STRING, "split_part")
+        return STRING
+
+    def describe(self):
+        return f"split_part({self.args[0].describe()}, {self.delimiter!r}, {self.n})"
+
+
+class Concat(Expr):
+    """The strings (integers in decimal) joined; null when any is null."""
+
+    def __init__(self, *args: Expr):
+        if not args:
+            raise ExpressionError("concat needs at least one value")
+        self.args = tuple(_wrap(a) for a in args)
+
+    def check(self, types):
+        for a in self.args:
+            if a.check(types) not in (STRING, INTEGER):
+                raise ExpressionError(f"concat: {a.describe()} is not a string or an integer")
+        return STRING
+
+    def describe(self):
+        return f"concat({', '.join(a.describe() for a in self.args)})"
+
+
+class ToInt(Expr):
+    """An integer from a string that is an optional ``-`` and 1 to 18 ASCII digits; null otherwise (so
+    ``-``, ``+5``, `` 5``, ``1e3`` and longer numbers are null). An integer stays as it is."""
+
+    def __init__(self, arg: Expr):
+        self.args = (arg,)
+
+    def check(self, types):
+        t = self.args[0].check(types)
+        if t not in (STRING, INTEGER):
+            raise ExpressionError(f"to_int: {self.args[0].describe()} is {t}")
+        return INTEGER
+
+    def describe(self):
+        return f"to_int({self.args[0].describe()})"
+
+
+class Arithmetic(Expr):
+    """``+ - *`` and floor division ``//`` and modulo ``%`` (as Python's: the remainder has the
+    divisor's sign) of integers; null when either side is null or the divisor is 0. Results beyond 64
+    bits are not defined (the local engine wraps, Spark fails the run)."""
+
+    OPS = ("+", "-", "*", "//", "%")
+
+    def __init__(self, op: str, left: Expr, right: Expr):
+        assert op in self.OPS
+        self.op, self.args = op, (left, right)
+
+    def check(self, types):
+        for a in self.args:
+            _need(a, types, INTEGER, self.op)
+        return INTEGER
+
+    def describe(self):
+        return f"{self.args[0].describe()} {self.op} {self.args[1].describe()}"
+
+
+class Coalesce(Expr):
+    """The first value that is not null (all of one type)."""
+
+    def __init__(self, *args):
+        if len(args) < 2:
+            raise ExpressionError("coalesce needs at least two values")
+        self.args = tuple(_wrap(a) for a in args)
+
+    def check(self, types):
+        kinds = {a.check(types) for a in self.args}
+        if len(kinds) > 1:
+            raise ExpressionError(f"{self.describe()}: values of different types ({', '.join(sorted(kinds))})")
+        return kinds.pop()
+
+    def describe(self):
+        return f"coalesce({', '.join(a.describe() for a in self.args)})"
+
+
+class Crc32(Expr):
+    """CRC-32 (IEEE 802.3, as ``zlib.crc32``) of the string's UTF-8 bytes: an integer from 0 to 2**32-1,
+    the same on every machine and engine."""
+
+    def __init__(self, arg: Expr):
+        self.args = (_wrap(arg),)
+
+    def check(self, types):
+        _need(self.args[0], types, STRING, "crc32")
+        return INTEGER
+
+    def describe(self):
+        return f"crc32({self.args[0].describe()})"
+
+
+# --- the access log's time ----------------------------------------------------------------------------
+
+MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+#: a valid access-log time, ``dd/Mon/yyyy:HH:MM:SS ±hhmm`` (the day is checked against the month apart)
+LOG_TIME_PATTERN = (r"^(0[1-9]|[12][0-9]|3[01])/(" + "|".join(MONTHS) + r")/"
+                    r"([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3}):"
+                    r"([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9] [+-]([01][0-9]|2[0-3])[0-5][0-9]$")
+
+
+class _LogTime(Expr):
+    """Parts of an access-log time ``dd/Mon/yyyy:HH:MM:SS ±hhmm`` as written (no zone conversion); null
+    unless the time is valid: ``dd`` a real day of that month and year (proleptic Gregorian calendar),
+    ``Mon`` one of Jan..Dec, year 0001-9999, ``HH`` 00-23, ``MM`` and ``SS`` 00-59, one space, a zone
+    ``+`` or ``-`` with ``hh`` 00-23 and ``mm`` 00-59, nothing before or after."""
+
+    word = ""
+
+    def __init__(self, arg: Expr):
+        self.args = (_wrap(arg),)
+
+    def check(self, types):
+        _need(self.args[0], types, STRING, self.word)
+        return STRING
+
+    def describe(self):
+        return f"{self.word}({self.args[0].describe()})"
+
+
+class Day(_LogTime):
+    """``YYYY-MM-DD`` of an access-log time (see ``_LogTime`` for when it is null)."""
+
+    word = "day"
+
+
+class Hour(_LogTime):
+    """``YYYY-MM-DDTHH`` of an access-log time (see ``_LogTime`` for when it is null)."""
+
+    word = "hour"
+
+
+# --- aggregates (group_by) ----------------------------------------------------------------------------
+
+class Aggregate:
+    """Base of the aggregate functions of ``group_by``: an engine-neutral description, compiled by each
+    engine's table like the expressions. ``arg`` is the expression aggregated (None for ``count()``)."""
+
+    word = ""
+
+    def __init__(self, arg=None):
+        self.arg = None if arg is None else (Col(arg) if isinstance(arg, str) else _wrap(arg))
+
+    def check(self, types) -> str:
+        return INTEGER
+
+    def describe(self) -> str:
+        return f"{self.word}({'' if self.arg is None else self.arg.describe()})"
+
+
+class Count(Aggregate):
+    """``count()``: the group's records; ``count(x)``: those where ``x`` is not null."""
+
+    word = "count"
+
+    def check(self, types):
+        if self.arg is not None:
+            self.arg.check(types)
+        return INTEGER
+
+
+class Sum(Aggregate):
+    """The sum of an integer over the group, nulls left out; null when every value is null."""
+
+    word = "sum"
+
+    def __init__(self, arg):
+        super().__init__(arg)
+
+    def check(self, types):
+        _need(self.arg, types, INTEGER, "sum")
+        return INTEGER
+
+
+class Min(Aggregate):
+    """The smallest value that is not null (strings in byte order); null when all are null."""
+
+    word = "min"
+
+    def __init__(self, arg):
+        super().__init__(arg)
+
+    def check(self, types):
+        t = self.arg.check(types)
+        if t == BOOLEAN:
+            raise ExpressionError(f"{self.word}: {self.arg.describe()} is boolean")
+        return t
+
+
+class Max(Min):
+    """The largest value that is not null; null when all are null."""
+
+    word = "max"
+
+
+class CountDistinct(Aggregate):
+    """The number of distinct values that are not null."""
+
+    word = "count_distinct"
+
+    def __init__(self, arg):
+        super().__init__(arg)
+
+    def check(self, types):
+        self.arg.check(types)
+        return INTEGER
