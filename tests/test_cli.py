@@ -88,13 +88,14 @@ def test_user_errors_are_one_line_and_exit_2(tmp_path, args, needles):
 def test_unreadable_input_is_a_user_error(tmp_path, monkeypatch):
     # root (CI) reads every file, so the permission check is driven in-process
     from logetl.io import fs
+    from logetl import programs
     from logetl.job import JobError, bind
 
     f = tmp_path / "secret.log"
     f.write_bytes(b"x\n")
     monkeypatch.setattr(fs.os, "access", lambda path, mode: path != str(f) and mode != fs.os.R_OK)
     with pytest.raises(JobError, match="input file .*secret.log' is not readable"):
-        bind("filter", str(f), {"output": str(tmp_path / "o")})
+        bind(programs.get("filter"), str(f), {"output": str(tmp_path / "o")})
 
 
 def test_input_that_is_not_a_file_is_a_user_error(tmp_path):

@@ -108,14 +108,23 @@ def _parse_confs(ctx, param, values):
     return confs
 
 
-def _run(program: str, input_path: str, outputs: dict[str, str], opts: dict, trap, overwrite: bool, quiet: bool,
-         work_dir: str | None, checkpoint_dir: str | None = None):
+def _flow(program: str | None, flow_file: str | None, log_format: str | None, format_file: str | None):
+    """The flow to run or explain: a program's, or the one a flow file defines."""
+    from logetl import flowfile, formats
+    from logetl.job import program_flow
+
+    fmt = formats.resolve(log_format, format_file)
+    if flow_file:
+        return flowfile.load(flow_file, fmt, format_given=log_format is not None or format_file is not None)
+    return program_flow(program, fmt)
+
+
+def _run(program: str | None, input_path: str, outputs: dict[str, str], opts: dict, trap, overwrite: bool,
+         quiet: bool, work_dir: str | None, checkpoint_dir: str | None = None, flow_file: str | None = None):
     from logetl.console import ConsoleReporter
-    from logetl.job import run_program
+    from logetl.job import run_flow
 
-    from logetl import formats
-
-    log_format = formats.resolve(opts["log_format"], opts["format_file"])
+    flow = _flow(program, flow_file, opts["log_format"], opts["format_file"])
     if opts["hdfs"] and opts["engine"] == "local":
         raise UserError("--hdfs runs on spark: it cannot go with --engine local")
     engine = "spark" if opts["hdfs"] else (opts["engine"] or "local")
@@ -133,10 +142,9 @@ def _run(program: str, input_path: str, outputs: dict[str, str], opts: dict, tra
         engine_options = {"memory_limit": parse_size(opts["memory_limit"])}
     listener = ConsoleReporter(outputs={**outputs, **({"trap": trap} if trap else {})}, quiet=quiet)
     try:
-        run_program(program, input_path, outputs, engine=engine, trap=trap, overwrite=overwrite, listener=listener,
-                    work_dir=work_dir, checkpoint_dir=checkpoint_dir, engine_options=engine_options,
-                    application=opts["app_name"], tags=opts["tags"], quiet=quiet,
-                    max_malformed=opts["max_malformed"], log_format=log_format)
+        run_flow(flow, input_path, outputs, engine=engine, trap=trap, overwrite=overwrite, listener=listener,
+                 work_dir=work_dir, checkpoint_dir=checkpoint_dir, engine_options=engine_options,
+                 application=opts["app_name"], tags=opts["tags"], quiet=quiet, max_malformed=opts["max_malformed"])
     except errors.UsageError:
         raise
     except KeyboardInterrupt as exc:
@@ -149,7 +157,7 @@ def _run(program: str, input_path: str, outputs: dict[str, str], opts: dict, tra
     except Exception as exc:  # the summary above already says FAILED; one line names the cause
         if errors.debug():
             traceback.print_exc()
-        raise RunFailed(f"{program} failed: {exc}") from None
+        raise RunFailed(f"{flow.name} failed: {exc}") from None
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -157,8 +165,9 @@ def _run(program: str, input_path: str, outputs: dict[str, str], opts: dict, tra
 def main():
     """logetl: batch ETL for web-server access logs.
 
-    Parses access-log lines (Apache combined format), and runs the Branch, Filter and Join programs on the
-    embedded local engine (default) or on Apache Spark (--hdfs). Results are tab-separated files in an
+    Parses access-log lines (Apache combined format by default), and runs the Branch, Filter and Join
+    programs, or a flow of your own (logetl run FLOW.py), on the embedded local engine (default) or on
+    Apache Spark (--hdfs). Results are tab-separated files in an
     output directory (part-* files, which concatenate in name order to the result, and _SUCCESS).
 
     Exit codes: 0 success, 1 a failed run (nothing published), 2 a usage error, 130 interrupted.
@@ -235,22 +244,62 @@ def join(in_arg, out_arg, input_path, output, checkpoint_dir, trap, overwrite, q
     _run("join", input_path, {"output": output}, opts, trap, overwrite, quiet, work_dir, checkpoint_dir)
 
 
+def _parse_outputs(ctx, param, values):
+    outputs = {}
+    for v in values:
+        name, sep, path = v.partition("=")
+        if not sep or not name or not path:
+            raise click.BadParameter(f"{v!r} is not NAME=PATH", ctx=ctx, param=param)
+        if name in outputs:
+            raise click.BadParameter(f"output {name!r} is given twice", ctx=ctx, param=param)
+        outputs[name] = path
+    return outputs
+
+
 @main.command()
-@click.argument("program", type=click.Choice(sorted(programs.PROGRAMS)))
+@click.argument("flow_file", metavar="FLOW.py")
+@click.option("--input", "input_path", required=True, metavar="IN",
+              help="Log file, directory or glob; - reads standard input.")
+@click.option("--output", "outputs", required=True, multiple=True, metavar="NAME=PATH", callback=_parse_outputs,
+              help="Where the flow's output NAME goes (repeat for each of its outputs).")
+@click.option("--checkpoint-dir", metavar="DIR", default=None,
+              help="Keep the flow's checkpoint here after success (a flow with one checkpoint).")
+@_engine_options
+def run(flow_file, input_path, outputs, checkpoint_dir, trap, overwrite, quiet, work_dir, **opts):
+    """Run the flow a Python file defines (see logetl.api).
+
+    FLOW.py defines flow(fmt): a function that takes the log format (--format; default combined) and
+    returns a logetl.api.Flow whose sinks name its outputs. Every option of the programs applies: the
+    engine (--hdfs), --trap, --overwrite, --work-dir, restart after a checkpoint, the monitor.
+
+    \b
+    Examples:
+      logetl run examples/status_by_hour.py --input access.log --output counts=out/counts
+      logetl run examples/top_clients.py --input 'logs/*.gz' --output top=out/top --hdfs
+    """
+    _run(None, input_path, outputs, opts, trap, overwrite, quiet, work_dir, checkpoint_dir, flow_file=flow_file)
+
+
+@main.command()
+@click.argument("program", metavar="PROGRAM|FLOW.py")
 @click.option("--dot", is_flag=True, help="Print Graphviz DOT instead of text.")
 @_format_options
 def explain(program, dot, log_format, format_file):
-    """Print a program's operators and steps, without running it.
+    """Print a program's (or a flow file's) operators and steps, without running it.
 
     \b
     Examples:
       logetl explain join
+      logetl explain examples/top_clients.py
       logetl explain join --dot | dot -Tpng > join.png
     """
-    from logetl import formats
-    from logetl.job import program_flow
-
-    flow = program_flow(program, formats.resolve(log_format, format_file))
+    if program in programs.PROGRAMS:
+        flow = _flow(program, None, log_format, format_file)
+    elif program.endswith(".py") or os.path.sep in program:
+        flow = _flow(None, program, log_format, format_file)
+    else:
+        raise click.BadParameter(f"{program!r} is neither a program ({', '.join(sorted(programs.PROGRAMS))}) "
+                                 "nor a flow file (FLOW.py)", param_hint="PROGRAM|FLOW.py")
     click.echo(flow.dot() if dot else flow.explain(), nl=False)
 
 

@@ -88,6 +88,9 @@ def summary(run: FlowRun, outputs: dict[str, str]) -> str:
     if run.warning:
         lines.append(f"  warning: {run.warning}")
     lines.append(f"  dropped (size '-')  {run.dropped_size_dash:>14,}")
+    for op, n in run.left_out().items():
+        label = f"left out by {op}"
+        lines.append(f"  {label:<19} {n:>14,}")
     for tap, path in outputs.items():
         n = total if tap == "trap" else run.written.get(tap)
         if run.status == SUCCESSFUL:

@@ -25,13 +25,15 @@ def _inside(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
-def bind(program: str, input_path: str, output_paths: dict[str, str], trap: str | None = None,
+def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], trap: str | None = None,
          overwrite: bool = False, work_dir: str | None = None, checkpoint_dir: str | None = None,
-         engine: str = "local", fs=LOCAL, flow: assembly.Flow | None = None) -> Taps:
-    flow = flow or programs.get(program)
+         engine: str = "local", fs=LOCAL) -> Taps:
+    """The run's taps: the flow's input and outputs bound to paths, every path checked (``JobError``)."""
+    program = flow.name
     wanted = sorted(s.tap for s in flow.sinks)
     if sorted(output_paths) != wanted:
-        raise JobError(f"program {program} writes outputs {', '.join(wanted)}")
+        raise JobError(f"flow {program} writes output{'s' if len(wanted) > 1 else ''} {', '.join(wanted)}"
+                       f" (given: {', '.join(sorted(output_paths)) or 'none'})", "output")
     try:
         files = inputs.resolve(input_path, fs)
     except inputs.InputError as exc:
@@ -40,7 +42,8 @@ def bind(program: str, input_path: str, output_paths: dict[str, str], trap: str 
     bound: dict[str, str] = {}
     if checkpoint_dir:
         if len(checkpoints) != 1:
-            raise JobError(f"program {program} has no checkpoint to keep", "checkpoint-dir")
+            raise JobError(f"flow {program} has {'no checkpoint' if not checkpoints else 'several checkpoints'}"
+                           " to keep", "checkpoint-dir")
         problem = checkpoint_dir_problem(checkpoint_dir, fs)
         if problem:
             raise JobError(problem, "checkpoint-dir")
@@ -111,20 +114,25 @@ def program_flow(program: str, log_format=None) -> assembly.Flow:
                        "format") from None
 
 
-def run_program(program: str, input_path: str, output_paths: dict[str, str], *, engine: str = "local",
-                trap: str | None = None, overwrite: bool = False, work_dir: str | None = None,
-                checkpoint_dir: str | None = None, listener: FlowListener | None = None,
-                engine_options: dict | None = None, application: str | None = None,
-                tags: dict | None = None, monitor: bool | None = None, quiet: bool = False,
-                max_malformed: float | None = None, log_format=None) -> FlowRun:
-    """Runs a program. Unless ``monitor`` is false (or LOGETL_MONITOR=off), the run's documents go to the
-    monitor (``logetl.monitor.reporter``). ``log_format``: a ``formats.LogFormat``, or a preset name or
-    format string (default ``combined``)."""
-    flow = program_flow(program, log_format)
+def run_program(program: str, input_path: str, output_paths: dict[str, str], *, log_format=None,
+                **options) -> FlowRun:
+    """Runs one of the programs logetl ships (``run_flow``'s options). ``log_format``: a
+    ``formats.LogFormat``, or a preset name or format string (default ``combined``)."""
+    return run_flow(program_flow(program, log_format), input_path, output_paths, **options)
+
+
+def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], *, engine: str = "local",
+             trap: str | None = None, overwrite: bool = False, work_dir: str | None = None,
+             checkpoint_dir: str | None = None, listener: FlowListener | None = None,
+             engine_options: dict | None = None, application: str | None = None,
+             tags: dict | None = None, monitor: bool | None = None, quiet: bool = False,
+             max_malformed: float | None = None) -> FlowRun:
+    """Runs a flow. Unless ``monitor`` is false (or LOGETL_MONITOR=off), the run's documents go to the
+    monitor (``logetl.monitor.reporter``)."""
     runner = get_engine(engine)(**(engine_options or {}))
     try:
-        taps = bind(program, input_path, output_paths, trap, overwrite, work_dir, checkpoint_dir, engine,
-                    runner.filesystem(), flow)
+        taps = bind(flow, input_path, output_paths, trap, overwrite, work_dir, checkpoint_dir, engine,
+                    runner.filesystem())
         taps.max_malformed = max_malformed
         listeners = [listener or FlowListener()]
         if monitor is None:

@@ -77,6 +77,18 @@ class FlowRun:
     notices: list[str] = field(default_factory=list)
     #: blocking operators that spilled to disk: {operator: {"bytes", "files", "passes"}}
     spilled: dict[str, dict] = field(default_factory=dict)
+    #: the flow's filter operators, whose dropped records the summary counts ("left out by ...")
+    filters: list[str] = field(default_factory=list)
+
+    def left_out(self) -> dict[str, int]:
+        """Records each filter dropped (in minus out), for the filters that ran or were restored."""
+        out = {}
+        for s in self.steps:
+            for name in self.filters:
+                c = s.counters.get(name)
+                if c is not None:
+                    out[name] = out.get(name, 0) + c.get("in", 0) - c.get("out", 0)
+        return out
 
     @property
     def elapsed(self) -> float:

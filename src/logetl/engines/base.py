@@ -160,6 +160,7 @@ class Engine:
         self.check(flow)
         run = run or FlowRun(program=flow.name, engine=self.name)
         run.steps = [StepRun(s.name, s.index, [n.name for n in s.nodes]) for s in flow.steps]
+        run.filters = [n.name for n in flow.nodes if isinstance(n, assembly.Filter)]
         ctx = StepContext(flow, taps, run, listener, self.options)
         fail_at = os.environ.get("LOGETL_FAIL_AT", "")
         run.status, run.started_at = RUNNING, time.time()

@@ -1,0 +1,88 @@
+"""Flow files: a user's Python file that defines a flow, for ``logetl run FLOW.py`` and
+``logetl explain FLOW.py``.
+
+How a file names its flow: it defines ``flow``, a function that returns a ``logetl.api.Flow``. The function
+takes the run's log format as its one argument (``--format`` / ``--format-file``; ``combined`` when
+neither is given) and passes it to ``read``; a function without parameters fixes its own format, and then
+``--format`` is refused. The flow's name (``Flow("name", ...)``) is the application name in the monitor.
+
+Any error while loading the file or defining the flow is one line naming the file and the line of the
+user's code it came from (``FlowFileError``, exit 2).
+"""
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import sys
+import traceback
+
+from logetl import assembly, expressions, formats
+from logetl.errors import UsageError
+
+
+class FlowFileError(UsageError):
+    """A flow file that cannot be loaded or does not define a flow; the message names file and line."""
+
+
+def _where(path: str, exc: BaseException) -> str:
+    """``FILE:LINE`` of the deepest frame of the traceback that is in the user's file."""
+    real = os.path.realpath(path)
+    line = None
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        if os.path.realpath(frame.f_code.co_filename) == real:
+            line = lineno
+    return f"{path}:{line}" if line else path
+
+
+def load(path: str, log_format: formats.LogFormat | None = None, format_given: bool = False) -> assembly.Flow:
+    """The flow the file at ``path`` defines, reading ``log_format`` (None: ``combined``)."""
+    if not os.path.isfile(path):
+        raise FlowFileError(f"flow file {path!r} does not exist" if not os.path.exists(path)
+                            else f"flow file {path!r} is not a file")
+    name = "logetl_flow_" + "".join(c if c.isalnum() else "_" for c in os.path.basename(path))
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise FlowFileError(f"flow file {path!r} is not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module      # dataclasses and pickling look a module up by name
+    try:
+        try:
+            spec.loader.exec_module(module)
+        except SyntaxError as exc:
+            raise FlowFileError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
+        except Exception as exc:
+            raise FlowFileError(f"{_where(path, exc)}: {type(exc).__name__}: {exc}") from None
+        define = getattr(module, "flow", None)
+        if isinstance(define, assembly.Flow):
+            if format_given:
+                raise FlowFileError(f"{path}: its flow fixes its own log format: --format cannot change it")
+            return define
+        if not callable(define):
+            raise FlowFileError(f"{path}: defines no flow (a function flow(fmt) that returns logetl.api.Flow)")
+        try:
+            params = [p for p in inspect.signature(define).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError):
+            params = []
+        try:
+            if params:
+                result = define(log_format)
+            elif format_given:
+                raise FlowFileError(f"{path}: flow() takes no log format, so --format cannot change it "
+                                    "(give it a parameter and pass it to read())")
+            else:
+                result = define()
+        except FlowFileError:
+            raise
+        except assembly.MissingField as exc:
+            raise FlowFileError(f"{_where(path, exc)}: {exc} (choose a --format that has it)") from None
+        except (assembly.AssemblyError, expressions.ExpressionError) as exc:
+            raise FlowFileError(f"{_where(path, exc)}: {exc}") from None
+        except Exception as exc:
+            raise FlowFileError(f"{_where(path, exc)}: {type(exc).__name__}: {exc}") from None
+        if not isinstance(result, assembly.Flow):
+            raise FlowFileError(f"{path}: flow() returned {type(result).__name__}, not a logetl.api.Flow")
+        return result
+    finally:
+        sys.modules.pop(name, None)
