@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 DEMO   := demo-output
 
-.PHONY: demo test check bench clean
+.PHONY: demo test check lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,9 @@ check: $(VENV)/.installed-test
 	    --ignore=tests/test_spark_cluster.py --ignore=tests/test_spark_sort.py \
 	    --ignore=tests/test_monitor_browser.py --ignore=tests/test_monitor_load.py \
 	    --ignore=tests/test_crash_points.py
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check src tests bench examples
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python bench/run.py --spark

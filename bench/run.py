@@ -236,7 +236,7 @@ def draw(results: dict, args, size_mb: float) -> None:
     colors = {"native": "#888888", "python": "#4C72B0", "logetl": "#DD8452"}
     fig, ax = plt.subplots(figsize=(8, 4.2), dpi=110)
     x, ticks, labels = 0, [], []
-    for title, names in groups:
+    for _title, names in groups:
         start = x
         for name in names:
             v = results[name]["median_s"]

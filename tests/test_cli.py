@@ -95,7 +95,7 @@ def test_unreadable_input_is_a_user_error(tmp_path, monkeypatch):
     f.write_bytes(b"x\n")
     monkeypatch.setattr(fs.os, "access", lambda path, mode: path != str(f) and mode != fs.os.R_OK)
     with pytest.raises(JobError, match="input file .*secret.log' is not readable"):
-        bind(programs.get("filter"), str(f), {"output": str(tmp_path / "o")})
+        bind(programs.get("filter"), str(f), {"output": str(tmp_path / "o")}, fs=fs.LOCAL)
 
 
 def test_input_that_is_not_a_file_is_a_user_error(tmp_path):

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from conftest import CORPUS, corpus, parts, read
+from logetl.engines.base import InjectedFailure
 from logetl.job import run_program
 from logetl.listener import SKIPPED, SUCCESSFUL, FlowListener
 
@@ -70,7 +71,7 @@ def test_changed_input_starts_from_scratch_and_says_why(engine, tmp_path, monkey
     log = tmp_path / "in.log"
     log.write_bytes(corpus("corpus.log"))
     monkeypatch.setenv("LOGETL_FAIL_AT", "join")
-    with pytest.raises(Exception):
+    with pytest.raises(InjectedFailure):
         run_program("join", str(log), {"output": str(tmp_path / "out")}, engine=engine)
     monkeypatch.delenv("LOGETL_FAIL_AT")
     # drop the first line (an images request of 10.0.0.3): the result must reflect the new input
@@ -171,7 +172,7 @@ def test_sigkill_at_any_moment_leaves_no_partial_result_and_the_rerun_succeeds(e
         subprocess.run(["rm", "-rf", str(d)], check=True)
 
     rng = random.Random(f"{program}-{engine}")
-    for attempt in range(6 if engine == "local" else 3):
+    for _attempt in range(6 if engine == "local" else 3):
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(rng.uniform(0.0, duration * 1.05))
         proc.send_signal(signal.SIGKILL)

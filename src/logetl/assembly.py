@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from logetl import contract, formats
-from logetl.expressions import BOOLEAN, INTEGER, STRING, Aggregate, Col, Expr, ExpressionError, Lit
+from logetl.expressions import BOOLEAN, STRING, Aggregate, Col, Expr, ExpressionError
 
 
 class AssemblyError(ValueError):

@@ -507,7 +507,7 @@ def read_format_file(spec: str) -> LogFormat:
                 raise FormatError(f"{path}:{i + 1}: LogFormat without a format string")
             nick = args[1][1] if len(args) > 1 else ""
             fmt_text = args[0][1].replace('\\"', '"') if args[0][0] == "q" else args[0][1]
-            found.append((nick, _located(lambda: compile_apache(fmt_text), path, i + 1)))
+            found.append((nick, _located(lambda t=fmt_text: compile_apache(t), path, i + 1)))
         elif words and words[0][0] == "w" and words[0][1] == "log_format":
             start = i
             while not any(w == ("p", ";") for w in words) and i + 1 < len(lines):
@@ -523,7 +523,7 @@ def read_format_file(spec: str) -> LogFormat:
                 else:
                     parts.append(w)
             fmt_text = "".join(parts)
-            found.append((nick, _located(lambda: compile_nginx(fmt_text, "nginx", escape), path, start + 1)))
+            found.append((nick, _located(lambda t=fmt_text, e=escape: compile_nginx(t, "nginx", e), path, start + 1)))
         i += 1
     if not found:
         raise FormatError(f"format file {path!r} holds no LogFormat or log_format line")

@@ -27,7 +27,7 @@ def _inside(path: str, directory: str) -> bool:
 
 def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], trap: str | None = None,
          overwrite: bool = False, work_dir: str | None = None, checkpoint_dir: str | None = None,
-         engine: str = "local", fs=LOCAL) -> Taps:
+         engine: str = "local", *, fs) -> Taps:
     """The run's taps: the flow's input and outputs bound to paths, every path checked (``JobError``)."""
     program = flow.name
     wanted = sorted(s.tap for s in flow.sinks)
@@ -132,7 +132,7 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
     runner = get_engine(engine)(**(engine_options or {}))
     try:
         taps = bind(flow, input_path, output_paths, trap, overwrite, work_dir, checkpoint_dir, engine,
-                    runner.filesystem())
+                    fs=runner.filesystem())
         taps.max_malformed = max_malformed
         listeners = [listener or FlowListener()]
         if monitor is None:

@@ -32,7 +32,6 @@ import uuid
 from dataclasses import dataclass, field
 
 from logetl.errors import UsageError
-from logetl.io.fs import LOCAL
 from logetl.io.outputs import output_listing, short_name
 
 FLOW_FILE = "flow.json"
@@ -48,7 +47,7 @@ class WorkDirError(UsageError):
     """A working or checkpoint directory logetl must not use; the message names it."""
 
 
-def file_fingerprint(path: str, fs=LOCAL) -> dict:
+def file_fingerprint(path: str, fs) -> dict:
     if path == "-":   # standard input cannot be read again: a run reading it never restarts (a fresh nonce)
         return {"path": "-", "stdin": uuid.uuid4().hex}
     size, mtime = fs.stat(path)
@@ -56,7 +55,7 @@ def file_fingerprint(path: str, fs=LOCAL) -> dict:
 
 
 def flow_identity(program: str, definition: str, engine: str, inputs: list[str], outputs: dict[str, str],
-                  options: dict, fs=LOCAL) -> dict:
+                  options: dict, fs) -> dict:
     return {
         "program": program,
         "definition": hashlib.sha256(definition.encode()).hexdigest()[:16],
@@ -112,7 +111,7 @@ _SIBLING = re.compile(r"\.(?:(new|trash)-(\d+)-[0-9a-f]{8}|published-[0-9A-F]{32
 _CHECKPOINT_FILE = re.compile(r"part-.*|\.part-.*\.crc|_SUCCESS|\._SUCCESS\.crc|_COMPLETE|_temporary")
 
 
-def default_path(output: str, work_dir: str | None, fs=LOCAL) -> str:
+def default_path(output: str, work_dir: str | None, fs) -> str:
     """The working directory of a flow whose first output is ``output``: ``.OUT.logetl-work`` beside it, or
     a directory of logetl's own under ``--work-dir`` (named after the output, so that flows with different
     outputs can share one DIR)."""
@@ -125,7 +124,7 @@ def default_path(output: str, work_dir: str | None, fs=LOCAL) -> str:
 class WorkDir:
     """The working directory of one flow, on the engine's file system."""
 
-    def __init__(self, path: str, identity: dict, checkpoint_dirs: dict[str, str] | None = None, fs=LOCAL):
+    def __init__(self, path: str, identity: dict, checkpoint_dirs: dict[str, str] | None, fs):
         self.fs = fs
         self.path = fs.abspath(path)
         self.identity = identity
@@ -339,7 +338,7 @@ class WorkDir:
             return None
 
 
-def checkpoint_dir_problem(path: str, fs=LOCAL) -> str | None:
+def checkpoint_dir_problem(path: str, fs) -> str | None:
     """Why logetl may not bind a checkpoint to ``path``, or None: it must be absent, an empty directory, or
     a logetl checkpoint (its marker, and nothing but a checkpoint's files)."""
     if not fs.exists(path):

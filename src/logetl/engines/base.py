@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from logetl import assembly
 from logetl.expressions import Expr
+from logetl.io.outputs import StagedOutput
 from logetl.errors import RunFailed, UsageError
 from logetl.listener import (
     FAILED, RUNNING, SKIPPED, STOPPED, SUCCESSFUL, FlowListener, FlowRun, StepRun)
@@ -55,6 +56,29 @@ class Taps:
     def may_replace(self, path: str) -> bool:
         """Whether a non-empty output at ``path`` may be replaced: --overwrite, or it is this flow's."""
         return self.overwrite or path in self.carry
+
+
+class RunState:
+    """An engine's state of one run, owned by the run (``StepContext.state``), never by the engine (which
+    may run several flows): the staged outputs and the trap, in the order they are published, and the
+    working directory. Engines subclass it for what else a run holds (budgets, sessions' cached data)."""
+
+    def __init__(self, taps: "Taps", fs, create: bool = True):
+        self.fs = fs
+        self.work = taps.work
+        self.outputs = {tap: StagedOutput(path, taps.may_replace(path), fs, create)
+                        for tap, path in taps.outputs.items()}
+        self.trap = StagedOutput(taps.trap, taps.may_replace(taps.trap), fs, create) if taps.trap else None
+
+    def staged(self) -> list[StagedOutput]:
+        """The outputs, then the trap: the order they are published in."""
+        return [*self.outputs.values(), *([self.trap] if self.trap else [])]
+
+    def close(self, ok: bool) -> None:
+        """Releases what the run holds; a failed run discards its staged outputs."""
+        if not ok:
+            for out in self.staged():
+                out.discard()
 
 
 @dataclass
@@ -105,22 +129,34 @@ class Engine:
                             f"the {self.name} engine cannot compile {type(e).__name__} ({e.describe()}) "
                             f"in operator {node.name!r}")
 
-    def prepare(self, ctx: StepContext) -> None:
-        """Called once before the first step (stage outputs, open sessions)."""
+    def prepare(self, ctx: StepContext) -> RunState:
+        """Called once before the first step: the run's state (staged outputs, budgets, sessions)."""
+        return RunState(ctx.taps, self.filesystem())
 
     def execute_step(self, ctx: StepContext, step: assembly.Step, state: StepRun) -> None:
         raise NotImplementedError
 
+    def finish_trap(self, ctx: StepContext) -> None:
+        """Moves the trapped lines of the run's steps into the staged trap (before it is sealed)."""
+
+    # --- publishing, the same for every engine -------------------------------------------------------
+
     def seal(self, ctx: StepContext) -> list:
-        """Complete the staged outputs (and trap) and return them (``StagedOutput``s): what they hold is
-        recorded before any is published."""
-        return []
+        """Completes the staged outputs (and trap) and returns them: what they hold is recorded before any
+        is published."""
+        if ctx.state.trap is not None:
+            self.finish_trap(ctx)
+        return [out.seal() for out in ctx.state.staged()]
 
     def commit(self, ctx: StepContext) -> None:
-        """Make the sealed outputs visible, each with one rename; called only after every step succeeded."""
+        """Makes the sealed outputs visible, each with one rename; only after every step succeeded."""
+        for out in ctx.state.staged():
+            out.commit()
 
     def close(self, ctx: StepContext, ok: bool) -> None:
-        """Release resources; on failure, discard staged outputs."""
+        """Releases the run's resources; on failure, discards its staged outputs."""
+        if ctx.state is not None:
+            ctx.state.close(ok)
 
     # --- the protocol ---------------------------------------------------------------------------------
 
@@ -187,7 +223,9 @@ class Engine:
                                      f"completed by the failed run {resume.previous_run}")
             for step in flow.steps[skip_to + 1:]:
                 work.forget_step(step.name)
-            self.prepare(ctx)
+            state = self.prepare(ctx)
+            if state is not None:
+                ctx.state = state
             for step, state in zip(flow.steps, run.steps):
                 if step.index <= skip_to:
                     state.restore(resume.completed[step.name])

@@ -24,10 +24,11 @@ from logetl import assembly, contract
 from logetl import expressions as E
 from logetl.engines import kernel
 from logetl.engines.local_expressions import AGGREGATES, COMPILE, Compiler, _dtype
-from logetl.engines.base import Engine, StepContext
+from logetl.engines.base import Engine, RunState, StepContext
 from logetl.engines.spill import (
     DEFAULT_LIMIT, ExternalSort, HashPartitions, MemoryBudget, MemoryLimitExceeded, SpillDir, frame_bytes)
 from logetl.io import inputs
+from logetl.io.fs import LOCAL
 from logetl.io.outputs import StagedOutput
 from logetl.listener import StepRun
 
@@ -511,22 +512,16 @@ def scan(files: list[str], on_bytes=None, threads: int = PARSE_THREADS, columns:
                 fut.cancel()
 
 
-class LocalRun:
-    """The local engine's state of one run: staged outputs, the trap file, bytes read, the memory budget
-    that blocking operators share, and where they spill."""
+class LocalRun(RunState):
+    """The local engine's state of one run: besides the staged outputs, the trap file, bytes read, the
+    memory budget that blocking operators share, and where they spill."""
 
     def __init__(self, taps, memory_limit: int, spill_buffers: int | None = None):
-        self.work = taps.work
-        self.outputs = {tap: StagedOutput(path, taps.may_replace(path)) for tap, path in taps.outputs.items()}
-        self.trap = StagedOutput(taps.trap, taps.may_replace(taps.trap)) if taps.trap else None
+        super().__init__(taps, LOCAL)
         self.trap_file = None
         self.done_bytes = 0
         self.memory = MemoryBudget(memory_limit, spill_buffers)
         self.spill_root = os.path.join(taps.work.path, "spill")
-
-    def staged(self) -> list[StagedOutput]:
-        """The outputs, then the trap: the order they are published in."""
-        return [*self.outputs.values(), *([self.trap] if self.trap else [])]
 
     def spill_dir(self, name: str) -> SpillDir:
         return SpillDir(self.spill_root, name)
@@ -535,11 +530,7 @@ class LocalRun:
         if self.trap_file is not None and not self.trap_file.closed:
             self.trap_file.close()
         shutil.rmtree(self.spill_root, ignore_errors=True)
-        if not ok:
-            for out in self.outputs.values():
-                out.discard()
-            if self.trap is not None:
-                self.trap.discard()
+        super().close(ok)
 
 
 class LocalEngine(Engine):
@@ -556,7 +547,7 @@ class LocalEngine(Engine):
         self.spill_buffers = spill_buffers
 
     def prepare(self, ctx):
-        ctx.state = LocalRun(ctx.taps, self.memory_limit, self.spill_buffers)
+        return LocalRun(ctx.taps, self.memory_limit, self.spill_buffers)
 
     def execute_step(self, ctx, step, state):
         flow = ctx.flow
@@ -591,7 +582,7 @@ class LocalEngine(Engine):
         # roots: stored outputs of earlier steps, then the sources
         for stored in step.reads:
             reader = StoreReader(local.work.store(stored.name))
-            if not os.path.exists(os.path.join(reader.directory, "_COMPLETE")):
+            if not local.work.is_complete(stored.name):
                 raise RuntimeError(f"stored output of {stored.name!r} is incomplete")
             targets = [(ops[id(c)], c.previous.index(stored)) for c in flow.children(stored) if id(c) in in_step]
             for frame in reader.batches():
@@ -601,7 +592,7 @@ class LocalEngine(Engine):
                     op.push(batch, port)
             for op, port in targets:
                 op.input_done(port)
-        for parse_op, source in parse_ops:
+        for parse_op, _source in parse_ops:
             files = ctx.taps.inputs
             total = ctx.taps.input_bytes
 
@@ -634,18 +625,9 @@ class LocalEngine(Engine):
                 todo.append(child)
         return parse in step.writes
 
-    def seal(self, ctx):
+    def finish_trap(self, ctx):
         local: LocalRun = ctx.state
         if local.trap_file:
             local.trap_file.close()
-        if local.trap and os.path.exists(local.work.trap_part):
+        if os.path.exists(local.work.trap_part):
             shutil.copyfile(local.work.trap_part, local.trap.part)
-        return [out.seal() for out in local.staged()]
-
-    def commit(self, ctx):
-        for out in ctx.state.staged():
-            out.commit()
-
-    def close(self, ctx, ok):
-        if ctx.state is not None:
-            ctx.state.close(ok)

@@ -35,7 +35,7 @@ def _visible(name: str) -> bool:
 STDIN = "-"
 
 
-def resolve(path: str, fs=LOCAL) -> list[str]:
+def resolve(path: str, fs) -> list[str]:
     if path == STDIN:
         if fs is not LOCAL:
             raise InputError("--input - (standard input) works on the local engine only: on Spark give a path")
@@ -72,7 +72,7 @@ def open_input(path: str):
     return open(path, "rb", buffering=0)
 
 
-def total_size(files: list[str], fs=LOCAL) -> int:
+def total_size(files: list[str], fs) -> int:
     """Bytes of the inputs; 0 (unknown) when one is standard input."""
     if STDIN in files:
         return 0

@@ -19,7 +19,6 @@ import re
 import uuid
 
 from logetl.errors import RunFailed, UsageError
-from logetl.io.fs import LOCAL
 
 PART = "part-00000"
 SUCCESS = "_SUCCESS"
@@ -34,7 +33,7 @@ class OutputError(UsageError):
 _PART = re.compile(r"part-\d{5}.*")
 
 
-def is_output_entry(directory: str, name: str, fs=LOCAL) -> bool:
+def is_output_entry(directory: str, name: str, fs) -> bool:
     """Whether ``name`` in ``directory`` is a file an output written by logetl (or Spark) holds: a regular
     file ``part-NNNNN…`` or ``_SUCCESS``, or the ``.crc`` checksum of one."""
     bare = name[1:-4] if name.startswith(".") and name.endswith(".crc") else name
@@ -42,7 +41,7 @@ def is_output_entry(directory: str, name: str, fs=LOCAL) -> bool:
     return (bare == SUCCESS or _PART.fullmatch(bare) is not None) and fs.isfile(where) and not fs.islink(where)
 
 
-def foreign_entry(path: str, fs=LOCAL, allow: tuple[str, ...] = ()) -> str | None:
+def foreign_entry(path: str, fs, allow: tuple[str, ...] = ()) -> str | None:
     """The first entry of directory ``path`` that is not part of an output (nor in ``allow``), or None."""
     for name in fs.listdir(path):
         if name not in allow and not is_output_entry(path, name, fs):
@@ -50,7 +49,7 @@ def foreign_entry(path: str, fs=LOCAL, allow: tuple[str, ...] = ()) -> str | Non
     return None
 
 
-def output_listing(path: str, fs=LOCAL) -> dict[str, int] | None:
+def output_listing(path: str, fs) -> dict[str, int] | None:
     """What an output directory holds: its part files and ``_SUCCESS``, by name, with their sizes (None
     when it is absent or holds something else)."""
     if not fs.isdir(path) or fs.islink(path) or foreign_entry(path, fs) is not None:
@@ -68,7 +67,7 @@ def short_name(name: str) -> str:
     return name.encode()[:80].decode(errors="ignore") + "~" + digest
 
 
-def check_output(path: str, overwrite: bool, option: str = "output", fs=LOCAL) -> None:
+def check_output(path: str, overwrite: bool, option: str, fs) -> None:
     """Refuses, naming the user's path, an output that cannot be written or must not be replaced."""
     base = fs.basename(path)
     if len(base.encode()) > NAME_MAX:
@@ -102,7 +101,7 @@ def _staging_base(path: str, fs) -> str:
 _STAGING = re.compile(r"(\d+)-[0-9a-f]{8}(\.old)?")
 
 
-def clean_stale(path: str, fs=LOCAL) -> None:
+def clean_stale(path: str, fs) -> None:
     """Removes staging directories of ``path`` whose process is gone (a run killed before commit): by
     their exact name, a writer that is gone, and what they hold (nothing but an output's files, and Spark's
     ``_temporary``), so a directory of the user's with a look-alike name stays."""
@@ -124,7 +123,7 @@ class StagedOutput:
     """One output directory being written. ``staging`` is where to write (``part`` for a single part
     file); ``commit`` publishes it."""
 
-    def __init__(self, path: str, overwrite: bool = False, fs=LOCAL, create: bool = True):
+    def __init__(self, path: str, overwrite: bool, fs, create: bool = True):
         self.fs = fs
         self.path = fs.abspath(path)
         self.overwrite = overwrite
