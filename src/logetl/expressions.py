@@ -664,10 +664,8 @@ class Sum(Aggregate):
         return INTEGER
 
 
-class Min(Aggregate):
-    """The smallest value that is not null (strings in byte order); null when all are null."""
-
-    word = "min"
+class _Extreme(Aggregate):
+    """What ``min`` and ``max`` share (neither is a kind of the other: engines tell them apart by class)."""
 
     def __init__(self, arg):
         super().__init__(arg)
@@ -679,7 +677,13 @@ class Min(Aggregate):
         return t
 
 
-class Max(Min):
+class Min(_Extreme):
+    """The smallest value that is not null (strings in byte order); null when all are null."""
+
+    word = "min"
+
+
+class Max(_Extreme):
     """The largest value that is not null; null when all are null."""
 
     word = "max"
