@@ -160,8 +160,8 @@ class Pipe:
     def checkpoint(self, name: str | None = None) -> "Checkpoint":
         return Checkpoint(name, self)
 
-    def write(self, tap: str = "output", name: str | None = None) -> "Sink":
-        return Sink(name, self, tap)
+    def write(self, tap: str = "output", format: str = "tsv", name: str | None = None) -> "Sink":
+        return Sink(name, self, tap, format)
 
 
 class _Grouping:
@@ -537,21 +537,36 @@ class Top(Pipe):
         return f"first {self.n}{per} by {_describe_keys(self.by_keys)}"
 
 
+#: what a sink can write: the contract's TSV (the default), Parquet, JSON Lines
+SINK_FORMATS = ("tsv", "parquet", "jsonl")
+
+
 class Sink(Pipe):
-    """Writes its input as TSV (fields in order, no header, ``\\n`` line ends, integers in decimal,
-    booleans ``true``/``false``, null as the empty field) to the output tap named ``tap``, in input
-    order, committed atomically."""
+    """Writes its input to the output tap named ``tap``, in input order, committed atomically, as
+    ``format``:
+
+    - ``tsv`` (default): fields in order, no header, ``\\n`` line ends, integers in decimal, booleans
+      ``true``/``false``, null as the empty field; no quoting (no field holds TAB, CR or LF);
+    - ``parquet``: the fields as typed columns (strings, 64-bit integers, booleans), same names and order,
+      compressed (zstd);
+    - ``jsonl``: one JSON object per record, keys in field order, null as ``null``.
+
+    Part files are ``part-NNNNN`` plus ``.parquet`` / ``.jsonl``; concatenated (TSV, JSON Lines) or read
+    (Parquet) in name order they give the records in order."""
 
     kind = "sink"
 
-    def __init__(self, name: str | None, previous: Pipe, tap: str):
+    def __init__(self, name: str | None, previous: Pipe, tap: str, format: str = "tsv"):
         if not isinstance(tap, str) or not tap.replace("_", "").replace("-", "").isalnum():
             raise AssemblyError(f"invalid output tap name {tap!r} (letters, digits, _ and -)")
-        self.tap = tap
+        if format not in SINK_FORMATS:
+            raise AssemblyError(f"sink format {format!r} is not one of {', '.join(SINK_FORMATS)}")
+        self.tap, self.format = tap, format
         super().__init__(name, previous)
 
     def describe(self) -> str:
-        return f"tap {self.tap}: " + "\t".join(self.fields)
+        kind = "" if self.format == "tsv" else f" ({self.format})"
+        return f"tap {self.tap}{kind}: " + "\t".join(self.fields)
 
 
 # --- flows and their steps --------------------------------------------------------------------------------
@@ -599,6 +614,13 @@ class Flow:
             raise AssemblyError(f"flow {name!r}: duplicate operator names {sorted(dup)}")
         self.sources = [n for n in self.nodes if isinstance(n, Source)]
         self.steps = self._plan()
+
+    def set_output_format(self, format: str) -> None:
+        """Makes every sink write ``format`` (``--output-format``); before the flow runs."""
+        if format not in SINK_FORMATS:
+            raise AssemblyError(f"output format {format!r} is not one of {', '.join(SINK_FORMATS)}")
+        for s in self.sinks:
+            s.format = format
 
     def _name_unnamed(self) -> None:
         """Names nodes defined without one after their kind, in flow order: ``filter``, ``filter_2``..."""

@@ -78,6 +78,9 @@ def _engine_options(f):
                      help="Where checkpoints and other stored step outputs live "
                           "(default: .OUTPUT.logetl-work beside the first output).")(f)
     f = click.option("--overwrite", is_flag=True, help="Replace non-empty output directories.")(f)
+    f = click.option("--output-format", type=click.Choice(["tsv", "parquet", "jsonl"]), default=None,
+                     help="Write every output as TSV (default: the contract's bytes), Parquet (typed columns) "
+                          "or JSON Lines.")(f)
     f = click.option("--trap", "trap", metavar="DIR", default=None,
                      help="Write malformed lines here, unchanged (DIR/part-00000).")(f)
     f = click.option("--conf", "confs", metavar="KEY=VALUE", multiple=True, callback=_parse_confs,
@@ -125,6 +128,8 @@ def _run(program: str | None, input_path: str, outputs: dict[str, str], opts: di
     from logetl.job import run_flow
 
     flow = _flow(program, flow_file, opts["log_format"], opts["format_file"])
+    if opts["output_format"]:
+        flow.set_output_format(opts["output_format"])
     if opts["hdfs"] and opts["engine"] == "local":
         raise UserError("--hdfs runs on spark: it cannot go with --engine local")
     engine = "spark" if opts["hdfs"] else (opts["engine"] or "local")

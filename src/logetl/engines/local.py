@@ -359,19 +359,83 @@ class HashJoinOp(Op):
         self.ctx.state.memory.release(self)
 
 
+class TsvWriter:
+    """The contract's TSV: a kernel batch's bytes as they are, else Polars' CSV writer without quoting."""
+
+    suffix = ""
+
+    def __init__(self, file, node):
+        self.file = file
+
+    def write(self, batch):
+        for piece in batch.tsv():
+            self.file.write(piece)
+
+    def close(self):
+        pass
+
+
+class ParquetWriter:
+    """Parquet with the sink's field names, in order, typed by the flow (strings, 64-bit integers,
+    booleans), zstd-compressed; one row group per batch, so memory holds one batch. An empty output is
+    a file with the schema and no rows."""
+
+    suffix = ".parquet"
+
+    def __init__(self, file, node):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        kinds = {"string": pa.string(), "integer": pa.int64(), "boolean": pa.bool_()}
+        self.schema = pa.schema([(f, kinds[node.types[f]]) for f in node.fields])
+        self.writer = pq.ParquetWriter(file, self.schema, compression="zstd")
+
+    def write(self, batch):
+        table = batch.frame().to_arrow()
+        self.writer.write_table(table.cast(self.schema))
+
+    def close(self):
+        self.writer.close()
+
+
+class JsonLinesWriter:
+    """JSON Lines: one object per record, keys in field order, integers and booleans as JSON values,
+    null as ``null`` (Polars' NDJSON writer)."""
+
+    suffix = ".jsonl"
+
+    def __init__(self, file, node):
+        self.file = file
+
+    def write(self, batch):
+        buf = io.BytesIO()
+        batch.frame().write_ndjson(buf)
+        self.file.write(buf.getvalue())
+
+    def close(self):
+        pass
+
+
+#: the sink formats of the local engine: one writer class per format of ``assembly.SINK_FORMATS``
+SINK_WRITERS = {"tsv": TsvWriter, "parquet": ParquetWriter, "jsonl": JsonLinesWriter}
+
+
 class SinkOp(Op):
     def __init__(self, *args, output: StagedOutput):
         super().__init__(*args)
-        self.file = open(output.part, "wb")
+        kind = SINK_WRITERS[self.node.format]
+        self.file = open(output.part + kind.suffix, "wb")
+        self.writer = kind(self.file, self.node)
         self.written = 0
 
     def process(self, batch, port):
-        for piece in batch.tsv():
-            self.file.write(piece)
+        if len(batch):
+            self.writer.write(batch)
         self.written += len(batch)
         self.emit(batch)
 
     def finish(self):
+        self.writer.close()
         self.file.close()
         run = self.ctx.run
         run.written[self.node.tap] = run.written.get(self.node.tap, 0) + self.written
@@ -620,7 +684,7 @@ class LocalEngine(Engine):
                     continue
                 seen.add(id(child))
                 if type(child) not in (assembly.Pipe, assembly.Sink) or child not in step.nodes \
-                        or child in step.writes:
+                        or child in step.writes or (isinstance(child, assembly.Sink) and child.format != "tsv"):
                     return True
                 todo.append(child)
         return parse in step.writes

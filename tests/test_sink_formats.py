@@ -1,0 +1,128 @@
+"""Sink formats on every engine: Parquet and JSON Lines hold exactly the records the contract's TSV holds,
+with the flow's types, the field names and order, and the same order of records."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import logetl.api as L
+from conftest import CORPUS, corpus, logetl
+from logetl.job import run_flow, run_program
+
+CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
+
+
+def _files(path, suffix):
+    names = sorted(os.listdir(path))
+    assert "_SUCCESS" in names
+    assert [n for n in names if n != "_SUCCESS" and not (n.startswith("part-") and n.endswith(suffix))] == []
+    return [os.path.join(path, n) for n in names if n.startswith("part-")]
+
+
+def read_parquet(path):
+    """(column names, rows) of an output's Parquet parts, in name order."""
+    import pyarrow.parquet as pq
+
+    names, rows = None, []
+    for f in _files(path, ".parquet"):
+        table = pq.read_table(f)
+        names = names or table.column_names
+        assert table.column_names == names
+        rows += [tuple(r.values()) for r in table.to_pylist()]
+    return names, rows, table.schema
+
+
+def read_jsonl(path):
+    rows, keys = [], None
+    for f in _files(path, ".jsonl"):
+        with open(f, "rb") as fh:
+            for line in fh.read().decode("utf-8").split("\n")[:-1]:   # not splitlines: U+2028 is in a value
+                obj = json.loads(line)
+                keys = keys or list(obj)
+                assert list(obj) == keys            # every object has every field, in field order
+                rows.append(tuple(obj.values()))
+    return keys, rows
+
+
+def tsv_rows(data: bytes):
+    return [tuple(line.split("\t")) for line in data.decode("utf-8").split("\n")[:-1]]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_branch_in_each_format_holds_the_tsv_records(engine, tmp_path, fmt):
+    import logetl.programs as programs
+
+    flow = programs.get("branch")
+    flow.set_output_format(fmt)
+    outs = {"output1": str(tmp_path / "a"), "output2": str(tmp_path / "b")}
+    run_flow(flow, CORPUS_LOG, outs, engine=engine, monitor=False)
+    expected = tsv_rows(corpus("branch.tsv"))
+    for out in outs.values():
+        if fmt == "parquet":
+            names, rows, schema = read_parquet(out)
+            assert [str(t) for t in schema.types] == ["string"] * 5
+        else:
+            names, rows = read_jsonl(out)
+        assert names == ["ip", "time", "request", "response", "size"]
+        assert rows == expected
+
+
+def test_join_as_parquet_keeps_the_score_an_integer(engine, tmp_path):
+    out = tmp_path / "out"
+    run_program("join", CORPUS_LOG, {"output": str(out)}, engine=engine, monitor=False)
+    tsv = tsv_rows(b"".join(open(f, "rb").read() for f in _files(out, "")))
+    flow_out = tmp_path / "pq"
+    from logetl import programs
+
+    flow = programs.get("join")
+    flow.set_output_format("parquet")
+    run_flow(flow, CORPUS_LOG, {"output": str(flow_out)}, engine=engine, monitor=False)
+    names, rows, schema = read_parquet(flow_out)
+    assert names == ["ip", "userip", "time", "request", "response", "size", "score"]
+    assert str(schema.field("score").type) == "int64"
+    assert rows == [r[:-1] + (int(r[-1]),) for r in tsv] and rows
+
+
+def _typed_flow(fmt):
+    logs = L.read()
+    typed = logs.derive(n=L.col("size").to_int(), big=L.col("size").to_int() > 1000, name="typed")
+    return L.Flow("typed", [typed.select("ip", "request", "n", "big").write("out", format=fmt)])
+
+
+def test_nulls_integers_and_booleans_in_each_format(engine, tmp_path):
+    lines = (b'1.2.3.4 - - [17/May/2015:10:05:03 +0000] "GET /a \\"q\\" NA" 200 123 "-" "x"\n'
+             b'1.2.3.5 - - [17/May/2015:10:05:03 +0000] "GET /\xc3\xa9" 200 12a "-" "x"\n'
+             b'1.2.3.6 - - [17/May/2015:10:05:03 +0000] "null" 200 4096 "-" "x"\n')
+    log = tmp_path / "in.log"
+    log.write_bytes(lines)
+    expected = [("1.2.3.4", 'GET /a \\"q\\" NA', 123, False), ("1.2.3.5", "GET /é", None, None),
+                ("1.2.3.6", "null", 4096, True)]
+    run_flow(_typed_flow("parquet"), str(log), {"out": str(tmp_path / "pq")}, engine=engine, monitor=False)
+    names, rows, schema = read_parquet(tmp_path / "pq")
+    assert rows == expected and [str(t) for t in schema.types] == ["string", "string", "int64", "bool"]
+    run_flow(_typed_flow("jsonl"), str(log), {"out": str(tmp_path / "js")}, engine=engine, monitor=False)
+    assert read_jsonl(tmp_path / "js") == (["ip", "request", "n", "big"], expected)
+    run_flow(_typed_flow("tsv"), str(log), {"out": str(tmp_path / "tsv")}, engine=engine, monitor=False)
+    tsv = b"".join(open(f, "rb").read() for f in _files(tmp_path / "tsv", ""))
+    assert tsv == ('1.2.3.4\tGET /a \\"q\\" NA\t123\tfalse\n1.2.3.5\tGET /é\t\t\n'
+                   '1.2.3.6\tnull\t4096\ttrue\n').encode()
+
+
+def test_an_empty_parquet_output_has_the_schema(engine, tmp_path):
+    log = tmp_path / "in.log"
+    log.write_bytes(b"not a log line\n")
+    run_flow(_typed_flow("parquet"), str(log), {"out": str(tmp_path / "pq")}, engine=engine, monitor=False)
+    names, rows, schema = read_parquet(tmp_path / "pq")
+    assert rows == [] and names == ["ip", "request", "n", "big"]
+
+
+def test_output_format_option_and_a_bad_value(tmp_path):
+    p = logetl("filter", "--input", CORPUS_LOG, "--output", str(tmp_path / "o"), "--output-format", "jsonl", "-q")
+    assert p.returncode == 0, p.stderr
+    assert read_jsonl(tmp_path / "o")[1] == [(line,) for line in corpus("filter.tsv").decode().split("\n")[:-1]]
+    p = logetl("filter", "--input", CORPUS_LOG, "--output", str(tmp_path / "x"), "--output-format", "csv")
+    assert p.returncode == 2 and "'csv' is not one of 'tsv', 'parquet', 'jsonl'" in p.stderr.decode()
+    with pytest.raises(L.AssemblyError, match="^sink format 'csv' is not one of tsv, parquet, jsonl$"):
+        L.read().write("out", format="csv")
