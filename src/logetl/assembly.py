@@ -160,8 +160,8 @@ class Pipe:
     def checkpoint(self, name: str | None = None) -> "Checkpoint":
         return Checkpoint(name, self)
 
-    def write(self, tap: str = "output", format: str = "tsv", name: str | None = None) -> "Sink":
-        return Sink(name, self, tap, format)
+    def write(self, tap: str = "output", format: str = "tsv", partition_by=(), name: str | None = None) -> "Sink":
+        return Sink(name, self, tap, format, partition_by)
 
 
 class _Grouping:
@@ -552,21 +552,42 @@ class Sink(Pipe):
     - ``jsonl``: one JSON object per record, keys in field order, null as ``null``.
 
     Part files are ``part-NNNNN`` plus ``.parquet`` / ``.jsonl``; concatenated (TSV, JSON Lines) or read
-    (Parquet) in name order they give the records in order."""
+    (Parquet) in name order they give the records in order.
+
+    ``partition_by`` (fields): Hive-style partitions, ``FIELD=VALUE/part-…`` (nested in the order given),
+    the partition fields left out of the files; each partition holds its records in input order. A run
+    over an earlier output (``--overwrite``) replaces exactly the partitions it writes, each with one
+    rename, and keeps the others. Values are escaped as Hive and Spark do (``%XX`` for control characters
+    and ``"#%'*/:=?\\{[]^``); null and the empty string are ``__HIVE_DEFAULT_PARTITION__``."""
 
     kind = "sink"
 
-    def __init__(self, name: str | None, previous: Pipe, tap: str, format: str = "tsv"):
+    def __init__(self, name: str | None, previous: Pipe, tap: str, format: str = "tsv", partition_by=()):
         if not isinstance(tap, str) or not tap.replace("_", "").replace("-", "").isalnum():
             raise AssemblyError(f"invalid output tap name {tap!r} (letters, digits, _ and -)")
         if format not in SINK_FORMATS:
             raise AssemblyError(f"sink format {format!r} is not one of {', '.join(SINK_FORMATS)}")
         self.tap, self.format = tap, format
+        self.partition_by = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
         super().__init__(name, previous)
+
+    def _resolve(self) -> None:
+        self._inherit()
+        self._require(*self.partition_by)
+        if len(set(self.partition_by)) != len(self.partition_by):
+            raise AssemblyError(f"sink {self.label}: a partition field is named twice")
+        if self.partition_by and not self.file_fields:
+            raise AssemblyError(f"sink {self.label}: partitioned by every field, its files would hold nothing")
+
+    @property
+    def file_fields(self) -> tuple[str, ...]:
+        """The fields in the part files (the partition fields are in the directory names)."""
+        return tuple(f for f in self.fields if f not in self.partition_by)
 
     def describe(self) -> str:
         kind = "" if self.format == "tsv" else f" ({self.format})"
-        return f"tap {self.tap}{kind}: " + "\t".join(self.fields)
+        parts = f", partitioned by {', '.join(self.partition_by)}" if self.partition_by else ""
+        return f"tap {self.tap}{kind}{parts}: " + "\t".join(self.file_fields)
 
 
 # --- flows and their steps --------------------------------------------------------------------------------

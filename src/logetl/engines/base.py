@@ -58,15 +58,20 @@ class Taps:
         return self.overwrite or path in self.carry
 
 
+def partitioned_taps(flow: assembly.Flow) -> tuple[str, ...]:
+    return tuple(s.tap for s in flow.sinks if s.partition_by)
+
+
 class RunState:
     """An engine's state of one run, owned by the run (``StepContext.state``), never by the engine (which
     may run several flows): the staged outputs and the trap, in the order they are published, and the
     working directory. Engines subclass it for what else a run holds (budgets, sessions' cached data)."""
 
-    def __init__(self, taps: "Taps", fs, create: bool = True):
+    def __init__(self, taps: "Taps", fs, create: bool = True, partitioned: tuple[str, ...] = ()):
+        """``partitioned``: the output taps whose sinks write partitions."""
         self.fs = fs
         self.work = taps.work
-        self.outputs = {tap: StagedOutput(path, taps.may_replace(path), fs, create)
+        self.outputs = {tap: StagedOutput(path, taps.may_replace(path), fs, create, partitioned=tap in partitioned)
                         for tap, path in taps.outputs.items()}
         self.trap = StagedOutput(taps.trap, taps.may_replace(taps.trap), fs, create) if taps.trap else None
 
@@ -131,7 +136,7 @@ class Engine:
 
     def prepare(self, ctx: StepContext) -> RunState:
         """Called once before the first step: the run's state (staged outputs, budgets, sessions)."""
-        return RunState(ctx.taps, self.filesystem())
+        return RunState(ctx.taps, self.filesystem(), partitioned=partitioned_taps(ctx.flow))
 
     def execute_step(self, ctx: StepContext, step: assembly.Step, state: StepRun) -> None:
         raise NotImplementedError

@@ -24,12 +24,12 @@ from logetl import assembly, contract
 from logetl import expressions as E
 from logetl.engines import kernel
 from logetl.engines.local_expressions import AGGREGATES, COMPILE, Compiler, _dtype
-from logetl.engines.base import Engine, RunState, StepContext
+from logetl.engines.base import Engine, RunState, StepContext, partitioned_taps
 from logetl.engines.spill import (
     DEFAULT_LIMIT, ExternalSort, HashPartitions, MemoryBudget, MemoryLimitExceeded, SpillDir, frame_bytes)
 from logetl.io import inputs
 from logetl.io.fs import LOCAL
-from logetl.io.outputs import StagedOutput
+from logetl.io.outputs import StagedOutput, partition_name
 from logetl.listener import StepRun
 
 PARSE_THREADS = 2
@@ -364,7 +364,7 @@ class TsvWriter:
 
     suffix = ""
 
-    def __init__(self, file, node):
+    def __init__(self, file, fields, types):
         self.file = file
 
     def write(self, batch):
@@ -382,12 +382,12 @@ class ParquetWriter:
 
     suffix = ".parquet"
 
-    def __init__(self, file, node):
+    def __init__(self, file, fields, types):
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         kinds = {"string": pa.string(), "integer": pa.int64(), "boolean": pa.bool_()}
-        self.schema = pa.schema([(f, kinds[node.types[f]]) for f in node.fields])
+        self.schema = pa.schema([(f, kinds[types[f]]) for f in fields])
         self.writer = pq.ParquetWriter(file, self.schema, compression="zstd")
 
     def write(self, batch):
@@ -404,7 +404,7 @@ class JsonLinesWriter:
 
     suffix = ".jsonl"
 
-    def __init__(self, file, node):
+    def __init__(self, file, fields, types):
         self.file = file
 
     def write(self, batch):
@@ -421,22 +421,67 @@ SINK_WRITERS = {"tsv": TsvWriter, "parquet": ParquetWriter, "jsonl": JsonLinesWr
 
 
 class SinkOp(Op):
+    """Writes records to a staged output in the sink's format; a partitioned sink keeps one writer per
+    partition, at most MAX_OPEN_PARTITIONS open at once (a partition written again after its writer was
+    closed appends to its file, or starts the next Parquet part, so name order stays input order)."""
+
+    MAX_OPEN_PARTITIONS = 128
+
     def __init__(self, *args, output: StagedOutput):
         super().__init__(*args)
-        kind = SINK_WRITERS[self.node.format]
-        self.file = open(output.part + kind.suffix, "wb")
-        self.writer = kind(self.file, self.node)
+        node = self.node
+        self.kind = SINK_WRITERS[node.format]
+        self.output = output
         self.written = 0
+        self.open: dict[str, tuple] = {}      # partition -> (file, writer), least recently used first
+        self.parts: dict[str, int] = {}       # partition -> number of its current part file
+        if not node.partition_by:
+            self.open[""] = self._start(output.part + self.kind.suffix, "wb")
+
+    def _start(self, path: str, mode: str):
+        f = open(path, mode)
+        return f, self.kind(f, self.node.file_fields, self.node.types)
+
+    def _writer(self, leaf: str):
+        found = self.open.pop(leaf, None)
+        if found is None:
+            if len(self.open) >= self.MAX_OPEN_PARTITIONS:
+                oldest = next(iter(self.open))
+                self._close(self.open.pop(oldest))
+            directory = os.path.join(self.output.staging, leaf)
+            if leaf in self.parts:
+                appendable = self.kind is not ParquetWriter
+                self.parts[leaf] += 0 if appendable else 1
+                mode = "ab" if appendable else "wb"
+            else:
+                os.makedirs(directory, exist_ok=True)
+                self.parts[leaf], mode = 0, "wb"
+            found = self._start(os.path.join(directory, f"part-{self.parts[leaf]:05d}{self.kind.suffix}"), mode)
+        self.open[leaf] = found
+        return found[1]
+
+    @staticmethod
+    def _close(opened) -> None:
+        f, writer = opened
+        writer.close()
+        f.close()
 
     def process(self, batch, port):
-        if len(batch):
-            self.writer.write(batch)
+        node = self.node
+        if len(batch) and not node.partition_by:
+            self.open[""][1].write(batch)
+        elif len(batch):
+            by, fields = list(node.partition_by), list(node.file_fields)
+            for key, part in batch.frame().partition_by(by, as_dict=True, maintain_order=True).items():
+                leaf = "/".join(partition_name(f, v) for f, v in zip(by, key))
+                self._writer(leaf).write(Batch(fields, part.select(fields)))
         self.written += len(batch)
         self.emit(batch)
 
     def finish(self):
-        self.writer.close()
-        self.file.close()
+        for opened in self.open.values():
+            self._close(opened)
+        self.open = {}
         run = self.ctx.run
         run.written[self.node.tap] = run.written.get(self.node.tap, 0) + self.written
 
@@ -580,8 +625,8 @@ class LocalRun(RunState):
     """The local engine's state of one run: besides the staged outputs, the trap file, bytes read, the
     memory budget that blocking operators share, and where they spill."""
 
-    def __init__(self, taps, memory_limit: int, spill_buffers: int | None = None):
-        super().__init__(taps, LOCAL)
+    def __init__(self, taps, memory_limit: int, spill_buffers: int | None = None, partitioned=()):
+        super().__init__(taps, LOCAL, partitioned=partitioned)
         self.trap_file = None
         self.done_bytes = 0
         self.memory = MemoryBudget(memory_limit, spill_buffers)
@@ -611,7 +656,7 @@ class LocalEngine(Engine):
         self.spill_buffers = spill_buffers
 
     def prepare(self, ctx):
-        return LocalRun(ctx.taps, self.memory_limit, self.spill_buffers)
+        return LocalRun(ctx.taps, self.memory_limit, self.spill_buffers, partitioned_taps(ctx.flow))
 
     def execute_step(self, ctx, step, state):
         flow = ctx.flow
@@ -684,7 +729,8 @@ class LocalEngine(Engine):
                     continue
                 seen.add(id(child))
                 if type(child) not in (assembly.Pipe, assembly.Sink) or child not in step.nodes \
-                        or child in step.writes or (isinstance(child, assembly.Sink) and child.format != "tsv"):
+                        or child in step.writes or (isinstance(child, assembly.Sink) and (
+                            child.format != "tsv" or child.partition_by)):
                     return True
                 todo.append(child)
         return parse in step.writes

@@ -31,14 +31,36 @@ class OutputError(UsageError):
 
 
 _PART = re.compile(r"part-\d{5}.*")
+_PARTITION = re.compile(r"[^.=][^=]*=[^=]+")
+DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+#: what Hive and Spark escape in a partition value (ExternalCatalogUtils.escapePathName)
+_ESCAPED = set(chr(c) for c in range(1, 0x20)) | set('"#%\'*/:=?\\\x7f{[]^')
+
+
+def partition_name(field: str, value) -> str:
+    """The directory of one partition value, as Hive and Spark name it: ``FIELD=VALUE`` with the value's
+    special characters as ``%XX``; null and the empty string are the default partition."""
+    if value is None or value == "":
+        text = DEFAULT_PARTITION
+    elif isinstance(value, bool):
+        text = "true" if value else "false"
+    else:
+        text = "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in str(value))
+    return f"{field}={text}"
 
 
 def is_output_entry(directory: str, name: str, fs) -> bool:
-    """Whether ``name`` in ``directory`` is a file an output written by logetl (or Spark) holds: a regular
-    file ``part-NNNNN…`` or ``_SUCCESS``, or the ``.crc`` checksum of one."""
+    """Whether ``name`` in ``directory`` is what an output written by logetl (or Spark) holds: a regular
+    file ``part-NNNNN…`` or ``_SUCCESS``, the ``.crc`` checksum of one, or a partition directory
+    (``FIELD=VALUE``) holding nothing else."""
     bare = name[1:-4] if name.startswith(".") and name.endswith(".crc") else name
     where = fs.join(directory, name)
-    return (bare == SUCCESS or _PART.fullmatch(bare) is not None) and fs.isfile(where) and not fs.islink(where)
+    if fs.islink(where):
+        return False
+    if _PARTITION.fullmatch(name) and fs.isdir(where):
+        entries = fs.listdir(where)
+        return bool(entries) and all(n != SUCCESS and is_output_entry(where, n, fs) for n in entries)
+    return (bare == SUCCESS or _PART.fullmatch(bare) is not None) and fs.isfile(where)
 
 
 def foreign_entry(path: str, fs, allow: tuple[str, ...] = ()) -> str | None:
@@ -54,7 +76,17 @@ def output_listing(path: str, fs) -> dict[str, int] | None:
     when it is absent or holds something else)."""
     if not fs.isdir(path) or fs.islink(path) or foreign_entry(path, fs) is not None:
         return None
-    files = {n: fs.stat(fs.join(path, n))[0] for n in fs.listdir(path) if not n.endswith(".crc")}
+    files: dict[str, int] = {}
+
+    def walk(directory: str, prefix: str) -> None:
+        for n in fs.listdir(directory):
+            where = fs.join(directory, n)
+            if fs.isdir(where):
+                walk(where, f"{prefix}{n}/")
+            elif not n.endswith(".crc"):
+                files[prefix + n] = fs.stat(where)[0]
+
+    walk(path, "")
     return files or None
 
 
@@ -115,7 +147,7 @@ def clean_stale(path: str, fs) -> None:
         m = _STAGING.fullmatch(name[len(base):])
         where = fs.join(parent, name)
         if m and not fs.pid_alive(int(m.group(1))) and fs.isdir(where) \
-                and foreign_entry(where, fs, allow=("_temporary",)) is None:
+                and foreign_entry(where, fs, allow=("_temporary", ".replaced")) is None:
             fs.rmtree(where)
 
 
@@ -123,8 +155,11 @@ class StagedOutput:
     """One output directory being written. ``staging`` is where to write (``part`` for a single part
     file); ``commit`` publishes it."""
 
-    def __init__(self, path: str, overwrite: bool, fs, create: bool = True):
+    def __init__(self, path: str, overwrite: bool, fs, create: bool = True, partitioned: bool = False):
+        """``partitioned``: the staging directory holds partition directories; publishing over an earlier
+        output replaces those partitions and keeps the others."""
         self.fs = fs
+        self.partitioned = partitioned
         self.path = fs.abspath(path)
         self.overwrite = overwrite
         fs.makedirs(fs.parent(self.path))
@@ -142,7 +177,7 @@ class StagedOutput:
         fs = self.fs
         if not fs.isdir(self.staging):
             fs.makedirs(self.staging)
-        if not any(n.startswith("part-") for n in fs.listdir(self.staging)):
+        if not self.partitioned and not any(n.startswith("part-") for n in fs.listdir(self.staging)):
             fs.touch(self.part)
         fs.touch(fs.join(self.staging, SUCCESS))
         self.listing = output_listing(self.staging, fs) or {}
@@ -157,11 +192,41 @@ class StagedOutput:
             if not self.overwrite or foreign is not None:
                 raise RunFailed(f"output directory {self.path!r} became non-empty during the run"
                                   + (f" (it holds {foreign!r})" if foreign else ""))
+            if self.partitioned:
+                self._replace_partitions()
+                return
             trash = self.staging + ".old"
             fs.rename(self.path, trash)
         fs.replace_dir(self.staging, self.path)
         if trash:
             fs.rmtree(trash)
+
+    def _leaves(self, directory: str, prefix: str = "") -> list[str]:
+        """The partitions (relative paths of the directories holding part files) under ``directory``."""
+        out = []
+        for n in self.fs.listdir(directory):
+            where = self.fs.join(directory, n)
+            if _PARTITION.fullmatch(n) and self.fs.isdir(where):
+                inner = self._leaves(where, f"{prefix}{n}/")
+                out += inner if inner else []
+                if any(_PART.fullmatch(m) for m in self.fs.listdir(where)):
+                    out.append(prefix + n)
+        return out
+
+    def _replace_partitions(self) -> None:
+        """Each partition this run wrote replaces the earlier one with one rename (the earlier is first
+        moved aside into the staging directory, deleted with it); partitions it did not write stay."""
+        fs = self.fs
+        aside = fs.join(self.staging, ".replaced")
+        for i, leaf in enumerate(self._leaves(self.staging)):
+            target = fs.join(self.path, leaf)
+            if fs.exists(target):
+                fs.makedirs(aside)
+                fs.rename(target, fs.join(aside, str(i)))
+            fs.makedirs(fs.parent(target))
+            fs.rename(fs.join(self.staging, leaf), target)
+        fs.touch(fs.join(self.path, SUCCESS))
+        fs.rmtree(self.staging)
 
     def discard(self) -> None:
         self.fs.rmtree(self.staging)
