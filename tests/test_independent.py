@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import independent
-from conftest import read
+from conftest import read, require
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
 import flows  # noqa: E402  (bench/flows.py: the benchmark's baselines and their regexes)
@@ -203,7 +203,10 @@ def test_integer_size(size, expected):
 
 def duckdb_flows(path: str, tmp_path) -> dict[str, bytes]:
     """The three flows in DuckDB SQL over a log file: {name: TSV bytes}."""
-    duckdb = pytest.importorskip("duckdb")    # a test requirement (pyproject's test extra)
+    try:
+        import duckdb
+    except ImportError:
+        require(False, "DuckDB is not installed (pip install 'logetl[test]')")
     months = "[" + ", ".join(flows.sql_text(m) for m in flows.MONTHS) + "]"
     records = f"""
         WITH f AS MATERIALIZED (
