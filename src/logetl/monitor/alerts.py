@@ -34,7 +34,7 @@ TERMINAL = ("SUCCESSFUL", "FAILED", "STOPPED")
 
 
 class RuleError(UsageError):
-    """A rule that cannot be added; the message names the bad value."""
+    """A rule that cannot be added; the message starts with the bad field's name."""
 
 
 def check_rule(application, kind, threshold=None, last=None, tag=None, webhook=None) -> dict:
@@ -45,13 +45,13 @@ def check_rule(application, kind, threshold=None, last=None, tag=None, webhook=N
         raise RuleError(f"when must be one of {', '.join(KINDS)}, not {kind!r}")
     if threshold is not None:
         if kind == "failed":
-            raise RuleError("a threshold does not apply to a 'failed' rule")
+            raise RuleError("threshold does not apply to a 'failed' rule")
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or threshold != threshold:
             raise RuleError(f"threshold must be a number, not {threshold!r}")
         if kind == "malformed" and not 0 <= threshold < 1:
-            raise RuleError(f"a 'malformed' threshold is a share from 0 to 1 (e.g. 0.05), not {threshold!r}")
+            raise RuleError(f"threshold of a 'malformed' rule is a share from 0 to 1 (e.g. 0.05), not {threshold!r}")
         if kind in ("records", "duration") and not 0 < threshold < 1e6:
-            raise RuleError(f"a {kind!r} threshold is a positive factor of the median (e.g. "
+            raise RuleError(f"threshold of a {kind!r} rule is a positive factor of the median (e.g. "
                             f"{DEFAULT_THRESHOLD[kind]}), not {threshold!r}")
     if last is not None:
         if kind not in ("records", "duration"):
