@@ -502,11 +502,10 @@ def alerts_add(ctx, application, kind, threshold, last, tag, owner, webhook, db)
 
 def _describe_rule(r: dict) -> str:
     what = {"failed": "fails",
-            "malformed": f"has a malformed share above {r['threshold']:g}",
-            "records": f"writes fewer than {r['threshold']:g} x the median records of its last {r['last']} "
-                       "successful runs",
-            "duration": f"takes longer than {r['threshold']:g} x the median duration of its last {r['last']} "
-                        "successful runs"}[r["when"]]
+            "malformed": "has a malformed share above {threshold:g}",
+            "records": "writes fewer than {threshold:g} x the median records of its last {last} successful runs",
+            "duration": "takes longer than {threshold:g} x the median duration of its last {last} successful runs",
+            }[r["when"]].format(**r)
     who = f" of {r['owner']}" if r["owner"] else ""
     tag = f" tagged {r['tag']}" if r["tag"] else ""
     return f"when a run{who} of {r['application']}{tag} {what}, POST to {r['webhook']}"
