@@ -37,7 +37,7 @@ def test_alert_list_markers_search_and_trend(page, tmp_path):  # noqa: F811
         page.goto(srv.url + "/")
         marker = page.locator(f'#runs tbody tr[data-run-id="{rid(50)}"] .alert-marker')
         marker.wait_for()
-        assert marker.inner_text() == "🔔 1"
+        assert marker.inner_text() == "⚑ 1"
         assert marker.get_attribute("title") == "run failed: input file '/logs/web-7.log' is not readable"
         assert page.locator("#runs tbody .alert-marker").count() == 1
         page.screenshot(path=str(tmp_path / "runs-with-alert-marker.png"), full_page=True)
@@ -57,7 +57,7 @@ def test_alert_list_markers_search_and_trend(page, tmp_path):  # noqa: F811
         # the run page: the marker beside the status and the alert in a box
         page.click(f'#alerts a[href="/runs/{rid(50)}"]')
         page.wait_for_selector("#run-alert:not([hidden])")
-        assert page.locator("#run-alert").inner_text() == "🔔 1"
+        assert page.locator("#run-alert").inner_text() == "⚑ 1"
         assert page.locator("#alerts-box li").all_inner_texts() == [
             "failed: run failed: input file '/logs/web-7.log' is not readable"]
         page.screenshot(path=str(tmp_path / "run-with-alert.png"), full_page=True)

@@ -33,10 +33,10 @@
 
   function marker(runId, list) {
     return el("a", { class: "alert-marker", href: "/alerts?run_id=" + runId, "data-alerts": String(list.length),
-      title: list.map((a) => a.message).join("\n"), text: "🔔 " + list.length });
+      title: list.map((a) => a.message).join("\n"), text: "⚑ " + list.length });
   }
 
-  /* The run list: a 🔔 marker in the first cell of each run that fired alerts (whatever the columns). */
+  /* The run list: a ⚑ marker in the first cell of each run that fired alerts (whatever the columns). */
   function runsMarkers() {
     const tbody = $("#runs tbody");
     let timer = null, busy = false;
@@ -75,7 +75,7 @@
       const mark = $("#run-alert"), box = $("#alerts-box");
       mark.hidden = box.hidden = !body.alerts.length;
       if (!body.alerts.length) return;
-      mark.textContent = "🔔 " + body.alerts.length;
+      mark.textContent = "⚑ " + body.alerts.length;
       mark.dataset.alerts = String(body.alerts.length);
       mark.title = body.alerts.map((a) => a.message).join("\n");
       const ul = el("ul");
