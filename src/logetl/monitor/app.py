@@ -422,6 +422,7 @@ async def api_alert_rules(request: Request) -> Response:
                                  tag=body.get("tag"), webhook=body.get("webhook"))
     except alerting.RuleError as exc:
         raise ApiError(422, "invalid_rule", str(exc)) from None
+    request.app.state.worker.active = True
     return JSONResponse({"rule": rule}, status_code=201)
 
 
@@ -541,7 +542,7 @@ def create_app(store: Store, require_key: bool = False, host: str = "127.0.0.1",
     @contextlib.asynccontextmanager
     async def lifespan(app):
         worker.start()
-        store.on_ingest = worker.wake.set
+        store.on_ingest = worker.notify
         try:
             yield
         finally:

@@ -55,8 +55,16 @@ class Worker:
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="logetl-monitor-worker", daemon=True)
         self.watermark: float | None = None
+        #: whether there is anything to do for a run (a rule, or OpenLineage): a posted document wakes the
+        #: thread only then, so a busy server without rules pays nothing per document
+        self.active = bool(self.ol_url)
 
     # --- life ---------------------------------------------------------------------------------------------
+
+    def notify(self) -> None:
+        """A document was stored."""
+        if self.active:
+            self.wake.set()
 
     def start(self) -> None:
         self._load_watermark()
@@ -106,6 +114,7 @@ class Worker:
             self._load_watermark()
         with engine.begin() as conn:
             rules = [dict(r._mapping) for r in conn.execute(select(alert_rules).order_by(alert_rules.c.id))]
+            self.active = bool(rules or self.ol_url)
             if not rules and not self.ol_url:   # nothing to do for any run (rules apply to later runs only)
                 self.watermark = max(self.watermark, time.time() - SLACK)
                 return 0
