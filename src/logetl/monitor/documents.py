@@ -145,6 +145,12 @@ def validate(doc) -> dict:
     return doc
 
 
+def lineage_changes(doc: dict) -> bool:
+    """Whether a stored document may change its run's lineage rows: a run's paths are known from its first
+    document and its error at its end, so the documents in between (most of a long run's) skip the work."""
+    return doc["seq"] <= 1 or doc["run"]["status"] != "RUNNING"
+
+
 def lineage_of(doc: dict) -> list[dict]:
     """The rows the lineage search finds a run by: its input files, its output directories, its error."""
     run = doc.get("run") or {}

@@ -27,7 +27,8 @@ import time
 
 from logetl.errors import env_float
 from logetl.listener import FlowListener, FlowRun
-from logetl.monitor.documents import FORMAT, MESSAGING_VERSION, graph, lineage_of, row_of, run_document
+from logetl.monitor.documents import (FORMAT, MESSAGING_VERSION, graph, lineage_changes, lineage_of, row_of,
+                                     run_document)
 
 DEFAULT_UI = "http://127.0.0.1:8080"
 LIVE_AFTER = 1.0   # seconds: step updates of a run are sent once it has been running this long
@@ -86,7 +87,8 @@ class EmbeddedSink:
                + " WHERE runs.seq < excluded.seq")
         conn = self._connect()
         with conn:
-            if conn.execute(sql, [row[c] for c in cols]).rowcount:   # stored: its lineage rows follow it
+            stored = conn.execute(sql, [row[c] for c in cols]).rowcount
+            if stored and lineage_changes(doc):       # its lineage rows follow it
                 conn.execute("DELETE FROM run_lineage WHERE owner = ? AND run_id = ?", (row["owner"], row["run_id"]))
                 conn.executemany("INSERT INTO run_lineage (owner, run_id, role, value) VALUES (?, ?, ?, ?)",
                                  [(row["owner"], x["run_id"], x["role"], x["value"]) for x in lineage_of(doc)])

@@ -20,7 +20,7 @@ import time
 from sqlalchemy import (BigInteger, Column, Float, Index, Integer, MetaData, PrimaryKeyConstraint, String,
                         Table, Text, UniqueConstraint, create_engine, func, inspect, select, text)
 
-from logetl.monitor.documents import lineage_of, row_of, validate
+from logetl.monitor.documents import lineage_changes, lineage_of, row_of, validate
 
 metadata = MetaData()
 #: the layout's version (SQLite keeps it as ``PRAGMA user_version``, which the embedded sink checks)
@@ -315,7 +315,7 @@ class Store:
             where=runs.c.seq < stmt.excluded.seq)
         with self.engine.begin() as conn:   # RETURNING, not rowcount: drivers differ on upserts' rowcount
             stored = conn.execute(stmt.returning(runs.c.run_id)).first() is not None
-            if stored:
+            if stored and lineage_changes(doc):
                 replace_lineage(conn, row["owner"], doc)
         if stored and self.on_ingest is not None:
             self.on_ingest()
