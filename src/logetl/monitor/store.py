@@ -280,10 +280,10 @@ class Store:
         before it get their lineage rows (paths, error) from their documents, once."""
         with self.engine.begin() as conn:
             RUNS_UPDATED.create(conn, checkfirst=True)
-            done = conn.execute(select(settings.c.value).where(settings.c.key == "lineage_indexed")).first()
-            if done is not None:
+            # the one store opener that adds the marker indexes the runs (several runs may open a new store at once)
+            mark = self._insert()(settings).values(key="lineage_indexed", value="1").on_conflict_do_nothing()
+            if conn.execute(mark.returning(settings.c.key)).first() is None:
                 return
-            conn.execute(settings.insert().values(key="lineage_indexed", value="1"))
             rows = []
             for r in conn.execute(select(runs.c.owner, runs.c.document)):
                 rows.extend({"owner": r.owner, **x} for x in lineage_of(json.loads(r.document)))

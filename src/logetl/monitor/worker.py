@@ -103,7 +103,8 @@ class Worker:
                                     .where(settings.c.key.in_([SINCE, WATERMARK]))).all())
             if SINCE not in got:
                 got[SINCE] = repr(time.time())
-                conn.execute(settings.insert().values(key=SINCE, value=got[SINCE]))
+                conn.execute(self.store._insert()(settings).values(key=SINCE, value=got[SINCE])
+                             .on_conflict_do_nothing())
         self.since = float(got[SINCE])
         self.watermark = max(self.since, float(got.get(WATERMARK, self.since)))
 
