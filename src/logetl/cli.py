@@ -353,8 +353,17 @@ _db_option = click.option("--db", metavar="URL", default=None,
 @click.option("--require-key", is_flag=True, help="Require an API key even before any key exists.")
 @click.option("--allow-public-without-keys", is_flag=True,
               help="Serve on a non-loopback address although no API keys exist (everyone sees every run).")
+@click.option("--public-url", metavar="URL", default=None,
+              help="The address people reach this monitor at, for the run links in alerts "
+                   "(default: http://HOST:PORT).")
+@click.option("--openlineage-url", metavar="URL", default=None, envvar="LOGETL_OPENLINEAGE_URL",
+              help="Send OpenLineage run events (START, COMPLETE, FAIL, ABORT) to URL/api/v1/lineage "
+                   "(default: $LOGETL_OPENLINEAGE_URL; needs pip install 'logetl[lineage]').")
+@click.option("--openlineage-namespace", metavar="NAME", default="logetl", show_default=True,
+              help="The OpenLineage job namespace (the job name is the application).")
 @click.pass_context
-def monitor(ctx, host, port, db, require_key, allow_public_without_keys):
+def monitor(ctx, host, port, db, require_key, allow_public_without_keys, public_url, openlineage_url,
+            openlineage_namespace):
     """Serve the run monitor: all applications, each run's graph, timeline and counters.
 
     Runs record their documents in the store under $LOGETL_HOME (default ~/.logetl) unless
@@ -376,12 +385,25 @@ def monitor(ctx, host, port, db, require_key, allow_public_without_keys):
         raise UserError(f"refusing to serve every run to anyone on {host}: create an API key "
                         "(logetl monitor keys create --user NAME), or pass --require-key, or "
                         "--allow-public-without-keys")
+    for name, url in (("--public-url", public_url), ("--openlineage-url", openlineage_url)):
+        if url is not None and not _http_url(url):
+            raise UserError(f"{name} must be an http:// or https:// URL, not {url!r}")
+    if openlineage_url:
+        from logetl.monitor.lineage import available
+
+        missing = available()
+        if missing:
+            raise UserError(f"--openlineage-url: {missing}")
     import uvicorn
 
     sock = _listen(host, port)
     click.echo(f"logetl monitor on http://{host}:{port} (database {store.url})", err=True)
+    shown = f"[{host}]" if ":" in host else host
     config = uvicorn.Config(create_app(store, require_key=require_key, host=host,
-                                       allow_public_without_keys=allow_public_without_keys),
+                                       allow_public_without_keys=allow_public_without_keys,
+                                       public_url=public_url or f"http://{shown}:{sock.getsockname()[1]}",
+                                       openlineage_url=openlineage_url,
+                                       openlineage_namespace=openlineage_namespace),
                             host=host, port=port, log_level="warning")
     uvicorn.Server(config).run(sockets=[sock])
 
@@ -473,6 +495,143 @@ def keys_revoke(ctx, prefix, db):
     if not store.revoke_key(prefix):
         raise UserError(f"no active key {prefix!r}")
     click.echo(f"revoked {prefix}", err=True)
+
+
+def _http_url(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        return parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port or 1) > 0
+    except ValueError:
+        return False
+
+
+@monitor.group()
+def alerts():
+    """Manage alert rules: a webhook is POSTed when a run of an application fails, has too many malformed
+    lines, or writes too few records or runs too long against the median of its last successful runs.
+
+    \b
+    Examples:
+      logetl monitor alerts add --application nightly --when failed --webhook http://hooks.example/logetl
+      logetl monitor alerts add --application nightly --when records --threshold 0.5 --webhook URL
+      logetl monitor alerts list
+      logetl monitor alerts remove 3
+    """
+
+
+@alerts.command("add")
+@click.option("--application", required=True, metavar="NAME", help="The application whose runs it watches.")
+@click.option("--when", "kind", required=True, type=click.Choice(["failed", "malformed", "records", "duration"]),
+              help="failed: the run failed; malformed: its malformed share is above the threshold (default "
+                   "0.1); records: it wrote fewer than threshold x the median of the last N successful runs "
+                   "(default 0.5); duration: it took longer than threshold x their median (default 2).")
+@click.option("--threshold", type=float, default=None, metavar="X", help="See --when.")
+@click.option("--last", type=int, default=None, metavar="N",
+              help="How many earlier successful runs the median is of (records, duration; default 10).")
+@click.option("--tag", default=None, metavar="KEY=VALUE", help="Only runs with this tag (or KEY: any value).")
+@click.option("--owner", default=None, metavar="USER", help="Only this user's runs (default: everyone's).")
+@click.option("--webhook", required=True, metavar="URL", help="Where the alert is POSTed, as JSON.")
+@_db_option
+@click.pass_context
+def alerts_add(ctx, application, kind, threshold, last, tag, owner, webhook, db):
+    """Add an alert rule; prints its id.
+
+    \b
+    Example:
+      logetl monitor alerts add --application nightly --when duration --threshold 3 --webhook URL
+    """
+    from logetl.monitor import alerts as alerting
+
+    store = _store(db or (ctx.obj or {}).get("db"))
+    try:
+        rule = alerting.add_rule(store, owner=owner, application=application, kind=kind, threshold=threshold,
+                                 last=last, tag=tag, webhook=webhook)
+    except alerting.RuleError as exc:
+        raise UserError(f"--{exc}") from None     # the message starts with the field: the option's name
+    click.echo(rule["id"])
+    click.echo(f"alert rule {rule['id']}: {_describe_rule(rule)}", err=True)
+
+
+def _describe_rule(r: dict) -> str:
+    what = {"failed": "fails",
+            "malformed": "has a malformed share above {threshold:g}",
+            "records": "writes fewer than {threshold:g} x the median records of its last {last} successful runs",
+            "duration": "takes longer than {threshold:g} x the median duration of its last {last} successful runs",
+            }[r["when"]].format(**r)
+    who = f" of {r['owner']}" if r["owner"] else ""
+    tag = f" tagged {r['tag']}" if r["tag"] else ""
+    return f"when a run{who} of {r['application']}{tag} {what}, POST to {r['webhook']}"
+
+
+@alerts.command("list")
+@_db_option
+@click.pass_context
+def alerts_list(ctx, db):
+    """List alert rules: id, application, when, threshold, last, tag, owner, webhook (tab-separated).
+
+    \b
+    Example:
+      logetl monitor alerts list
+    """
+    from logetl.monitor import alerts as alerting
+
+    store = _store(db or (ctx.obj or {}).get("db"))
+    for r in alerting.list_rules(store):
+        cells = [r["id"], r["application"], r["when"], "" if r["threshold"] is None else f"{r['threshold']:g}",
+                 r["last"] or "", r["tag"] or "", r["owner"] or "", r["webhook"]]
+        click.echo("\t".join(str(c) for c in cells))
+
+
+@alerts.command("remove")
+@click.argument("rule_id", metavar="ID")
+@_db_option
+@click.pass_context
+def alerts_remove(ctx, rule_id, db):
+    """Remove an alert rule by its id (as `alerts list` shows it); alerts it fired are kept.
+
+    \b
+    Example:
+      logetl monitor alerts remove 3
+    """
+    from logetl.monitor import alerts as alerting
+
+    store = _store(db or (ctx.obj or {}).get("db"))
+    if not rule_id.isdigit() or not alerting.remove_rule(store, int(rule_id)):
+        raise UserError(f"no alert rule {rule_id!r}")
+    click.echo(f"removed alert rule {rule_id}", err=True)
+
+
+@monitor.command()
+@click.option("--older-than", required=True, metavar="AGE", help="Prune runs started longer ago than AGE: "
+              "90d, 12h, 2w, 30m.")
+@click.option("--keep-last", type=click.IntRange(min=0), default=0, metavar="N",
+              help="Keep the newest N runs of each application (and owner) whatever their age.")
+@click.option("--dry-run", is_flag=True, help="Say what would be pruned; change nothing.")
+@_db_option
+@click.pass_context
+def prune(ctx, older_than, keep_last, dry_run, db):
+    """Delete old runs, keeping their daily sums (runs, failures, durations, records) per application, so
+    trends survive.
+
+    \b
+    Examples:
+      logetl monitor prune --older-than 90d --dry-run
+      logetl monitor prune --older-than 90d --keep-last 20
+    """
+    from logetl.monitor import retention
+
+    seconds = retention.parse_age(older_than)
+    store = _store(db or (ctx.obj or {}).get("db"))
+    done = retention.prune(store, older_than=seconds, keep_last=keep_last, dry_run=dry_run)
+    import datetime as dt
+
+    cutoff = dt.datetime.fromtimestamp(done["cutoff"], dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    kept = f"; {done['kept']:,} older run(s) kept by --keep-last {keep_last}" if keep_last else ""
+    verb = "would prune" if dry_run else "pruned"
+    click.echo(f"{verb} {done['runs']:,} run(s) of {done['applications']:,} application(s) started before "
+               f"{cutoff} UTC{kept}")
 
 
 if __name__ == "__main__":

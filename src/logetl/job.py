@@ -140,7 +140,10 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
         if monitor:
             from logetl.monitor.reporter import MonitorListener
 
-            listeners.append(MonitorListener(flow, application=application, tags=tags, quiet=quiet))
+            fs = runner.filesystem()   # lineage: the files read and the directories written, absolute
+            listeners.append(MonitorListener(flow, application=application, tags=tags, quiet=quiet,
+                                             inputs=[fs.abspath(f) for f in taps.inputs[:1000] if f != "-"],
+                                             outputs={t: fs.abspath(p) for t, p in taps.outputs.items()}))
         return runner.run(flow, taps, Listeners(listeners))
     finally:
         runner.shutdown()

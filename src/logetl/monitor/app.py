@@ -21,6 +21,7 @@ and their ``Origin``, when sent, must be the server's own.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hmac
 import ipaddress
@@ -41,8 +42,11 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from logetl import __version__
+from logetl.monitor import alerts as alerting
+from logetl.monitor import lineage, retention
 from logetl.monitor.documents import MAX_DEPTH, STATUSES, DocumentError, depth
 from logetl.monitor.store import SESSION_DAYS, SORTABLE, Store
+from logetl.monitor.worker import Worker, delivery_log
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 templates = Jinja2Templates(directory=os.path.join(HERE, "templates"))
@@ -387,8 +391,118 @@ async def logout(request: Request) -> Response:
     return response
 
 
+# --- alerts, lineage search, trends (issue 14 A) ---------------------------------------------------------
+
+async def _json_body(request: Request) -> dict:
+    """A small JSON object body (``application/json`` only: a cross-site form cannot send it)."""
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media != "application/json":
+        raise ApiError(415, "unsupported_media_type", "send application/json")
+    body = await read_body(request, MAX_FORM)
+    try:
+        value = json.loads(body, parse_constant=_no_constants)
+    except (ValueError, RecursionError) as exc:
+        raise ApiError(400, "bad_request", f"the body is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ApiError(400, "bad_request", "the body must be a JSON object")
+    return value
+
+
+async def api_alert_rules(request: Request) -> Response:
+    store: Store = request.app.state.store
+    if request.method == "GET":
+        return JSONResponse({"rules": alerting.list_rules(store, owner=request.state.user)})
+    body = await _json_body(request)
+    unknown = sorted(set(body) - {"application", "when", "threshold", "last", "tag", "webhook"})
+    if unknown:
+        raise ApiError(400, "bad_request", f"unknown field {unknown[0]!r}")
+    try:
+        rule = alerting.add_rule(store, owner=request.state.user, application=body.get("application"),
+                                 kind=body.get("when"), threshold=body.get("threshold"), last=body.get("last"),
+                                 tag=body.get("tag"), webhook=body.get("webhook"))
+    except alerting.RuleError as exc:
+        raise ApiError(422, "invalid_rule", str(exc)) from None
+    request.app.state.worker.active = True
+    return JSONResponse({"rule": rule}, status_code=201)
+
+
+async def api_alert_rule(request: Request) -> Response:
+    raw = request.path_params["rule_id"]
+    if not raw.isdigit() or not alerting.remove_rule(request.app.state.store, int(raw), owner=request.state.user):
+        raise ApiError(404, "not_found", f"no alert rule {raw}")
+    return JSONResponse({"removed": int(raw)})
+
+
+async def api_alerts(request: Request) -> Response:
+    ids = [x.strip().upper() for x in request.query_params.get("run_id", "").split(",") if x.strip()]
+    limit = _int_param(request, "limit", 200, 1, 1000)
+    return JSONResponse({"alerts": alerting.list_alerts(request.app.state.store, owner=request.state.user,
+                                                        run_ids=ids or None, limit=limit,
+                                                        application=request.query_params.get("application"))})
+
+
+async def api_deliveries(request: Request) -> Response:
+    kind = request.query_params.get("kind") or None
+    if kind not in (None, "webhook", "openlineage"):
+        raise ApiError(400, "bad_request", f"kind must be webhook or openlineage, not {kind!r}")
+    run_id = (request.query_params.get("run_id") or "").upper() or None
+    return JSONResponse({"deliveries": delivery_log(request.app.state.store, owner=request.state.user,
+                                                    run_id=run_id, kind=kind)})
+
+
+SEARCH_FIELDS = ("q", "input", "output", "tag", "error")
+
+
+def _search_query(request: Request) -> dict:
+    terms = {k: request.query_params.get(k, "").strip() or None for k in SEARCH_FIELDS}
+    for k, v in terms.items():
+        if v is not None and len(v) > 1000:
+            raise ApiError(400, "bad_request", f"{k} may have at most 1000 characters")
+    return terms
+
+
+async def api_search(request: Request) -> Response:
+    terms = _search_query(request)
+    if not any(terms.values()):
+        raise ApiError(400, "bad_request", "give at least one of q, input, output, tag, error")
+    limit = _int_param(request, "limit", 100, 1, 1000)
+    rows, total = lineage.search(request.app.state.store, owner=request.state.user, limit=limit, **terms)
+    return JSONResponse({"runs": rows, "total": total})
+
+
+async def api_trend(request: Request) -> Response:
+    application = request.query_params.get("application", "")
+    if not application:
+        raise ApiError(400, "bad_request", "application is needed")
+    days = _int_param(request, "days", 0, 0, 100_000) or None
+    return JSONResponse({"application": application,
+                         "days": retention.trend(request.app.state.store, application, owner=request.state.user,
+                                                 days=days)})
+
+
+async def alerts_page(request: Request) -> Response:
+    return _page(request, "alerts.html")
+
+
+async def search_page(request: Request) -> Response:
+    return _page(request, "search.html", q=request.query_params.get("q", ""))
+
+
+async def trend_page(request: Request) -> Response:
+    return _page(request, "trend.html", application=request.query_params.get("application", ""))
+
+
 ROUTES = [
     Route("/", runs_page, name="runs"),
+    Route("/alerts", alerts_page, name="alerts"),
+    Route("/search", search_page, name="search"),
+    Route("/trend", trend_page, name="trend"),
+    Route("/api/alert-rules", api_alert_rules, methods=["GET", "POST"], name="api_alert_rules"),
+    Route("/api/alert-rules/{rule_id:str}", api_alert_rule, methods=["DELETE"], name="api_alert_rule"),
+    Route("/api/alerts", api_alerts, name="api_alerts"),
+    Route("/api/deliveries", api_deliveries, name="api_deliveries"),
+    Route("/api/search", api_search, name="api_search"),
+    Route("/api/trend", api_trend, name="api_trend"),
     Route("/runs/{run_id:str}", run_page, name="run"),
     Route("/login", login, methods=["GET", "POST"], name="login"),
     Route("/logout", logout, methods=["POST"], name="logout"),
@@ -414,15 +528,35 @@ async def _server_error(request: Request, exc: Exception) -> Response:
 
 
 def create_app(store: Store, require_key: bool = False, host: str = "127.0.0.1",
-               allow_public_without_keys: bool = False) -> Starlette:
+               allow_public_without_keys: bool = False, *, public_url: str | None = None,
+               openlineage_url: str | None = None, openlineage_namespace: str = "logetl",
+               delivery_backoff: float = 2.0, delivery_attempts: int = 5) -> Starlette:
     """The app over ``store``; ``host`` is the address the server listens on (loopback or not decides which
-    checks a server without keys makes, see ``AuthMiddleware``)."""
+    checks a server without keys makes, see ``AuthMiddleware``). While it runs (its lifespan), a background
+    worker evaluates alert rules, makes OpenLineage events and delivers both (``worker.py``); ``public_url``
+    is the address alert payloads link runs at."""
+    worker = Worker(store, public_url=public_url or "http://127.0.0.1:8080", openlineage_url=openlineage_url,
+                    openlineage_namespace=openlineage_namespace, backoff=delivery_backoff,
+                    max_attempts=delivery_attempts)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        worker.start()
+        store.on_ingest = worker.notify
+        try:
+            yield
+        finally:
+            store.on_ingest = None
+            worker.stop()
+
     app = Starlette(
+        lifespan=lifespan,
         routes=ROUTES,
         middleware=[Middleware(AuthMiddleware, store=store, require_key=require_key, host=host,
                                allow_public_without_keys=allow_public_without_keys)],
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, Exception: _server_error},
     )
     app.state.store = store
+    app.state.worker = worker
     app.state.started = time.time()
     return app

@@ -47,9 +47,19 @@ def graph(flow: assembly.Flow) -> dict:
     return {"nodes": nodes, "edges": edges}
 
 
+#: at most this many input files are named in a document (a glob may match thousands)
+MAX_INPUTS = 1000
+
+
 def run_document(run: FlowRun, flow: assembly.Flow, *, application: str, owner: str, tags: dict,
-                 seq: int, flow_graph: dict | None = None) -> dict:
+                 seq: int, flow_graph: dict | None = None, inputs: list[str] | None = None,
+                 outputs: dict[str, str] | None = None) -> dict:
+    """``inputs`` (the files read) and ``outputs`` (tap -> directory) are the run's lineage."""
     body = run.to_dict()
+    if inputs is not None:
+        body["inputs"] = list(inputs[:MAX_INPUTS])
+    if outputs is not None:
+        body["outputs"] = dict(outputs)
     body.update({
         "application": application, "owner": owner, "tags": dict(tags),
         "graph": flow_graph if flow_graph is not None else graph(flow),
@@ -133,6 +143,28 @@ def validate(doc) -> dict:
     if not isinstance(run.get("tags", {}), dict):
         raise DocumentError("run.tags must be an object")
     return doc
+
+
+def lineage_changes(doc: dict) -> bool:
+    """Whether a stored document may change its run's lineage rows: a run's paths are known from its first
+    document and its error at its end, so the documents in between (most of a long run's) skip the work."""
+    return doc["seq"] <= 1 or doc["run"]["status"] != "RUNNING"
+
+
+def lineage_of(doc: dict) -> list[dict]:
+    """The rows the lineage search finds a run by: its input files, its output directories, its error."""
+    run = doc.get("run") or {}
+    rid = run.get("run_id")
+    rows = []
+    inputs = run.get("inputs")
+    if isinstance(inputs, list):
+        rows += [{"run_id": rid, "role": "input", "value": p} for p in inputs if isinstance(p, str) and p]
+    outputs = run.get("outputs")
+    if isinstance(outputs, dict):
+        rows += [{"run_id": rid, "role": "output", "value": p} for p in outputs.values() if isinstance(p, str) and p]
+    if isinstance(run.get("error"), str) and run["error"]:
+        rows.append({"run_id": rid, "role": "error", "value": run["error"]})
+    return rows
 
 
 def row_of(doc: dict, owner: str | None = None) -> dict:

@@ -27,7 +27,8 @@ import time
 
 from logetl.errors import env_float
 from logetl.listener import FlowListener, FlowRun
-from logetl.monitor.documents import FORMAT, MESSAGING_VERSION, graph, row_of, run_document
+from logetl.monitor.documents import (FORMAT, MESSAGING_VERSION, graph, lineage_changes, lineage_of, row_of,
+                                     run_document)
 
 DEFAULT_UI = "http://127.0.0.1:8080"
 LIVE_AFTER = 1.0   # seconds: step updates of a run are sent once it has been running this long
@@ -86,7 +87,11 @@ class EmbeddedSink:
                + " WHERE runs.seq < excluded.seq")
         conn = self._connect()
         with conn:
-            conn.execute(sql, [row[c] for c in cols])
+            stored = conn.execute(sql, [row[c] for c in cols]).rowcount
+            if stored and lineage_changes(doc):       # its lineage rows follow it
+                conn.execute("DELETE FROM run_lineage WHERE owner = ? AND run_id = ?", (row["owner"], row["run_id"]))
+                conn.executemany("INSERT INTO run_lineage (owner, run_id, role, value) VALUES (?, ?, ?, ?)",
+                                 [(row["owner"], x["run_id"], x["role"], x["value"]) for x in lineage_of(doc)])
 
     def close(self, grace: float) -> int:
         if self.conn is not None:
@@ -256,8 +261,10 @@ class MonitorListener(FlowListener):
     raised here, before any work."""
 
     def __init__(self, flow, *, application: str | None = None, owner: str | None = None,
-                 tags: dict | None = None, stream=None, quiet: bool = False):
+                 tags: dict | None = None, stream=None, quiet: bool = False, inputs: list[str] | None = None,
+                 outputs: dict[str, str] | None = None):
         self.grace = env_float("LOGETL_MONITOR_GRACE", 1.0)
+        self.inputs, self.outputs = inputs, outputs
         self.flow = flow
         self.graph = graph(flow)
         self.application = application or f"logetl-{flow.name}"
@@ -284,7 +291,7 @@ class MonitorListener(FlowListener):
             return
         self.seq += 1
         doc = run_document(run, self.flow, application=self.application, owner=self.owner, tags=self.tags,
-                           seq=self.seq, flow_graph=self.graph)
+                           seq=self.seq, flow_graph=self.graph, inputs=self.inputs, outputs=self.outputs)
         try:
             self.sink.send(doc)
         except Exception as exc:  # the monitor never fails a run: give the sink up, say so at the end

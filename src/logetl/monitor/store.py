@@ -18,13 +18,13 @@ import stat
 import time
 
 from sqlalchemy import (BigInteger, Column, Float, Index, Integer, MetaData, PrimaryKeyConstraint, String,
-                        Table, Text, create_engine, func, inspect, select, text)
+                        Table, Text, UniqueConstraint, create_engine, func, inspect, select, text)
 
-from logetl.monitor.documents import row_of, validate
+from logetl.monitor.documents import lineage_changes, lineage_of, row_of, validate
 
 metadata = MetaData()
 #: the layout's version (SQLite keeps it as ``PRAGMA user_version``, which the embedded sink checks)
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 runs = Table(
     "runs", metadata,
@@ -54,6 +54,8 @@ for _col in SORTABLE:
 Index("runs_run_id", runs.c.run_id)
 Index("runs_owner_started", runs.c.owner, runs.c.started_at, runs.c.run_id)
 Index("runs_application_started", runs.c.application, runs.c.started_at)
+#: what the monitor's background worker looks at: runs updated since it last looked (alerts, lineage)
+RUNS_UPDATED = Index("runs_updated_at", runs.c.updated_at)
 
 api_keys = Table(
     "api_keys", metadata,
@@ -77,6 +79,107 @@ settings = Table(
     "settings", metadata,
     Column("key", String(50), primary_key=True),
     Column("value", Text, nullable=False),
+)
+
+# --- alerts, deliveries, lineage and retention (layout 3: new tables only, so older stores just gain them) ---
+
+alert_rules = Table(
+    "alert_rules", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("owner", String(200)),                        # None: every owner's runs (a rule made with the CLI)
+    Column("application", String(200), nullable=False),
+    Column("tag", String(400)),                          # KEY=VALUE (or KEY): only runs with that tag
+    Column("kind", String(12), nullable=False),          # failed | malformed | records | duration
+    Column("threshold", Float),
+    Column("last", Integer),                             # how many earlier successful runs the median is of
+    Column("webhook", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+Index("alert_rules_application", alert_rules.c.application)
+
+alerts = Table(
+    "alerts", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("rule_id", Integer, nullable=False),
+    Column("owner", String(200), nullable=False),        # the run's owner
+    Column("run_id", String(32), nullable=False),
+    Column("application", String(200), nullable=False),
+    Column("kind", String(12), nullable=False),
+    Column("message", Text, nullable=False),
+    Column("details", Text, nullable=False),             # JSON: the values the rule compared
+    Column("created_at", Float, nullable=False),
+    UniqueConstraint("rule_id", "owner", "run_id", name="alerts_once_per_run"),
+)
+Index("alerts_run", alerts.c.owner, alerts.c.run_id)
+Index("alerts_created", alerts.c.created_at)
+
+#: what the server sends out: alert webhooks and OpenLineage events, each retried with back-off
+deliveries = Table(
+    "deliveries", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("kind", String(12), nullable=False),          # webhook | openlineage
+    Column("alert_id", Integer),
+    Column("owner", String(200), nullable=False),
+    Column("run_id", String(32), nullable=False),
+    Column("event", String(40), nullable=False),         # alert:<id>, or START / COMPLETE / FAIL / ABORT
+    Column("url", Text, nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("state", String(12), nullable=False),         # pending | delivered | failed
+    Column("attempts", Integer, nullable=False),
+    Column("next_at", Float, nullable=False),
+    Column("created_at", Float, nullable=False),
+    UniqueConstraint("kind", "owner", "run_id", "event", name="deliveries_once"),
+)
+Index("deliveries_due", deliveries.c.state, deliveries.c.next_at)
+Index("deliveries_run", deliveries.c.owner, deliveries.c.run_id)
+
+delivery_attempts = Table(
+    "delivery_attempts", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("delivery_id", Integer, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("at", Float, nullable=False),
+    Column("status", Integer),                           # the HTTP status, None when no answer came
+    Column("error", Text),
+    Column("ms", Float, nullable=False),
+)
+Index("delivery_attempts_delivery", delivery_attempts.c.delivery_id)
+
+#: the last status the background worker handled for a run (so each run is handled once per state)
+run_checks = Table(
+    "run_checks", metadata,
+    Column("owner", String(200), nullable=False),
+    Column("run_id", String(32), nullable=False),
+    Column("status", String(12), nullable=False),
+    Column("checked_at", Float, nullable=False),
+    PrimaryKeyConstraint("owner", "run_id", name="run_checks_pk"),
+)
+
+#: what a run read and wrote, and its error: the lineage search looks here
+run_lineage = Table(
+    "run_lineage", metadata,
+    Column("owner", String(200), nullable=False),
+    Column("run_id", String(32), nullable=False),
+    Column("role", String(8), nullable=False),           # input | output | error
+    Column("value", Text, nullable=False),
+)
+Index("run_lineage_run", run_lineage.c.owner, run_lineage.c.run_id)
+
+#: per owner, application and UTC day, the sums of runs that ``logetl monitor prune`` removed
+daily_aggregates = Table(
+    "daily_aggregates", metadata,
+    Column("owner", String(200), nullable=False),
+    Column("application", String(200), nullable=False),
+    Column("day", String(10), nullable=False),           # YYYY-MM-DD (UTC) of the runs' start
+    Column("runs", Integer, nullable=False),
+    Column("successful", Integer, nullable=False),
+    Column("failed", Integer, nullable=False),
+    Column("duration_sum", Float, nullable=False),
+    Column("duration_n", Integer, nullable=False),
+    Column("duration_max", Float),
+    Column("records_read", BigInteger, nullable=False),
+    Column("records_written", BigInteger, nullable=False),
+    PrimaryKeyConstraint("owner", "application", "day", name="daily_aggregates_pk"),
 )
 
 KEY_PREFIX = "lgt_"
@@ -112,6 +215,15 @@ def private_file(path: str) -> None:
             pass
 
 
+def replace_lineage(conn, owner: str, doc: dict) -> None:
+    """The run's rows in ``run_lineage``, from its newest document."""
+    rid = doc["run"]["run_id"]
+    conn.execute(run_lineage.delete().where(run_lineage.c.owner == owner, run_lineage.c.run_id == rid))
+    rows = [{"owner": owner, **x} for x in lineage_of(doc)]
+    if rows:
+        conn.execute(run_lineage.insert(), rows)
+
+
 class Store:
     def __init__(self, url: str):
         self.url = url
@@ -125,6 +237,8 @@ class Store:
             url = "postgresql+psycopg://" + url[len("postgresql://"):]
         self.engine = create_engine(url, **kwargs)
         self._keys_required = False
+        #: called after a document is stored (the server's background worker wakes up on it)
+        self.on_ingest = None
         if self.engine.dialect.name == "sqlite":
             from sqlalchemy import event
 
@@ -136,6 +250,7 @@ class Store:
                 cur.close()
         self._migrate()
         metadata.create_all(self.engine)
+        self._migrate_v3()
         if self.engine.dialect.name == "sqlite":
             with self.engine.begin() as conn:
                 conn.exec_driver_sql(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -160,6 +275,24 @@ class Store:
             conn.execute(text(f"INSERT INTO runs ({', '.join(cols)}) SELECT {', '.join(cols)} FROM runs_v1"))
             conn.execute(text("DROP TABLE runs_v1"))
 
+    def _migrate_v3(self) -> None:
+        """Layout 3 adds tables (made by ``create_all``) and an index on ``runs.updated_at``; runs stored
+        before it get their lineage rows (paths, error) from their documents, once."""
+        with self.engine.begin() as conn:
+            RUNS_UPDATED.create(conn, checkfirst=True)
+            # the one store opener that adds the marker indexes the runs (several runs may open a new store at once)
+            mark = self._insert()(settings).values(key="lineage_indexed", value="1").on_conflict_do_nothing()
+            if conn.execute(mark.returning(settings.c.key)).first() is None:
+                return
+            rows = []
+            for r in conn.execute(select(runs.c.owner, runs.c.document)):
+                rows.extend({"owner": r.owner, **x} for x in lineage_of(json.loads(r.document)))
+                if len(rows) >= 5000:
+                    conn.execute(run_lineage.insert(), rows)
+                    rows = []
+            if rows:
+                conn.execute(run_lineage.insert(), rows)
+
     def _insert(self):
         if self.engine.dialect.name == "postgresql":
             from sqlalchemy.dialects.postgresql import insert
@@ -181,7 +314,12 @@ class Store:
             set_={k: stmt.excluded[k] for k in row if k not in ("run_id", "owner")},
             where=runs.c.seq < stmt.excluded.seq)
         with self.engine.begin() as conn:   # RETURNING, not rowcount: drivers differ on upserts' rowcount
-            return conn.execute(stmt.returning(runs.c.run_id)).first() is not None
+            stored = conn.execute(stmt.returning(runs.c.run_id)).first() is not None
+            if stored and lineage_changes(doc):
+                replace_lineage(conn, row["owner"], doc)
+        if stored and self.on_ingest is not None:
+            self.on_ingest()
+        return stored
 
     def ingest_many(self, rows: list[dict]) -> None:
         """Bulk load of prepared rows (tests and benchmarks)."""
