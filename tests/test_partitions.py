@@ -24,17 +24,6 @@ def flow(fmt="tsv"):
         "out", format=fmt, partition_by=["day", "kind"])])
 
 
-def tree(path) -> dict[str, bytes]:
-    """Every file under an output, by relative path."""
-    found = {}
-    for root, dirs, files in os.walk(path):
-        for f in files:
-            full = os.path.join(root, f)
-            with open(full, "rb") as fh:
-                found[os.path.relpath(full, path)] = fh.read()
-    return found
-
-
 def leaf_parts(path, leaf) -> bytes:
     return parts_of(os.path.join(path, leaf))
 
