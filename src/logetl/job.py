@@ -133,6 +133,11 @@ def run_program(program: str, input_path: str, output_paths: dict[str, str], *, 
             from logetl.monitor.reporter import MonitorListener
 
             listeners.append(MonitorListener(flow, application=application, tags=tags, quiet=quiet))
-        return runner.run(flow, taps, Listeners(listeners))
+        # what the monitor's run comparison shows: inputs, options and the flow definition's hash
+        run = FlowRun(program=flow.name, engine=runner.name)
+        run.describe(taps.work.identity, {"engine": engine, "overwrite": overwrite, "max_malformed": max_malformed,
+                                          "format": getattr(log_format, "name", log_format) or "combined",
+                                          **(engine_options or {})})
+        return runner.run(flow, taps, Listeners(listeners), run=run)
     finally:
         runner.shutdown()
