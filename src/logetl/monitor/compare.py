@@ -3,7 +3,7 @@
 ``compare(a, b)`` gives sections of rows ``{"label", "kind", "a", "b", "differs"}``; ``a`` and ``b`` are
 raw values (None: the run does not have it, e.g. a document from before inputs were recorded), ``kind``
 says how to show them (``int``, ``share``, ``seconds``, ``bytes``, ``time``, ``text``). Counts, texts and
-statuses differ when they are not equal; times differ when they differ by more than a tenth of the larger
+statuses differ when they are not equal; start times never count as a difference; durations differ when they differ by more than a tenth of the larger
 (and 0.05 s): two runs of the same flow never take exactly the same time, and a highlight on every time
 would hide the differences that matter.
 """
@@ -18,6 +18,8 @@ TIME_FLOOR = 0.05
 
 
 def _differs(kind: str, a, b) -> bool:
+    if kind == "time":   # when a run started is no difference between runs
+        return False
     if kind == "seconds" and isinstance(a, (int, float)) and isinstance(b, (int, float)):
         gap = abs(a - b)
         return gap > TIME_FLOOR and gap > TIME_TOLERANCE * max(abs(a), abs(b))
@@ -50,6 +52,17 @@ def _union(*keys_lists) -> list:
 
 def _total(values) -> int:
     return sum(v for v in values if isinstance(v, int) and not isinstance(v, bool))
+
+
+def _operator_order(*runs: dict) -> dict[str, int]:
+    """Operators in flow order (the graph's ``order``), the first run's first: counters are stored by name."""
+    order: dict[str, int] = {}
+    for run in runs:
+        nodes = (run.get("graph") or {}).get("nodes") or []
+        for n in sorted((n for n in nodes if isinstance(n, dict) and n.get("type") == "operator"),
+                        key=lambda n: n.get("order") if isinstance(n.get("order"), int) else 0):
+            order.setdefault(n.get("name"), len(order))
+    return order
 
 
 def _malformed(steps: dict[str, dict]) -> dict[str, int]:
@@ -104,12 +117,13 @@ def compare(a: dict, b: dict) -> dict:
     opts_a, opts_b = a.get("options") or {}, b.get("options") or {}
     options = [_row(k, "text", _option(opts_a.get(k)), _option(opts_b.get(k))) for k in sorted(_union(opts_a, opts_b))]
     steps, counters = [], []
+    order = _operator_order(a, b)
     for name in _union(sa, sb):
         x, y = sa.get(name), sb.get(name)
         steps.append(_row(f"{name}: status", "text", x and x.get("status"), y and y.get("status")))
         steps.append(_row(f"{name}: time", "seconds", _took(x), _took(y)))
         cx, cy = (x or {}).get("counters") or {}, (y or {}).get("counters") or {}
-        for op in _union(cx, cy):
+        for op in sorted(_union(cx, cy), key=lambda o: order.get(o, len(order))):
             for key in ("in", "out"):
                 counters.append(_row(f"{name} / {op}: records {key}", "int",
                                      (cx.get(op) or {}).get(key), (cy.get(op) or {}).get(key)))
