@@ -51,7 +51,8 @@ def progress_line(p: dict) -> str:
     if p["total"]:
         frac = min(p["done"] / p["total"], 1.0)
         parts.append(f"[{'#' * int(frac * 30):<30}] {frac:6.1%}")
-        parts.append(f"{_amount(p['done'], unit)} of {_amount(p['total'], unit)}")
+        of = f"{_amount(p['total'], unit)}"
+        parts.append(f"{_mb(p['done']) if unit == 'bytes' else format(p['done'], ',.0f')} of {of}")
     else:
         parts.append(f"{_amount(p['done'], unit)} read" if unit == "bytes" else _amount(p["done"], unit))
     if p["rate"]:
@@ -75,6 +76,7 @@ class ConsoleReporter(FlowListener):
         self.started = time.monotonic()
         self.last_draw = 0.0
         self.drawn = False
+        self.last_step = None   # the step the line drawn last names
         self.width = 0          # of the line drawn last: the next one (or the clearing) covers it
 
     def progress(self, run, done_bytes, total_bytes):
@@ -85,9 +87,11 @@ class ConsoleReporter(FlowListener):
         if not self.progress_on:
             return
         now = time.monotonic()
-        if now - self.started < self.progress_after or now - self.last_draw < 0.2:
+        name = step.name if step is not None else None
+        # at most 5 draws a second, but a new step is named at once
+        if now - self.started < self.progress_after or (now - self.last_draw < 0.2 and name == self.last_step):
             return
-        self.last_draw = now
+        self.last_draw, self.last_step = now, name
         line = progress_line(progress_of(run, step, done, total, unit))
         self.stream.write("\r" + line.ljust(self.width))
         self.stream.flush()
