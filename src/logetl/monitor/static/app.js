@@ -44,7 +44,8 @@
     const amount = (n) => (p.unit === "bytes" ? fmtBytes(n) : `${fmtInt(Math.round(n))} ${p.unit || ""}`.trim());
     const parts = [p.step || "run"];
     if (p.percent !== null && p.percent !== undefined) parts.push(p.percent.toFixed(1) + " %");
-    if (p.done) parts.push(p.total ? `${amount(p.done)} of ${amount(p.total)}` : amount(p.done));
+    const bare = (n) => (p.unit === "bytes" ? fmtBytes(n) : fmtInt(Math.round(n)));
+    if (p.done) parts.push(p.total ? `${bare(p.done)} of ${amount(p.total)}` : amount(p.done));
     if (p.rate) parts.push(p.unit === "bytes" ? (p.rate / 1e6).toFixed(1) + " MB/s" : `${fmtInt(Math.round(p.rate))} ${p.unit}/s`);
     if (p.eta !== null && p.eta !== undefined) parts.push("ETA " + fmtDur(p.eta));
     return parts;
@@ -89,10 +90,10 @@
     { key: "run_id", label: "Run id", link: true },
     { key: "owner", label: "Owner" },
     { key: "status", label: "Status", badge: true },
+    { key: "progress", label: "Progress", nosort: true, el: progressEl },
     { key: "started_at", label: "Start", fmt: fmtTime },
     { key: "finished_at", label: "End", fmt: fmtTime },
     { key: "duration", label: "Duration", fmt: fmtDur, num: true },
-    { key: "progress", label: "Progress", nosort: true, el: progressEl },
     { key: "records_read", label: "Lines read", fmt: fmtInt, num: true },
     { key: "malformed", label: "Malformed", fmt: fmtInt, num: true },
     { key: "malformed_share", label: "Malformed share", fmt: fmtShare, num: true },
@@ -301,7 +302,7 @@
       }
       const box = $("#progress");
       box.hidden = !(r.status === "RUNNING" && r.progress);
-      if (!box.hidden) { box.textContent = ""; box.append("Now: ", progressEl(r.progress)); }
+      if (!box.hidden) { box.textContent = ""; box.append(el("span", { class: "label", text: "Now " }), progressEl(r.progress)); }
     }
 
     function compareLink(previous) {
