@@ -7,6 +7,7 @@ Screenshots go to each test's folder, or to ``$LOGETL_SCREENSHOTS`` (the README'
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -80,6 +81,7 @@ def test_run_list_quality_columns_sorting_and_the_malformed_filter(served, page,
         doc = make_doc(rid(i), app="quality", started=BASE + i * DAY, malformed=bad)
         doc["run"]["steps"][0]["dropped_size_dash"] = i - 30
         store.ingest(doc)
+    page.set_viewport_size({"width": 1600, "height": 700})
     page.goto(srv.url + "/?application=quality")
     page.wait_for_selector(f'#runs tbody tr[data-run-id="{rid(33)}"]')
     headers = page.locator("#runs thead th").evaluate_all("ths => ths.map(t => t.dataset.column)")
@@ -228,8 +230,11 @@ def test_a_failed_run_and_its_restart_in_the_browser(tmp_path, page, monkeypatch
         assert page.locator("#run-status").inner_text() == "FAILED"
 
 
+NOW = time.time()
+
+
 def running(seq, done, rate, eta):
-    doc = make_doc(rid(50), status="RUNNING", app="live", started=BASE + 60 * DAY, seq=seq)
+    doc = make_doc(rid(50), status="RUNNING", app="live", started=NOW - 42, seq=seq)
     run = doc["run"]
     run["steps"][1]["status"], run["steps"][1]["finished_at"] = "RUNNING", None
     run["progress"] = {"step": "join", "done": done, "total": 4000, "unit": "records",
@@ -251,13 +256,14 @@ def test_a_running_runs_progress_on_its_page_and_in_the_list(served, page, tmp_p
     page.clock.run_for(5_000)
     page.wait_for_function("document.querySelector('#progress').innerText.includes('75.0 %')")
     assert page.locator("#progress").inner_text() == "Now join · 75.0 % · 3,000 of 4,000 records · 600 records/s · ETA 1.67 s"
-    done = make_doc(rid(50), status="SUCCESSFUL", app="live", started=BASE + 60 * DAY, seq=3)
+    done = make_doc(rid(50), status="SUCCESSFUL", app="live", started=NOW - 42, duration=40.0, seq=3)
     store.ingest(done)
     page.clock.run_for(5_000)
     page.wait_for_function("document.querySelector('#run-status').textContent === 'SUCCESSFUL'")
     assert page.locator("#progress").is_hidden()
 
     store.ingest(running(1, 2000, 400.0, 5.0) | {"run": {**running(1, 2000, 400.0, 5.0)["run"], "run_id": rid(51)}})
+    page.set_viewport_size({"width": 1600, "height": 700})
     page.goto(srv.url + "/?application=live")
     page.wait_for_selector(f'#runs tbody tr[data-run-id="{rid(51)}"] .progress')
     cell = page.locator(f'#runs tbody tr[data-run-id="{rid(51)}"] td[data-column="progress"]')
