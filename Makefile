@@ -40,7 +40,8 @@ test: $(VENV)/.installed-test
 check: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -k "not spark and not postgresql" \
 	    --ignore=tests/test_spark_cluster.py --ignore=tests/test_spark_sort.py \
-	    --ignore=tests/test_monitor_browser.py --ignore=tests/test_monitor_load.py \
+	    --ignore=tests/test_monitor_browser.py --ignore=tests/test_monitor_browser_pages.py \
+	    --ignore=tests/test_monitor_load.py \
 	    --ignore=tests/test_crash_points.py
 
 lint: $(VENV)/.installed-test

@@ -82,7 +82,7 @@ def test_progress_bar_on_a_terminal(tmp_path):
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, out
     text = out.decode("utf-8", "replace")
-    assert re.search(r"\r\[#+ *\] +\d+\.\d%  [\d.]+ MB of 41\.9 MB", text), text
+    assert re.search(r"\rparse  \[#+ *\] +\d+\.\d%  [\d.]+ MB of 41\.9 MB", text), text
     assert "logetl filter: SUCCESSFUL" in text
 
 

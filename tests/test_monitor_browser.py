@@ -122,6 +122,7 @@ def test_run_page_graph_timeline_counters_and_durations(site, page, tmp_path):
     srv, store = site
     doc = make_doc(rid(200), status="FAILED", app="nightly", started=BASE + 30 * DAY, duration=3.0)
     doc["run"]["steps"][1]["status"] = "FAILED"
+    doc["run"]["steps"][1]["counters"] = {"join": {"in": 7, "out": 3}, "sort_score": {"in": 3, "out": 0}}
     doc["run"]["error"] = "injected failure at step 'join' (LOGETL_FAIL_AT)"
     store.ingest(doc)
     page.goto(f"{srv.url}/runs/{rid(200)}")
@@ -129,9 +130,10 @@ def test_run_page_graph_timeline_counters_and_durations(site, page, tmp_path):
     ops = [n for n in doc["run"]["graph"]["nodes"] if n["type"] == "operator"]
     assert page.locator("#graph g.node").count() == len(ops) == 12
     assert page.locator("#graph path.edge").count() == 12
-    assert page.locator('#graph g.node[data-node="sink"]').get_attribute("data-status") == "FAILED"
+    assert page.locator('#graph g.node[data-node="sort_score"]').get_attribute("data-status") == "FAILED"
+    assert page.locator('#graph g.node[data-node="sink"]').get_attribute("data-status") == "PENDING"   # never started
     assert page.locator('#graph g.node[data-node="parse"]').get_attribute("data-status") == "SUCCESSFUL"
-    assert page.locator('#graph g.node[data-node="sink"] rect').get_attribute("fill") == "#fecaca"
+    assert page.locator('#graph g.node[data-node="sort_score"] rect').get_attribute("fill") == "#fecaca"
     assert page.locator("#graph g.step").count() == 2
     assert page.locator("#timeline g.bar").count() == 2
     assert page.locator('#timeline g.bar[data-step="join"]').get_attribute("data-status") == "FAILED"

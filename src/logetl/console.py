@@ -6,7 +6,7 @@ import sys
 import time
 
 from logetl.errors import env_float
-from logetl.listener import SKIPPED, SUCCESSFUL, FlowListener, FlowRun
+from logetl.listener import SKIPPED, SUCCESSFUL, FlowListener, FlowRun, current_step, progress_of
 
 PROGRESS_AFTER = 2.0   # seconds (LOGETL_PROGRESS_AFTER): short runs stay quiet
 
@@ -26,7 +26,47 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:,.1f} MB"
 
 
+def _amount(n: float, unit: str) -> str:
+    return _mb(n) if unit == "bytes" else f"{n:,.0f} {unit}"
+
+
+def _rate(rate: float, unit: str) -> str:
+    return f"{rate / 1e6:,.1f} MB/s" if unit == "bytes" else f"{rate:,.0f} {unit}/s"
+
+
+def _eta(seconds: float) -> str:
+    s = int(seconds + 0.5)
+    if s < 60:
+        return f"{s} s"
+    m, s = divmod(s, 60)
+    return f"{m} min {s:02d} s" if m < 60 else f"{m // 60} h {m % 60:02d} min"
+
+
+def progress_line(p: dict) -> str:
+    """The bar's text for ``listener.progress_of``'s dict: step, bar and percent, amounts, rate, ETA.
+
+    ``join  [##########                    ]  33.3%  1,000 of 3,000 records  500 records/s  ETA 4 s``"""
+    unit = p["unit"]
+    parts = [p["step"] or "run"]
+    if p["total"]:
+        frac = min(p["done"] / p["total"], 1.0)
+        parts.append(f"[{'#' * int(frac * 30):<30}] {frac:6.1%}")
+        of = f"{_amount(p['total'], unit)}"
+        parts.append(f"{_mb(p['done']) if unit == 'bytes' else format(p['done'], ',.0f')} of {of}")
+    else:
+        parts.append(f"{_amount(p['done'], unit)} read" if unit == "bytes" else _amount(p["done"], unit))
+    if p["rate"]:
+        parts.append(_rate(p["rate"], unit))
+    if p["eta"] is not None:
+        parts.append(f"ETA {_eta(p['eta'])}")
+    return "  ".join(parts)
+
+
 class ConsoleReporter(FlowListener):
+    """The summary at the end, and on a terminal, once a run has gone on for ``LOGETL_PROGRESS_AFTER``
+    seconds, a one-line bar that names the current step and shows how far it is, its rate and ETA: bytes
+    of input for the step that parses, records replayed for a step that reads stored outputs."""
+
     def __init__(self, stream=None, outputs: dict[str, str] | None = None, quiet: bool = False):
         self.stream = stream or sys.stderr
         self.outputs = outputs or {}
@@ -36,30 +76,37 @@ class ConsoleReporter(FlowListener):
         self.started = time.monotonic()
         self.last_draw = 0.0
         self.drawn = False
+        self.last_step = None   # the step the line drawn last names
+        self.width = 0          # of the line drawn last: the next one (or the clearing) covers it
 
     def progress(self, run, done_bytes, total_bytes):
+        if self.progress_on:
+            self.step_progress(run, current_step(run), done_bytes, total_bytes, "bytes")
+
+    def step_progress(self, run, step, done, total, unit):
         if not self.progress_on:
             return
         now = time.monotonic()
-        if now - self.started < self.progress_after or now - self.last_draw < 0.2:
+        name = step.name if step is not None else None
+        # at most 5 draws a second, but a new step is named at once
+        if now - self.started < self.progress_after or (now - self.last_draw < 0.2 and name == self.last_step):
             return
-        self.last_draw = now
-        if total_bytes <= 0:   # standard input: the size is not known
-            self.stream.write(f"\r{_mb(done_bytes)} read")
-            self.stream.flush()
-            self.drawn = True
-            return
-        frac = min(done_bytes / total_bytes, 1.0)
-        bar = "#" * int(frac * 30)
-        self.stream.write(f"\r[{bar:<30}] {frac:6.1%}  {_mb(done_bytes)} of {_mb(total_bytes)}")
+        self.last_draw, self.last_step = now, name
+        line = progress_line(progress_of(run, step, done, total, unit))
+        self.stream.write("\r" + line.ljust(self.width))
         self.stream.flush()
+        self.width = len(line)
         self.drawn = True
+
+    def _clear(self):
+        if self.drawn:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.drawn, self.width = False, 0
 
     def notice(self, run, message):
         if self.quiet:
             return
-        if self.drawn:
-            self.stream.write("\r" + " " * 72 + "\r")
+        self._clear()
         self.stream.write(f"logetl: {message}\n")
         self.stream.flush()
 
@@ -69,8 +116,7 @@ class ConsoleReporter(FlowListener):
                 self.stream.write(f"logetl: warning: {run.warning}\n")
                 self.stream.flush()
             return
-        if self.drawn:
-            self.stream.write("\r" + " " * 72 + "\r")
+        self._clear()
         self.stream.write(summary(run, self.outputs))
         self.stream.flush()
 

@@ -144,6 +144,12 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
             listeners.append(MonitorListener(flow, application=application, tags=tags, quiet=quiet,
                                              inputs=[fs.abspath(f) for f in taps.inputs[:1000] if f != "-"],
                                              outputs={t: fs.abspath(p) for t, p in taps.outputs.items()}))
-        return runner.run(flow, taps, Listeners(listeners))
+        # what the monitor's run comparison shows: inputs, options and the flow definition's hash
+        run = FlowRun(program=flow.name, engine=runner.name)
+        formats_read = [n.format.name for n in flow.nodes if isinstance(n, assembly.Parse)]
+        run.describe(taps.work.identity, {"engine": engine, "overwrite": overwrite, "max_malformed": max_malformed,
+                                          "format": ", ".join(formats_read) or "combined",
+                                          **(engine_options or {})})
+        return runner.run(flow, taps, Listeners(listeners), run=run)
     finally:
         runner.shutdown()

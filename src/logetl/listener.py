@@ -17,6 +17,17 @@ PENDING, RUNNING, SUCCESSFUL, FAILED, STOPPED, SKIPPED = (
 WARN_MALFORMED = 0.10
 
 
+SECRET_WORDS = ("secret", "password", "token", "credential", "access.key", "accesskey", "api.key", "apikey")
+
+
+def _redacted(key: str, value):
+    """An option as the monitor may show it: values of secret-looking keys (a Spark conf's
+    ``fs.s3a.secret.key``) become ``"***"``, inside nested options too."""
+    if isinstance(value, dict):
+        return {k: _redacted(k, v) for k, v in sorted(value.items())}
+    return "***" if any(w in key.lower() for w in SECRET_WORDS) else value
+
+
 def new_run_id() -> str:
     """32 uppercase hex digits."""
     return uuid.uuid4().hex.upper()
@@ -89,6 +100,19 @@ class FlowRun:
                 if c is not None:
                     out[name] = out.get(name, 0) + c.get("in", 0) - c.get("out", 0)
         return out
+    #: what the run was given, for comparing runs: input files [{"path", "size"}], options, and the SHA-256
+    #: (16 hex digits) of the flow definition (the same hash a restart compares); empty when not known
+    inputs: list[dict] = field(default_factory=list)
+    options: dict = field(default_factory=dict)
+    flow_hash: str | None = None
+
+    def describe(self, identity: dict, options: dict | None = None) -> None:
+        """Takes the inputs, options and flow-definition hash from a flow identity
+        (``workdir.flow_identity``) and further options (engine options, overwrite, ...)."""
+        self.flow_hash = identity.get("definition")
+        self.inputs = [{"path": i["path"], "size": i.get("size")} for i in identity.get("inputs", [])]
+        merged = {**identity.get("options", {}), "outputs": identity.get("outputs", {}), **(options or {})}
+        self.options = {k: _redacted(k, merged[k]) for k in sorted(merged)}
 
     @property
     def elapsed(self) -> float:
@@ -135,7 +159,29 @@ class FlowRun:
             "malformed_samples": [list(s) for s in self.malformed_samples], "error": self.error,
             "restarted_after": self.restarted_after, "notices": self.notices,
             "malformed_share": self.malformed_share, "warning": self.warning, "spilled": self.spilled,
+            "inputs": self.inputs, "options": self.options, "flow_hash": self.flow_hash,
         }
+
+
+def progress_of(run: FlowRun, step: StepRun | None, done: int, total: int | None, unit: str) -> dict:
+    """Where a step is: ``{"step", "done", "total", "unit", "percent", "rate", "eta"}``. The rate is
+    ``done`` over the time since the step started (per second), the ETA what is left at that rate; both are
+    None until there is something to go by (and the ETA when the total is unknown: standard input)."""
+    now = time.time()
+    since = (step.started_at if step is not None else None) or run.started_at or now
+    elapsed = now - since
+    rate = done / elapsed if elapsed > 0.05 and done > 0 else None
+    total = total if total and total > 0 else None
+    percent = min(100.0, 100.0 * done / total) if total else None
+    eta = max(0.0, (total - done) / rate) if rate and total else None
+    return {"step": step.name if step is not None else None, "done": done, "total": total, "unit": unit,
+            "percent": percent, "rate": rate, "eta": eta}
+
+
+def current_step(run: FlowRun) -> StepRun | None:
+    """The step that is running (the last one started), or None."""
+    running = [s for s in run.steps if s.status == RUNNING]
+    return running[-1] if running else None
 
 
 class FlowListener:
@@ -149,7 +195,12 @@ class FlowListener:
     def step_finished(self, run: FlowRun, step: StepRun) -> None:
         """Called once per step with its final status: SUCCESSFUL, FAILED, STOPPED or SKIPPED."""
 
-    def progress(self, run: FlowRun, done_bytes: int, total_bytes: int) -> None: ...
+    def progress(self, run: FlowRun, done_bytes: int, total_bytes: int) -> None:
+        """Bytes of the input read so far by the step that parses (``total_bytes`` 0: not known)."""
+
+    def step_progress(self, run: FlowRun, step: StepRun, done: int, total: int | None, unit: str) -> None:
+        """How far a step that reads stored outputs of earlier steps is: ``done`` of ``total`` ``unit``
+        (``"records"``; ``total`` None: not known)."""
 
     def notice(self, run: FlowRun, message: str) -> None:
         """Something the person running the flow should know now (a restart, and why or why not)."""
@@ -205,6 +256,9 @@ class Listeners(FlowListener):
 
     def progress(self, run, done_bytes, total_bytes):
         self._each("progress", run, done_bytes, total_bytes)
+
+    def step_progress(self, run, step, done, total, unit):
+        self._each("step_progress", run, step, done, total, unit)
 
     def notice(self, run, message):
         self._each("notice", run, message)

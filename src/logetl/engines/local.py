@@ -694,11 +694,15 @@ class LocalEngine(Engine):
             if not local.work.is_complete(stored.name):
                 raise RuntimeError(f"stored output of {stored.name!r} is incomplete")
             targets = [(ops[id(c)], c.previous.index(stored)) for c in flow.children(stored) if id(c) in in_step]
+            # progress: records replayed of the count the storing step recorded ("out" of the stored node)
+            stored_total, replayed = ctx.run.steps[flow.step_of(stored).index].counters.get(stored.name, {}).get("out"), 0
             for frame in reader.batches():
                 # a stored part's buffers hold all its rows: an operator keeping some of them compacts
                 batch = Batch(stored.fields, frame, shares_chunk=True)
                 for op, port in targets:
                     op.push(batch, port)
+                replayed += frame.height
+                ctx.listener.step_progress(ctx.run, state, replayed, stored_total, "records")
             for op, port in targets:
                 op.input_done(port)
         for parse_op, _source in parse_ops:

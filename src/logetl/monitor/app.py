@@ -44,6 +44,7 @@ from starlette.templating import Jinja2Templates
 from logetl import __version__
 from logetl.monitor import alerts as alerting
 from logetl.monitor import lineage, retention
+from logetl.monitor import compare
 from logetl.monitor.documents import MAX_DEPTH, STATUSES, DocumentError, depth
 from logetl.monitor.store import SESSION_DAYS, SORTABLE, Store
 from logetl.monitor.worker import Worker, delivery_log
@@ -261,7 +262,23 @@ def _run_query(request: Request) -> dict:
     if until is not None and DATE.fullmatch(q.get("until", "")):   # a date is a whole day: up to its end
         until += 86400
     return {"status": status or None, "application": q.get("application") or None,
-            "since": _time_param(request, "since"), "until": until, "sort": sort, "descending": order == "desc"}
+            "since": _time_param(request, "since"), "until": until, "sort": sort, "descending": order == "desc",
+            "min_malformed_share": _share_param(request, "min_malformed_share"),
+            "max_malformed_share": _share_param(request, "max_malformed_share")}
+
+
+def _share_param(request: Request, name: str) -> float | None:
+    """A share of the lines read: a number from 0 to 1 (0.05 is 5 %)."""
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        share = float(value)
+    except ValueError:
+        share = float("nan")
+    if not 0.0 <= share <= 1.0:   # NaN too
+        raise ApiError(400, "bad_request", f"{name} must be a number from 0 to 1 (0.05 is 5 %), not {value!r}")
+    return share
 
 
 # --- API ------------------------------------------------------------------------------------------------------
@@ -324,7 +341,31 @@ async def api_run(request: Request) -> Response:
     run = store.get_run(run_id, owner=request.state.user)
     if run is None:
         raise ApiError(404, "not_found", f"no run {run_id}")
-    return JSONResponse({"run": run})
+    return JSONResponse({"run": run, "previous_successful": store.previous_run(run, owner=request.state.user)})
+
+
+def _two_runs(request: Request, error) -> tuple[dict, dict]:
+    """The runs ``a`` and ``b`` of a comparison's path; ``error(message)`` for one that is not there."""
+    store: Store = request.app.state.store
+    found = []
+    for key in ("a", "b"):
+        run_id = request.path_params[key].upper()
+        run = store.get_run(run_id, owner=request.state.user)
+        if run is None:
+            raise error(f"no run {run_id}")
+        found.append(run)
+    return found[0], found[1]
+
+
+async def api_compare(request: Request) -> Response:
+    a, b = _two_runs(request, lambda m: ApiError(404, "not_found", m))
+    return JSONResponse(compare.compare(a, b))
+
+
+async def compare_page(request: Request) -> Response:
+    a, b = _two_runs(request, lambda m: HTTPException(404, m))
+    return _page(request, "compare.html", a=a, b=b, result=compare.compare(a, b), show=compare.show,
+                 delta=compare.delta)
 
 
 async def api_applications(request: Request) -> Response:
@@ -504,12 +545,14 @@ ROUTES = [
     Route("/api/search", api_search, name="api_search"),
     Route("/api/trend", api_trend, name="api_trend"),
     Route("/runs/{run_id:str}", run_page, name="run"),
+    Route("/runs/{a:str}/compare/{b:str}", compare_page, name="compare"),
     Route("/login", login, methods=["GET", "POST"], name="login"),
     Route("/logout", logout, methods=["POST"], name="logout"),
     Route("/api/health", api_health, name="api_health"),
     Route("/api/documents", post_documents, methods=["POST"], name="api_documents"),
     Route("/api/runs", api_runs, name="api_runs"),
     Route("/api/runs/{run_id:str}", api_run, name="api_run"),
+    Route("/api/runs/{a:str}/compare/{b:str}", api_compare, name="api_compare"),
     Route("/api/applications", api_applications, name="api_applications"),
     Mount("/static", StaticFiles(directory=os.path.join(HERE, "static")), name="static"),
 ]

@@ -14,6 +14,10 @@ id, the document with the highest ``seq``), so documents may be delivered late, 
              "written": {"output": 716}, "restarted_after": null,
              "malformed_share": 0.0, "warning": null, ...}}
 
+``inputs`` ([{"path", "size"}]), ``options`` and ``flow_hash`` (the flow definition's SHA-256, 16 hex
+digits) are what run comparison shows; ``progress`` ({"step", "done", "total", "unit", "percent", "rate",
+"eta"}) is where a RUNNING run is. Documents without them (older versions) are taken as they are.
+
 ``warning`` (a string or null) says why a run deserves a look although it may have succeeded (a high
 share of malformed lines); the store keeps it in a column, so the run list can mark the run.
 """
@@ -53,8 +57,9 @@ MAX_INPUTS = 1000
 
 def run_document(run: FlowRun, flow: assembly.Flow, *, application: str, owner: str, tags: dict,
                  seq: int, flow_graph: dict | None = None, inputs: list[str] | None = None,
-                 outputs: dict[str, str] | None = None) -> dict:
-    """``inputs`` (the files read) and ``outputs`` (tap -> directory) are the run's lineage."""
+                 outputs: dict[str, str] | None = None, progress: dict | None = None) -> dict:
+    """``inputs`` (the files read) and ``outputs`` (tap -> directory) are the run's lineage; ``progress``
+    (``listener.progress_of``'s dict) is kept only while the run is RUNNING."""
     body = run.to_dict()
     if inputs is not None:
         body["inputs"] = list(inputs[:MAX_INPUTS])
@@ -65,6 +70,7 @@ def run_document(run: FlowRun, flow: assembly.Flow, *, application: str, owner: 
         "graph": flow_graph if flow_graph is not None else graph(flow),
         "records_read": run.lines_read, "records_written": sum(run.written.values()),
         "duration": (run.finished_at - run.started_at) if run.started_at and run.finished_at else None,
+        "progress": progress if run.status == "RUNNING" else None,
     })
     return {"messaging_version": MESSAGING_VERSION, "format": FORMAT, "seq": seq, "sent_at": time.time(),
             "run": body}
@@ -167,6 +173,42 @@ def lineage_of(doc: dict) -> list[dict]:
     return rows
 
 
+def _count(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_COUNT else None
+
+
+def quality(run: dict) -> dict:
+    """The run list's data-quality columns, from the steps of a (validated) run: lines read, malformed
+    lines, their share of the lines read, dropped records (size '-'). Counted from the steps, so documents
+    of every version give them; a step field of the wrong type counts as nothing."""
+    lines = malformed = dropped = 0
+    for step in run.get("steps") or []:
+        if not isinstance(step, dict):
+            continue
+        lines += _count(step.get("lines_read")) or 0
+        bad = step.get("malformed")
+        if isinstance(bad, dict):
+            malformed += sum(_count(v) or 0 for v in bad.values())
+        dropped += _count(step.get("dropped_size_dash")) or 0
+    return {"malformed": min(malformed, MAX_COUNT), "dropped": min(dropped, MAX_COUNT),
+            "malformed_share": malformed / lines if lines else None}
+
+
+def progress_column(run: dict) -> str | None:
+    """A running run's progress (step, done, total, unit, percent, rate, ETA) as JSON, for the run list."""
+    p = run.get("progress")
+    if run.get("status") != "RUNNING" or not isinstance(p, dict):
+        return None
+    keep = {k: p.get(k) for k in ("step", "done", "total", "unit", "percent", "rate", "eta")}
+    if not (keep["step"] is None or isinstance(keep["step"], str)) or not (
+            keep["unit"] is None or isinstance(keep["unit"], str)):
+        return None
+    for k in ("done", "total", "percent", "rate", "eta"):
+        if keep[k] is not None and not _number(keep[k]):
+            keep[k] = None
+    return json.dumps(keep, sort_keys=True)[:2000]
+
+
 def row_of(doc: dict, owner: str | None = None) -> dict:
     """The ``runs`` row for a (validated) document; ``owner`` overrides the document's (an API key's user)."""
     run = doc["run"]
@@ -178,4 +220,5 @@ def row_of(doc: dict, owner: str | None = None) -> dict:
         "records_written": run.get("records_written"), "seq": doc["seq"],
         "tags": json.dumps(run.get("tags") or {}, sort_keys=True), "warning": run.get("warning"),
         "document": json.dumps(doc, sort_keys=True), "updated_at": time.time(),
+        **quality(run), "progress": progress_column(run),
     }

@@ -26,12 +26,13 @@ import threading
 import time
 
 from logetl.errors import env_float
-from logetl.listener import FlowListener, FlowRun
+from logetl.listener import FlowListener, FlowRun, current_step, progress_of
 from logetl.monitor.documents import (FORMAT, MESSAGING_VERSION, graph, lineage_changes, lineage_of, row_of,
                                      run_document)
 
 DEFAULT_UI = "http://127.0.0.1:8080"
 LIVE_AFTER = 1.0   # seconds: step updates of a run are sent once it has been running this long
+PROGRESS_EVERY = 2.0   # seconds: while a run goes, its progress is sent at most this often
 REFUSED = (401, 403, 404, 405)   # the server will not take documents from us: keep them, stop for this run
 RETRY = (408, 429)               # and 5xx: try again after a back-off
 
@@ -273,6 +274,8 @@ class MonitorListener(FlowListener):
         self.stream = stream or sys.stderr
         self.quiet = quiet
         self.seq = 0
+        self.where: dict | None = None       # where the current step is (listener.progress_of)
+        self.progress_sent = 0.0             # time.monotonic() of the last document sent for progress
         self.failure: str | None = None      # why the sink was given up
         remote = os.environ.get("LOGETL_MONITOR_URL")
         self.ui = (remote or os.environ.get("LOGETL_MONITOR_UI") or DEFAULT_UI).rstrip("/")
@@ -291,7 +294,8 @@ class MonitorListener(FlowListener):
             return
         self.seq += 1
         doc = run_document(run, self.flow, application=self.application, owner=self.owner, tags=self.tags,
-                           seq=self.seq, flow_graph=self.graph, inputs=self.inputs, outputs=self.outputs)
+                           seq=self.seq, flow_graph=self.graph, inputs=self.inputs, outputs=self.outputs,
+                           progress=self.where)
         try:
             self.sink.send(doc)
         except Exception as exc:  # the monitor never fails a run: give the sink up, say so at the end
@@ -299,7 +303,21 @@ class MonitorListener(FlowListener):
             self.failure = f"cannot use {where} ({_reason(exc)})"
 
     def step_started(self, run, step):
+        self.where = progress_of(run, step, 0, None, "records")
         self._send(run, always=self.seq == 0)
+
+    def progress(self, run, done_bytes, total_bytes):
+        self.step_progress(run, current_step(run), done_bytes, total_bytes, "bytes")
+
+    def step_progress(self, run, step, done, total, unit):
+        # a document per PROGRESS_EVERY seconds at most, and none in a run's first LIVE_AFTER seconds
+        self.where = progress_of(run, step, done, total, unit)
+        now = time.monotonic()
+        if now - self.progress_sent >= PROGRESS_EVERY:
+            before = self.seq
+            self._send(run, always=False)
+            if self.seq != before:
+                self.progress_sent = now
 
     def step_finished(self, run, step):
         self._send(run, always=False)

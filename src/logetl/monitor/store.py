@@ -42,12 +42,20 @@ runs = Table(
     Column("seq", Integer, nullable=False),
     Column("tags", Text, nullable=False),
     Column("warning", Text),
+    # data quality (layout 3): malformed lines, their share of the lines read, dropped records; and a
+    # running run's progress (JSON: step, percent, rate, ETA)
+    Column("malformed", BigInteger),
+    Column("malformed_share", Float),
+    Column("dropped", BigInteger),
+    Column("progress", Text),
     Column("document", Text, nullable=False),
     Column("updated_at", Float, nullable=False),
     PrimaryKeyConstraint("owner", "run_id", name="runs_pk"),
 )
 SORTABLE = ("started_at", "finished_at", "duration", "application", "status", "owner", "engine", "program",
-            "records_read", "records_written", "run_id")
+            "records_read", "records_written", "malformed", "malformed_share", "dropped", "run_id")
+#: the columns layout 3 added: a store of layout 2 gets them (and their indexes), filled from its documents
+ADDED_IN_3 = ("malformed", "malformed_share", "dropped", "progress")
 for _col in SORTABLE:
     if _col != "run_id":
         Index(f"runs_{_col}", runs.c[_col], runs.c.run_id)
@@ -259,12 +267,15 @@ class Store:
         """A store of the first layout (runs keyed by run id alone, no warning column) is rebuilt in the new
         one; its runs, keys and settings are kept."""
         insp = inspect(self.engine)
-        if not insp.has_table("runs") or "warning" in {c["name"] for c in insp.get_columns("runs")}:
+        if not insp.has_table("runs"):
             return
+        have = {c["name"] for c in insp.get_columns("runs")}
+        if "warning" in have:
+            return self._add_columns(have)
         pg = self.engine.dialect.name == "postgresql"
         old_indexes = [i["name"] for i in insp.get_indexes("runs")]
         pk_name = insp.get_pk_constraint("runs").get("name")
-        cols = [c.name for c in runs.c if c.name != "warning"]
+        cols = [c.name for c in runs.c if c.name in have]
         with self.engine.begin() as conn:
             conn.execute(text("ALTER TABLE runs RENAME TO runs_v1"))
             for name in old_indexes:
@@ -274,6 +285,37 @@ class Store:
             runs.create(conn)               # with its indexes
             conn.execute(text(f"INSERT INTO runs ({', '.join(cols)}) SELECT {', '.join(cols)} FROM runs_v1"))
             conn.execute(text("DROP TABLE runs_v1"))
+        self._fill_quality()
+
+    def _add_columns(self, have: set[str]) -> None:
+        """Layout 2 -> 3: adds the data-quality and progress columns and their indexes, then fills them from
+        the stored documents."""
+        missing = [c for c in ADDED_IN_3 if c not in have]
+        if not missing:
+            return
+        with self.engine.begin() as conn:
+            for name in missing:
+                col = runs.c[name]
+                conn.execute(text(f"ALTER TABLE runs ADD COLUMN {name} {col.type.compile(self.engine.dialect)}"))
+            for index in runs.indexes:
+                if any(c.name in missing for c in index.columns):
+                    index.create(conn, checkfirst=True)
+        self._fill_quality()
+
+    def _fill_quality(self, batch: int = 1000) -> None:
+        """Computes the data-quality columns of runs stored before they existed, from their documents."""
+        from logetl.monitor.documents import progress_column, quality
+
+        while True:
+            with self.engine.begin() as conn:
+                todo = conn.execute(select(runs.c.owner, runs.c.run_id, runs.c.document)
+                                    .where(runs.c.malformed.is_(None)).limit(batch)).all()
+                for r in todo:
+                    run = json.loads(r.document).get("run", {})
+                    conn.execute(runs.update().where(runs.c.owner == r.owner, runs.c.run_id == r.run_id)
+                                 .values(**quality(run), progress=progress_column(run)))
+            if len(todo) < batch:
+                return
 
     def _migrate_v3(self) -> None:
         """Layout 3 adds tables (made by ``create_all``) and an index on ``runs.updated_at``; runs stored
@@ -326,8 +368,13 @@ class Store:
         with self.engine.begin() as conn:
             conn.execute(runs.insert(), rows)
 
-    def _filters(self, owner, status, application, since, until):
+    def _filters(self, owner, status, application, since, until, min_malformed_share=None,
+                 max_malformed_share=None):
         conds = []
+        if min_malformed_share is not None:
+            conds.append(runs.c.malformed_share >= min_malformed_share)
+        if max_malformed_share is not None:
+            conds.append(runs.c.malformed_share <= max_malformed_share)
         if owner is not None:
             conds.append(runs.c.owner == owner)
         if status:
@@ -342,8 +389,10 @@ class Store:
 
     def list_runs(self, *, owner: str | None = None, status: list[str] | None = None, application: str | None = None,
                   since: float | None = None, until: float | None = None, sort: str = "started_at",
-                  descending: bool = True, limit: int = 50, offset: int = 0) -> tuple[list[dict], int]:
-        conds = self._filters(owner, status, application, since, until)
+                  descending: bool = True, limit: int = 50, offset: int = 0,
+                  min_malformed_share: float | None = None,
+                  max_malformed_share: float | None = None) -> tuple[list[dict], int]:
+        conds = self._filters(owner, status, application, since, until, min_malformed_share, max_malformed_share)
         col = runs.c[sort]
         order = [col.desc().nulls_last() if descending else col.asc().nulls_last(),
                  runs.c.run_id.desc() if descending else runs.c.run_id.asc()]
@@ -355,7 +404,23 @@ class Store:
             total = conn.execute(n).scalar_one()
         for r in rows:
             r["tags"] = json.loads(r["tags"])
+            r["progress"] = json.loads(r["progress"]) if r.get("progress") else None
         return rows, total
+
+    def previous_run(self, run: dict, owner: str | None = None, status: str = "SUCCESSFUL") -> str | None:
+        """The id of the latest run of ``run``'s application that started before it, with ``status``
+        (visible to ``owner``; None: every owner's), or None."""
+        if run.get("started_at") is None:
+            return None
+        conds = [runs.c.application == run["application"], runs.c.status == status,
+                 runs.c.run_id != run["run_id"], runs.c.started_at <= run["started_at"]]
+        if owner is not None:
+            conds.append(runs.c.owner == owner)
+        q = (select(runs.c.run_id).where(*conds)
+             .order_by(runs.c.started_at.desc(), runs.c.run_id.desc()).limit(1))
+        with self.engine.connect() as conn:
+            r = conn.execute(q).first()
+        return r[0] if r else None
 
     def get_run(self, run_id: str, owner: str | None = None) -> dict | None:
         """The run ``run_id`` of ``owner``; with no owner (a server without keys), the most recently updated

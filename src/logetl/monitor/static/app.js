@@ -35,8 +35,32 @@
     return m < 60 ? `${m} min ${r} s` : `${Math.floor(m / 60)} h ${m % 60} min`;
   }
   const fmtInt = (n) => (n === null || n === undefined ? "" : Number(n).toLocaleString("en-US"));
+  const fmtShare = (x) => (x === null || x === undefined ? "" : (100 * x).toFixed(2) + " %");
+  const fmtBytes = (n) => (n === null || n === undefined ? "" : n >= 1e6 ? (n / 1e6).toFixed(1) + " MB" : fmtInt(n) + " B");
 
-  /* Auto-refresh every 30 s, ON by default; the choice is remembered. */
+  /* A running run's progress ({step, done, total, unit, percent, rate, eta}, sent by the run): the step,
+   * a bar and percent when the total is known, the rate and the ETA. */
+  function progressParts(p) {
+    const amount = (n) => (p.unit === "bytes" ? fmtBytes(n) : `${fmtInt(Math.round(n))} ${p.unit || ""}`.trim());
+    const parts = [p.step || "run"];
+    if (p.percent !== null && p.percent !== undefined) parts.push(p.percent.toFixed(1) + " %");
+    const bare = (n) => (p.unit === "bytes" ? fmtBytes(n) : fmtInt(Math.round(n)));
+    if (p.done) parts.push(p.total ? `${bare(p.done)} of ${amount(p.total)}` : amount(p.done));
+    if (p.rate) parts.push(p.unit === "bytes" ? (p.rate / 1e6).toFixed(1) + " MB/s" : `${fmtInt(Math.round(p.rate))} ${p.unit}/s`);
+    if (p.eta !== null && p.eta !== undefined) parts.push("ETA " + fmtDur(p.eta));
+    return parts;
+  }
+  function progressEl(p) {
+    if (!p) return "";
+    const wrap = el("span", { class: "progress", "data-step": p.step || "", title: progressParts(p).join(" · ") });
+    if (p.percent !== null && p.percent !== undefined) wrap.append(el("span", { class: "bar" }, el("span", { style: `width: ${Math.min(100, p.percent).toFixed(1)}%` })));
+    wrap.append(el("span", { class: "text", text: progressParts(p).join(" · ") }));
+    return wrap;
+  }
+
+  /* Auto-refresh every 30 s (every 5 s while the page shows a running run, whose progress moves), ON by
+   * default; the choice is remembered. ``load`` resolves to true when something on the page is running. */
+  const LIVE_MS = 5000;
   function autoRefresh(load) {
     const button = $("#refresh-toggle");
     let on = localStorage.getItem("logetl.refresh") !== "off";
@@ -46,13 +70,15 @@
       button.setAttribute("aria-pressed", String(on));
       button.dataset.state = on ? "on" : "off";
     };
-    const arm = () => { clearInterval(timer); timer = on ? setInterval(tick, REFRESH_MS) : null; };
+    let live = false;
+    const arm = () => { clearTimeout(timer); timer = on ? setTimeout(tick, live ? LIVE_MS : REFRESH_MS) : null; };
     async function tick() {
-      try { await load(); $("#updated").textContent = "updated " + new Date().toLocaleTimeString(); }
+      try { live = !!(await load()); $("#updated").textContent = "updated " + new Date().toLocaleTimeString(); }
       catch (e) { $("#updated").textContent = "refresh failed: " + e.message; }
+      arm();
     }
     button.addEventListener("click", () => { on = !on; localStorage.setItem("logetl.refresh", on ? "on" : "off"); show(); arm(); });
-    show(); arm();
+    show();
     return tick;
   }
 
@@ -64,16 +90,21 @@
     { key: "run_id", label: "Run id", link: true },
     { key: "owner", label: "Owner" },
     { key: "status", label: "Status", badge: true },
+    { key: "progress", label: "Progress", nosort: true, el: progressEl },
     { key: "started_at", label: "Start", fmt: fmtTime },
     { key: "finished_at", label: "End", fmt: fmtTime },
     { key: "duration", label: "Duration", fmt: fmtDur, num: true },
     { key: "records_read", label: "Lines read", fmt: fmtInt, num: true },
+    { key: "malformed", label: "Malformed", fmt: fmtInt, num: true },
+    { key: "malformed_share", label: "Malformed share", fmt: fmtShare, num: true },
+    { key: "dropped", label: "Dropped", fmt: fmtInt, num: true },
     { key: "records_written", label: "Records written", fmt: fmtInt, num: true },
     { key: "engine", label: "Engine" },
     { key: "program", label: "Program" },
     { key: "tags", label: "Tags", fmt: (t) => Object.entries(t || {}).map(([k, v]) => `${k}=${v}`).join(" "), nosort: true },
   ];
-  const DEFAULT_COLUMNS = ["application", "run_id", "owner", "status", "started_at", "duration", "records_written", "engine"];
+  const DEFAULT_COLUMNS = ["application", "run_id", "owner", "status", "progress", "started_at", "duration", "records_read",
+    "malformed_share", "dropped", "records_written", "engine"];
 
   function runsPage() {
     const saved = JSON.parse(localStorage.getItem("logetl.columns") || "null");
@@ -82,6 +113,7 @@
       columns: Array.isArray(saved) && saved.length ? saved.filter((k) => COLUMNS.some((c) => c.key === k)) : DEFAULT_COLUMNS.slice(),
       status: params.getAll("status"), application: params.get("application") || "",
       since: params.get("since") || "", until: params.get("until") || "",
+      minMalformed: params.get("min_malformed_share") || "",
       sort: params.get("sort") || "started_at", order: params.get("order") || "desc",
       page: Number(params.get("page") || 1), perPage: Number(params.get("per_page") || 50),
       selected: null, pages: 1,
@@ -115,6 +147,15 @@
     until.addEventListener("change", () => { state.until = until.value; state.page = 1; load(); });
     app.addEventListener("change", () => { state.application = app.value; state.page = 1; load(); });
     perPage.addEventListener("change", () => { state.perPage = Number(perPage.value); state.page = 1; load(); });
+    // malformed share at least X %: the box holds a percentage, the URL and the API a share (0..1)
+    const minBad = $("#f-min-malformed");
+    minBad.value = state.minMalformed === "" ? "" : String(+(Number(state.minMalformed) * 100).toFixed(4));
+    minBad.addEventListener("change", () => {
+      const v = minBad.value.trim();
+      state.minMalformed = v === "" || !(Number(v) >= 0 && Number(v) <= 100) ? "" : String(Number(v) / 100);
+      if (state.minMalformed === "") minBad.value = "";
+      state.page = 1; load();
+    });
     $("#prev").addEventListener("click", () => { if (state.page > 1) { state.page--; load(); } });
     $("#next").addEventListener("click", () => { if (state.page < state.pages) { state.page++; load(); } });
     tbody.addEventListener("click", (e) => {
@@ -130,6 +171,7 @@
       if (state.application) q.set("application", state.application);
       if (state.since) q.set("since", state.since);
       if (state.until) q.set("until", state.until);
+      if (state.minMalformed !== "") q.set("min_malformed_share", state.minMalformed);
       q.set("sort", state.sort); q.set("order", state.order);
       q.set("page", state.page); q.set("per_page", state.perPage);
       return q;
@@ -159,9 +201,10 @@
     }
 
     function cell(c, run) {
-      const text = c.fmt ? c.fmt(run[c.key]) : String(run[c.key] ?? "");
+      const text = c.fmt ? c.fmt(run[c.key]) : c.el ? "" : String(run[c.key] ?? "");
       if (c.link) return el("a", { href: "/runs/" + run.run_id, text });
       if (c.badge) return el("span", { class: "badge " + String(text).toLowerCase(), text });
+      if (c.el) return c.el(run[c.key]);
       return text;
     }
 
@@ -205,6 +248,7 @@
       $("#page-info").textContent = `page ${body.page} of ${body.pages} · ${fmtInt(body.total)} runs`;
       $("#prev").disabled = state.page <= 1;
       $("#next").disabled = state.page >= body.pages;
+      return body.runs.some((x) => x.status === "RUNNING");
     }
 
     const tick = autoRefresh(load);
@@ -224,7 +268,11 @@
       const items = [["Run id", r.run_id], ["Program", r.program], ["Engine", r.engine], ["Owner", r.owner],
         ["Started", fmtTime(r.started_at)], ["Ended", fmtTime(r.finished_at)],
         ["Duration", fmtDur(r.duration ?? (r.started_at ? Date.now() / 1000 - r.started_at : null))],
-        ["Lines read", fmtInt(r.records_read)], ["Records written", fmtInt(r.records_written)],
+        ["Lines read", fmtInt(r.records_read)], ["Malformed share", fmtShare(r.malformed_share)],
+        ["Dropped (size '-')", fmtInt((r.steps || []).reduce((n, s) => n + (s.dropped_size_dash || 0), 0))],
+        ["Records written", fmtInt(r.records_written)],
+        ["Inputs", (r.inputs || []).map((i) => `${i.path} (${fmtBytes(i.size)})`).join(", ") || "—"],
+        ["Flow definition", r.flow_hash || "—"],
         ["Tags", Object.entries(r.tags || {}).map(([k, v]) => `${k}=${v}`).join(" ") || "—"]];
       if (r.restarted_after) items.push(["Restarted after", `checkpoint '${r.restarted_after}'`]);
       for (const [k, v] of items) {
@@ -240,65 +288,104 @@
       warn.textContent = r.warning ? "Warning: " + r.warning : "";
       const err = $("#error");
       err.hidden = !r.error; err.textContent = r.error ? "Error: " + r.error : "";
+      // notices; a run id in one (the failed run a restart continues) links to that run
       const notes = $("#notices");
       notes.hidden = !(r.notices && r.notices.length);
-      notes.textContent = (r.notices || []).join("\n");
+      const noteKey = JSON.stringify(r.notices || []);
+      if (notes.dataset.key !== noteKey) {
+        notes.textContent = "";
+        (r.notices || []).forEach((n, i) => {
+          if (i) notes.append("\n");
+          n.split(/\b([0-9A-F]{32})\b/).forEach((part, j) => notes.append(j % 2 ? el("a", { href: "/runs/" + part, class: "earlier-run", text: part }) : part));
+        });
+        notes.dataset.key = noteKey;
+      }
+      const box = $("#progress");
+      box.hidden = !(r.status === "RUNNING" && r.progress);
+      if (!box.hidden) { box.textContent = ""; box.append(el("span", { class: "label", text: "Now " }), progressEl(r.progress)); }
     }
 
-    function stepStatus(r) {
-      const m = {};
-      for (const s of r.steps || []) m[s.name] = s.status;
-      return m;
+    function compareLink(previous) {
+      const a = $("#compare-previous");
+      a.hidden = !previous;
+      if (previous) a.setAttribute("href", `/runs/${previous}/compare/${runId}`);
     }
 
-    /* Operators in columns by depth (longest path from the source), steps as boxes around them. */
+    /* A layered layout by dagre (Sugiyama: ranks, crossing reduction, coordinates; vendored, see
+     * static/vendor/README.md): operators left to right, each step a cluster around its operators, and
+     * an edge that spans ranks is routed through dummy nodes of its own, so it never runs through an
+     * unrelated operator (Join's unique_ip -> join passes beside the checkpoint, not through it). */
+    const NODE_W = 150, NODE_H = 46, LABEL_H = 20;
     function layout(graph) {
       const ops = graph.nodes.filter((n) => n.type === "operator").sort((a, b) => a.order - b.order);
       const data = graph.edges.filter((e) => e.type === "data");
-      const depth = {};
+      const g = new dagre.graphlib.Graph({ compound: true });
+      g.setGraph({ rankdir: "LR", nodesep: 28, ranksep: 56, edgesep: 16, marginx: 16, marginy: 16 + LABEL_H });
+      g.setDefaultEdgeLabel(() => ({}));
+      for (const step of graph.nodes.filter((n) => n.type === "step")) g.setNode(step.id, { label: step.name });
       for (const op of ops) {
-        const ins = data.filter((e) => e.to === op.id).map((e) => depth[e.from] + 1);
-        depth[op.id] = ins.length ? Math.max(...ins) : 0;
+        g.setNode(op.id, { width: NODE_W, height: NODE_H });
+        if (op.step !== undefined && g.hasNode("step:" + op.step)) g.setParent(op.id, "step:" + op.step);
       }
-      const rows = {}, pos = {};
-      const W = 150, H = 46, GX = 46, GY = 26, PAD = 30;
-      for (const op of ops) {
-        const d = depth[op.id];
-        rows[d] = (rows[d] || 0);
-        pos[op.id] = { x: PAD + d * (W + GX), y: PAD + 14 + rows[d] * (H + GY), w: W, h: H };
-        rows[d]++;
+      for (const e of data) if (g.hasNode(e.from) && g.hasNode(e.to)) g.setEdge(e.from, e.to);
+      dagre.layout(g);
+      const pos = {};
+      for (const op of ops) { const n = g.node(op.id); pos[op.id] = { x: n.x - NODE_W / 2, y: n.y - NODE_H / 2, w: NODE_W, h: NODE_H }; }
+      const boxes = {};
+      for (const step of graph.nodes.filter((n) => n.type === "step")) {
+        const n = g.node(step.id);
+        if (n && n.width) boxes[step.name] = { x: n.x - n.width / 2, y: n.y - n.height / 2 - LABEL_H, w: n.width, h: n.height + LABEL_H };
       }
-      const width = PAD * 2 + (Math.max(...Object.values(depth)) + 1) * (W + GX) - GX;
-      const height = PAD * 2 + 14 + Math.max(...Object.values(rows)) * (H + GY) - GY;
-      return { ops, data, pos, width, height };
+      const routes = data.filter((e) => g.hasEdge(e.from, e.to)).map((e) => ({ ...e, points: g.edge(e.from, e.to).points }));
+      const size = g.graph();
+      return { ops, data: routes, pos, boxes, width: Math.ceil(size.width), height: Math.ceil(size.height) };
+    }
+
+    /* A smooth path through dagre's points (a B-spline: it stays within the polyline's hull). */
+    function splinePath(pts) {
+      if (pts.length < 3) return `M ${pts[0].x} ${pts[0].y}` + pts.slice(1).map((p) => ` L ${p.x} ${p.y}`).join("");
+      let d = `M ${pts[0].x} ${pts[0].y}`;
+      for (let i = 1; i < pts.length - 1; i++) {
+        const p = pts[i], q = pts[i + 1];
+        const mx = i === pts.length - 2 ? q.x : (p.x + q.x) / 2, my = i === pts.length - 2 ? q.y : (p.y + q.y) / 2;
+        d += ` Q ${p.x} ${p.y} ${mx} ${my}`;
+      }
+      return d;
+    }
+
+    /* An operator's status: its step's, except in a step that FAILED or was STOPPED, where an operator that
+     * never received a record never started: PENDING. */
+    function opStatus(step, name) {
+      const st = step ? step.status : "PENDING";
+      if (st !== "FAILED" && st !== "STOPPED") return st;
+      const c = step.counters && step.counters[name];
+      return c && ((c.in || 0) > 0 || (c.out || 0) > 0) ? st : "PENDING";
     }
 
     function drawGraph(r) {
       const svg = $("#graph");
       const g = r.graph || { nodes: [], edges: [] };
-      const status = stepStatus(r);
+      const steps = {};
+      for (const st of r.steps || []) steps[st.name] = st;
       const shape = JSON.stringify(g);
       if (shape !== lastGraph) {       // structure changed (first load): draw it whole
         lastGraph = shape;
         svg.textContent = "";
+        if (!g.nodes.some((n) => n.type === "operator")) return;
         const L = layout(g);
         svg.setAttribute("viewBox", `0 0 ${L.width} ${L.height}`);
         svg.setAttribute("width", L.width); svg.setAttribute("height", L.height);
         const defs = el("svg:defs", {}, el("svg:marker", { id: "arrow", viewBox: "0 0 10 10", refX: "10", refY: "5", markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse" }, el("svg:path", { d: "M 0 0 L 10 5 L 0 10 z", fill: "#555" })));
         svg.append(defs);
         for (const step of g.nodes.filter((n) => n.type === "step")) {
-          const mine = L.ops.filter((o) => o.step === step.name).map((o) => L.pos[o.id]);
-          if (!mine.length) continue;
-          const x0 = Math.min(...mine.map((p) => p.x)) - 12, y0 = Math.min(...mine.map((p) => p.y)) - 24;
-          const x1 = Math.max(...mine.map((p) => p.x + p.w)) + 12, y1 = Math.max(...mine.map((p) => p.y + p.h)) + 12;
+          const b = L.boxes[step.name];
+          if (!b) continue;
           svg.append(el("svg:g", { class: "step", "data-step": step.name },
-            el("svg:rect", { x: x0, y: y0, width: x1 - x0, height: y1 - y0, rx: 8, class: "step-box" }),
-            el("svg:text", { x: x0 + 8, y: y0 + 15, class: "step-label", text: `step ${step.index + 1}: ${step.name}` })));
+            el("svg:rect", { x: b.x, y: b.y, width: b.w, height: b.h, rx: 8, class: "step-box" }),
+            el("svg:text", { x: b.x + 8, y: b.y + 15, class: "step-label", text: `step ${step.index + 1}: ${step.name}` })));
         }
         for (const e of L.data) {
-          const a = L.pos[e.from], b = L.pos[e.to];
-          const x1 = a.x + a.w, y1 = a.y + a.h / 2, x2 = b.x, y2 = b.y + b.h / 2, mx = (x1 + x2) / 2;
-          svg.append(el("svg:path", { d: `M ${x1} ${y1} C ${mx} ${y1}, ${mx} ${y2}, ${x2} ${y2}`, class: "edge", "marker-end": "url(#arrow)", "data-from": e.from, "data-to": e.to }));
+          svg.append(el("svg:path", { d: splinePath(e.points), class: "edge", "marker-end": "url(#arrow)", "data-from": e.from, "data-to": e.to }));
         }
         for (const op of L.ops) {
           const p = L.pos[op.id];
@@ -311,14 +398,14 @@
           svg.append(node);
         }
       }
-      // in place: colours follow the steps' statuses
+      // in place: colours follow the statuses
       for (const node of svg.querySelectorAll("g.node")) {
-        const st = status[node.dataset.step] || "PENDING";
+        const st = opStatus(steps[node.dataset.step], node.dataset.node);
         node.dataset.status = st;
         node.querySelector("rect").setAttribute("fill", STATUS_COLORS[st] || "#fff");
       }
       for (const box of svg.querySelectorAll("g.step")) {
-        const st = status[box.dataset.step] || "PENDING";
+        const st = (steps[box.dataset.step] || {}).status || "PENDING";
         box.dataset.status = st;
         const label = box.querySelector("text");
         const base = label.textContent.replace(/ \(.*\)$/, "");
@@ -339,7 +426,7 @@
       const c = (step && step.counters && step.counters[selected]) || {};
       box.textContent = "";
       box.append(el("h3", { text: `${op.kind} ${op.name}` }), el("p", { text: op.description || "" }),
-        el("p", { text: `step ${op.step}: ${step ? step.status : "PENDING"}` }),
+        el("p", { text: `step ${op.step}: ${step ? step.status : "PENDING"}; operator: ${opStatus(step, selected)}` }),
         el("p", { text: `records in ${fmtInt(c.in ?? 0)}, out ${fmtInt(c.out ?? 0)}` }),
         el("p", { class: "fields", text: "fields: " + op.fields.join(", ") }));
     }
@@ -435,8 +522,9 @@
     async function load() {
       const body = await api("/api/runs/" + runId);
       run = body.run;
-      facts(run); drawGraph(run); drawTimeline(run); drawCounters(run); details();
+      facts(run); compareLink(body.previous_successful); drawGraph(run); drawTimeline(run); drawCounters(run); details();
       await drawDurations(run);
+      return run.status === "RUNNING";
     }
     const tick = autoRefresh(load);
     tick();

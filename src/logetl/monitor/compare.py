@@ -1,0 +1,169 @@
+"""Two runs side by side: what the run comparison page (``/runs/A/compare/B``) and its API show.
+
+``compare(a, b)`` gives sections of rows ``{"label", "kind", "a", "b", "differs"}``; ``a`` and ``b`` are
+raw values (None: the run does not have it, e.g. a document from before inputs were recorded), ``kind``
+says how to show them (``int``, ``share``, ``seconds``, ``bytes``, ``time``, ``text``). Counts, texts and
+statuses differ when they are not equal; start times never count as a difference; durations differ when they differ by more than a tenth of the larger
+(and 0.05 s): two runs of the same flow never take exactly the same time, and a highlight on every time
+would hide the differences that matter.
+"""
+from __future__ import annotations
+
+import json
+
+#: times (step and run durations) are highlighted past this relative difference ...
+TIME_TOLERANCE = 0.10
+#: ... and this absolute one (seconds)
+TIME_FLOOR = 0.05
+
+
+def _differs(kind: str, a, b) -> bool:
+    if kind == "time":   # when a run started is no difference between runs
+        return False
+    if kind == "seconds" and isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        gap = abs(a - b)
+        return gap > TIME_FLOOR and gap > TIME_TOLERANCE * max(abs(a), abs(b))
+    return a != b
+
+
+def _row(label: str, kind: str, a, b) -> dict:
+    return {"label": label, "kind": kind, "a": a, "b": b, "differs": _differs(kind, a, b)}
+
+
+def _steps(run: dict) -> dict[str, dict]:
+    return {s["name"]: s for s in run.get("steps") or [] if isinstance(s, dict) and isinstance(s.get("name"), str)}
+
+
+def _took(step: dict | None):
+    if not step or step.get("status") == "SKIPPED":
+        return None
+    start, end = step.get("started_at"), step.get("finished_at")
+    return end - start if isinstance(start, (int, float)) and isinstance(end, (int, float)) else None
+
+
+def _union(*keys_lists) -> list:
+    """Keys in first-seen order over several sequences."""
+    seen: dict = {}
+    for keys in keys_lists:
+        for k in keys:
+            seen.setdefault(k, None)
+    return list(seen)
+
+
+def _total(values) -> int:
+    return sum(v for v in values if isinstance(v, int) and not isinstance(v, bool))
+
+
+def _operator_order(*runs: dict) -> dict[str, int]:
+    """Operators in flow order (the graph's ``order``), the first run's first: counters are stored by name."""
+    order: dict[str, int] = {}
+    for run in runs:
+        nodes = (run.get("graph") or {}).get("nodes") or []
+        for n in sorted((n for n in nodes if isinstance(n, dict) and n.get("type") == "operator"),
+                        key=lambda n: n.get("order") if isinstance(n.get("order"), int) else 0):
+            order.setdefault(n.get("name"), len(order))
+    return order
+
+
+def _malformed(steps: dict[str, dict]) -> dict[str, int]:
+    """Malformed lines by reason, over the steps."""
+    total: dict[str, int] = {}
+    for s in steps.values():
+        for reason, n in (s.get("malformed") or {}).items():
+            total[reason] = total.get(reason, 0) + _total([n])
+    return total
+
+
+def _option(value):
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
+def compare(a: dict, b: dict) -> dict:
+    """Runs ``a`` and ``b`` (as ``Store.get_run`` gives them) side by side."""
+    sa, sb = _steps(a), _steps(b)
+    bad_a, bad_b = _malformed(sa), _malformed(sb)
+    lines_a = _total(s.get("lines_read") for s in sa.values())
+    lines_b = _total(s.get("lines_read") for s in sb.values())
+
+    def share(bad, lines):
+        return _total(bad.values()) / lines if lines else None
+
+    run = [
+        _row("application", "text", a.get("application"), b.get("application")),
+        _row("program", "text", a.get("program"), b.get("program")),
+        _row("engine", "text", a.get("engine"), b.get("engine")),
+        _row("status", "text", a.get("status"), b.get("status")),
+        _row("started", "time", a.get("started_at"), b.get("started_at")),
+        _row("duration", "seconds", a.get("duration"), b.get("duration")),
+        _row("flow definition hash", "text", a.get("flow_hash"), b.get("flow_hash")),
+        _row("lines read", "int", lines_a, lines_b),
+        _row("malformed lines", "int", _total(bad_a.values()), _total(bad_b.values())),
+        _row("malformed share", "share", share(bad_a, lines_a), share(bad_b, lines_b)),
+        _row("dropped (size '-')", "int", _total(s.get("dropped_size_dash") for s in sa.values()),
+             _total(s.get("dropped_size_dash") for s in sb.values())),
+        _row("records written", "int", a.get("records_written"), b.get("records_written")),
+        _row("warning", "text", a.get("warning"), b.get("warning")),
+        _row("error", "text", a.get("error"), b.get("error")),
+    ]
+    ins_a = {i.get("path"): i.get("size") for i in a.get("inputs") or [] if isinstance(i, dict)}
+    ins_b = {i.get("path"): i.get("size") for i in b.get("inputs") or [] if isinstance(i, dict)}
+    inputs = [{"label": path, "kind": "bytes", "a": ins_a.get(path), "b": ins_b.get(path),
+               "differs": path not in ins_a or path not in ins_b or ins_a[path] != ins_b[path]}
+              for path in _union(ins_a, ins_b)]
+    if ins_a or ins_b:
+        inputs.append(_row("total", "bytes", _total(ins_a.values()), _total(ins_b.values())))
+    opts_a, opts_b = a.get("options") or {}, b.get("options") or {}
+    options = [_row(k, "text", _option(opts_a.get(k)), _option(opts_b.get(k))) for k in sorted(_union(opts_a, opts_b))]
+    steps, counters = [], []
+    order = _operator_order(a, b)
+    for name in _union(sa, sb):
+        x, y = sa.get(name), sb.get(name)
+        steps.append(_row(f"{name}: status", "text", x and x.get("status"), y and y.get("status")))
+        steps.append(_row(f"{name}: time", "seconds", _took(x), _took(y)))
+        cx, cy = (x or {}).get("counters") or {}, (y or {}).get("counters") or {}
+        for op in sorted(_union(cx, cy), key=lambda o: order.get(o, len(order))):
+            for key in ("in", "out"):
+                counters.append(_row(f"{name} / {op}: records {key}", "int",
+                                     (cx.get(op) or {}).get(key), (cy.get(op) or {}).get(key)))
+    malformed = [_row(reason, "int", bad_a.get(reason, 0), bad_b.get(reason, 0))
+                 for reason in sorted(_union(bad_a, bad_b))]
+    wa, wb = a.get("written") or {}, b.get("written") or {}
+    written = [_row(tap, "int", wa.get(tap), wb.get(tap)) for tap in _union(wa, wb)]
+    sections = [("Run", run), ("Inputs", inputs), ("Options", options), ("Steps", steps),
+                ("Counters per operator", counters), ("Malformed lines by reason", malformed),
+                ("Records written", written)]
+    return {"a": a["run_id"], "b": b["run_id"],
+            "sections": [{"title": t, "rows": rows} for t, rows in sections],
+            "differences": sum(r["differs"] for _, rows in sections for r in rows)}
+
+
+def show(kind: str, value) -> str:
+    """A value as the page shows it."""
+    if value is None:
+        return "—"
+    if kind == "int" and isinstance(value, int):
+        return f"{value:,}"
+    if kind == "bytes" and isinstance(value, int):
+        return f"{value:,} B"
+    if kind == "share" and isinstance(value, (int, float)):
+        return f"{value:.2%}"
+    if kind == "seconds" and isinstance(value, (int, float)):
+        return f"{value:.2f} s"
+    if kind == "time" and isinstance(value, (int, float)):
+        import datetime as dt
+
+        return dt.datetime.fromtimestamp(value, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return str(value)
+
+
+def delta(row: dict) -> str:
+    """B against A for counts, sizes and times (``+120 (+2.4%)``), else empty."""
+    a, b = row["a"], row["b"]
+    if row["kind"] not in ("int", "bytes", "seconds") or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b)) or a == b:
+        return ""
+    d = b - a
+    text = f"{d:+,.2f} s" if row["kind"] == "seconds" else f"{d:+,}"
+    return text + (f" ({d / a:+.1%})" if a else "")
