@@ -128,8 +128,8 @@ def test_run_page_graph_timeline_counters_and_durations(site, page, tmp_path):
     page.goto(f"{srv.url}/runs/{rid(200)}")
     page.wait_for_selector("#graph g.node")
     ops = [n for n in doc["run"]["graph"]["nodes"] if n["type"] == "operator"]
-    assert page.locator("#graph g.node").count() == len(ops) == 12
-    assert page.locator("#graph path.edge").count() == 12
+    assert page.locator("#graph g.node").count() == len(ops) == 13
+    assert page.locator("#graph path.edge").count() == 13
     assert page.locator('#graph g.node[data-node="sort_score"]').get_attribute("data-status") == "FAILED"
     assert page.locator('#graph g.node[data-node="sink"]').get_attribute("data-status") == "PENDING"   # never started
     assert page.locator('#graph g.node[data-node="parse"]').get_attribute("data-status") == "SUCCESSFUL"

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import CORPUS
-from test_monitor_api import make_doc, rid, warned_doc
+from test_monitor_api import make_doc, rid
 from test_monitor_browser import BASE, DAY, browser, page  # noqa: F401 - fixtures
 from test_monitor_compare import pair
 from test_monitor_runs import Server
