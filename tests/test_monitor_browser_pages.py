@@ -208,7 +208,7 @@ def test_a_failed_run_and_its_restart_in_the_browser(tmp_path, page, monkeypatch
                                "(g) => [g.dataset.node, [g.dataset.status, g.querySelector('rect').getAttribute('fill')]]))")
         assert status == {**{n: ["SUCCESSFUL", GREEN] for n in ("input", "parse", "images", "retain_ip", "unique_ip",
                                                                 "rename_ip", "score", "min_score", "checkpoint")},
-                          **{n: ["PENDING", GREY] for n in ("join", "sort_score", "sink")}}
+                          **{n: ["PENDING", GREY] for n in ("join", "fields", "sort_score", "sink")}}
         assert page.locator('#graph g.step[data-step="join"]').get_attribute("data-status") == "FAILED"
         assert page.locator('#timeline g.bar[data-step="join"]').get_attribute("data-status") == "FAILED"
         page.click('#graph g.node[data-node="sink"]')
