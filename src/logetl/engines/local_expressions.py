@@ -9,7 +9,7 @@ import zlib
 
 from logetl import expressions as E
 
-MEMO_ROWS = 1_000_000     # crc32 forgets the values it computed past this many (bounded memory)
+MEMO_ROWS = 250_000       # crc32 forgets the values it computed past this many: ~40 MB of Python dict at most
 
 
 def _pl():
