@@ -333,7 +333,14 @@ def _sort(node, inputs):
 
 
 def _limit(node, inputs):
+    from pyspark.sql import functions as F
+
     df = inputs[0]
+    if node.n == 0:
+        # Spark would replace a limit 0 (or a filter on a constant false) by an empty relation and skip its
+        # input, and with it the counters observed there; a test it cannot fold passes nothing, after the
+        # input has been counted in, as on the local engine
+        return df.filter(F.spark_partition_id() < 0)
     if ORDER not in df.columns:
         return df.limit(node.n)     # an input with no defined order: some n records
     # the first n by _order: a top-n per task, then of those (no full sort, one small result partition)
