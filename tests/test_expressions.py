@@ -28,13 +28,17 @@ import inspect
 import os
 
 import pytest
+from conftest import HERE, parts
 
 import logetl.api as L
-from conftest import HERE, parts
 from logetl import assembly
 from logetl import expressions as E
-from logetl.engines import UnsupportedOperator, get_engine
-from logetl.engines import local_expressions, spark_expressions
+from logetl.engines import (
+    UnsupportedOperator,
+    get_engine,
+    local_expressions,
+    spark_expressions,
+)
 from logetl.engines.local import LocalEngine
 from logetl.engines.spark import OPERATORS, SparkEngine
 from logetl.job import bind
@@ -56,7 +60,7 @@ def lines(*rows: str) -> bytes:
     return "".join(r + "\n" for r in rows).encode("utf-8")
 
 
-# --- the cases: name -> function(parsed records) -> (sinks, {output tap: expected bytes}) --------------------------------------------------
+# --- the cases: name -> function(parsed records) -> (sinks, {output tap: expected bytes}) -------------------
 
 def case_values(p):
     out = p.derive(s=L.lit("é"), i=L.lit(-9223372036854775808), t=L.lit(True)).select(
