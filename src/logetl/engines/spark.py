@@ -47,10 +47,9 @@ from functools import reduce
 from itertools import count
 
 from logetl import assembly, contract
-from logetl.engines.base import Engine, EngineUnavailable, StepContext
+from logetl.engines.base import Engine, EngineUnavailable, RunState, StepContext, partitioned_taps
 from logetl.engines.spark_expressions import AGGREGATES, COMPILE, Compiler, column
 from logetl.io.fs import LocalFS
-from logetl.io.outputs import StagedOutput
 
 SPARK_PATTERN = "(?s)" + contract.PATTERN
 MASTER_ENV = "LOGETL_SPARK_MASTER"
@@ -382,30 +381,19 @@ OPERATORS = {
 }
 
 
-class SparkRun:
-    """The Spark engine's state of one run: the file system, the working directory, the staged outputs
-    and trap, and the frames a step persisted (unpersisted when it ends)."""
+class SparkRun(RunState):
+    """The Spark engine's state of one run: besides the staged outputs and the trap (``RunState``), the
+    frames a step persisted (unpersisted when it ends)."""
 
-    def __init__(self, fs: HadoopFS, taps):
-        self.fs = fs
-        self.work = taps.work
-        self.outputs = {tap: StagedOutput(path, taps.may_replace(path), fs, create=False)
-                        for tap, path in taps.outputs.items()}
-        self.trap = StagedOutput(taps.trap, taps.may_replace(taps.trap), fs, create=False) \
-            if taps.trap else None
+    def __init__(self, fs: HadoopFS, taps, partitioned=()):
+        super().__init__(taps, fs, create=False, partitioned=partitioned)
         self.persisted: list = []
-
-    def staged(self) -> list:
-        """The outputs, then the trap: the order they are published in."""
-        return [*self.outputs.values(), *([self.trap] if self.trap is not None else [])]
 
     def close(self, ok: bool) -> None:
         for df in self.persisted:
             df.unpersist()
         self.persisted = []
-        if not ok:
-            for out in self.staged():
-                out.discard()
+        super().close(ok)
 
 
 class SparkEngine(Engine):
@@ -475,8 +463,8 @@ class SparkEngine(Engine):
 
     # --- running ------------------------------------------------------------------------------------------
 
-    def prepare(self, ctx: StepContext) -> None:
-        ctx.state = SparkRun(HadoopFS(self.session()), ctx.taps)
+    def prepare(self, ctx: StepContext) -> SparkRun:
+        return SparkRun(HadoopFS(self.session()), ctx.taps, partitioned_taps(ctx.flow))
 
     def _parse(self, ctx: StepContext, node, observations: list, persist: bool):
         """(records, malformed) of the input: records with the format's fields and ``_order``; malformed
@@ -634,6 +622,14 @@ class SparkEngine(Engine):
         df.write.mode("append").parquet(path)
         run.work.mark_complete(node.name)
 
+    #: how each sink format is written: (the DataFrameWriter method, its options, the part files' suffix)
+    SINK_FORMATS = {
+        "tsv": ("text", {}, ""),
+        "parquet": ("parquet", {"compression": "zstd"}, ".parquet"),
+        # a null is written as null, not left out: every object has every field, in field order
+        "jsonl": ("json", {"ignoreNullFields": "false"}, ".jsonl"),
+    }
+
     def _sink(self, ctx, node, df, state) -> None:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
@@ -641,18 +637,48 @@ class SparkEngine(Engine):
         run: SparkRun = ctx.state
         out = run.outputs[node.tap]
         obs = Observation(f"sink_{node.name}")
-        # the TSV of the fields: longs in decimal, booleans true/false (Spark's casts to string), null as
-        # the empty field (concat_ws would leave a null out, separator and all)
-        line = F.concat_ws("\t", *[F.coalesce(column(f).cast("string"), F.lit("")) for f in node.fields])
-        df.select(line.alias("value")).observe(obs, F.count(F.lit(1)).alias("n")).write.text(out.staging)
-        self._name_parts(run.fs, out.staging)
+        method, options, suffix = self.SINK_FORMATS[node.format]
+        out.suffix = suffix
+        by = list(node.partition_by)
+        if node.format == "tsv":
+            # the TSV of the fields: longs in decimal, booleans true/false (Spark's casts to string), null as
+            # the empty field (concat_ws would leave a null out, separator and all)
+            line = F.concat_ws("\t", *[F.coalesce(column(f).cast("string"), F.lit("")) for f in node.file_fields])
+            columns = [line.alias("value")]
+        else:
+            columns = [column(f) for f in node.file_fields]
+        if by:
+            # each task writes its rows of a partition in input order: sorted by the partition fields, then
+            # _order (Spark's writer then needs no sort of its own); the files of a partition, by task,
+            # concatenate in input order
+            ordered = df.sortWithinPartitions(*by, *([ORDER] if ORDER in df.columns else []))
+            selected = ordered.select(*columns, *[column(f) for f in by])
+        else:
+            selected = df.select(*columns)
+        writer = selected.observe(obs, F.count(F.lit(1)).alias("n")).write.options(**options)
+        if by:
+            writer = writer.partitionBy(*by)
+        getattr(writer, method)(out.staging)
+        for leaf in self._leaves(run.fs, out.staging) if by else [out.staging]:
+            self._name_parts(run.fs, leaf, suffix)
         n = int(_metrics(obs).get("n") or 0)
         state.count(node.name, "in", n)
         state.count(node.name, "out", n)
         ctx.run.written[node.tap] = ctx.run.written.get(node.tap, 0) + n
 
+    @classmethod
+    def _leaves(cls, fs, directory: str) -> list[str]:
+        """The partition directories (``FIELD=VALUE``, nested) under ``directory`` that hold part files."""
+        found = []
+        for name in fs.listdir(directory):
+            where = fs.join(directory, name)
+            if "=" in name and fs.isdir(where):
+                inner = cls._leaves(fs, where)
+                found += inner or [where]
+        return found
+
     @staticmethod
-    def _name_parts(fs, directory: str) -> None:
+    def _name_parts(fs, directory: str, suffix: str = "") -> None:
         """Spark's part-<task>-<uuid>-c<file>.txt become part-00000, part-00001, ... in task order (the
         partition order: input order, or key order after a sort), numbered wide enough that name order
         stays that order past 100,000 parts; empty tasks write no file. Checksum files of the local file
@@ -661,27 +687,17 @@ class SparkEngine(Engine):
         parts = sorted((n for n in names if n.startswith("part-")), key=_part_key)
         width = max(5, len(str(len(parts) - 1)))
         for i, name in enumerate(parts):
-            fs.rename(fs.join(directory, name), fs.join(directory, f"part-{i:0{width}d}"))
+            fs.rename(fs.join(directory, name), fs.join(directory, f"part-{i:0{width}d}{suffix}"))
         for name in names:
             if name.endswith(".crc"):
                 fs.remove(fs.join(directory, name))
 
-    def seal(self, ctx: StepContext) -> list:
+    def finish_trap(self, ctx: StepContext) -> None:
         run: SparkRun = ctx.state
         fs = run.fs
-        if run.trap is not None:
-            fs.makedirs(run.trap.staging)
-            if fs.isdir(run.work.trap_dir):
-                self._name_parts(fs, run.work.trap_dir)
-                for name in fs.listdir(run.work.trap_dir):
-                    if name.startswith("part-"):
-                        fs.rename(fs.join(run.work.trap_dir, name), fs.join(run.trap.staging, name))
-        return [out.seal() for out in run.staged()]
-
-    def commit(self, ctx: StepContext) -> None:
-        for out in ctx.state.staged():
-            out.commit()
-
-    def close(self, ctx: StepContext, ok: bool) -> None:
-        if ctx.state is not None:
-            ctx.state.close(ok)
+        fs.makedirs(run.trap.staging)
+        if fs.isdir(run.work.trap_dir):
+            self._name_parts(fs, run.work.trap_dir)
+            for name in fs.listdir(run.work.trap_dir):
+                if name.startswith("part-"):
+                    fs.rename(fs.join(run.work.trap_dir, name), fs.join(run.trap.staging, name))
