@@ -40,6 +40,7 @@ from logetl.engines import (
     spark_expressions,
 )
 from logetl.engines.local import LocalEngine
+from logetl.io.fs import LOCAL
 from logetl.engines.spark import OPERATORS, SparkEngine
 from logetl.job import bind
 from logetl.listener import FlowListener
@@ -318,7 +319,7 @@ def run_flow(flow, engine: str, where) -> tuple[dict[str, bytes], object]:
     runner = get_engine(engine)()
     outs = {s.tap: str(where / s.tap) for s in flow.sinks}
     try:
-        taps = bind(flow.name, LOG, outs, engine=engine, fs=runner.filesystem(), flow=flow)
+        taps = bind(flow, LOG, outs, engine=engine, fs=runner.filesystem())
         run = runner.run(flow, taps, FlowListener())
     finally:
         runner.shutdown()
@@ -404,7 +405,7 @@ def test_an_engine_refuses_an_unknown_expression_before_running(engine_name, tmp
     """Refused by the check that starts a run: nothing is read, no session starts, nothing is written."""
     flow = L.Flow("shouting", [logs().derive(loud=Shout(L.col("ip")), name="loud").write("out")])
     runner = get_engine(engine_name)()
-    taps = bind(flow.name, LOG, {"out": str(tmp_path / "out")}, flow=flow)
+    taps = bind(flow, LOG, {"out": str(tmp_path / "out")}, fs=LOCAL)
     with pytest.raises(UnsupportedOperator) as caught:
         runner.run(flow, taps, FlowListener())
     assert str(caught.value) == f"the {engine_name} engine cannot compile Shout (shout(ip)) in operator 'loud'"

@@ -591,6 +591,23 @@ LOG_TIME_PATTERN = (r"^(0[1-9]|[12][0-9]|3[01])/(" + "|".join(MONTHS) + r")/"
                     r"([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9] [+-]([01][0-9]|2[0-3])[0-5][0-9]$")
 
 
+def _log_time_valid() -> str:
+    """``LOG_TIME_PATTERN`` with the calendar folded in: one regular expression that matches exactly the
+    valid times (days 29-31 only in the months that have them, 29 February only in leap years of the
+    proleptic Gregorian calendar). One pass of a regex engine decides validity, with no arithmetic."""
+    thirty_one = "|".join(m for i, m in enumerate(MONTHS) if i in (0, 2, 4, 6, 7, 9, 11))
+    not_feb = "|".join(m for m in MONTHS if m != "Feb")
+    year = r"(?:[0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})"
+    # divisible by 4 and not by 100, or by 400 (0000 is not a year)
+    leap = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
+    rest = r":(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9] [+-](?:[01][0-9]|2[0-3])[0-5][0-9]$"
+    return (r"^(?:(?:(?:0[1-9]|1[0-9]|2[0-8])/(?:" + "|".join(MONTHS) + r")|(?:29|30)/(?:" + not_feb
+            + r")|31/(?:" + thirty_one + r"))/" + year + r"|29/Feb/" + leap + r")" + rest)
+
+
+LOG_TIME_VALID = _log_time_valid()
+
+
 class _LogTime(Expr):
     """Parts of an access-log time ``dd/Mon/yyyy:HH:MM:SS ±hhmm`` as written (no zone conversion); null
     unless the time is valid: ``dd`` a real day of that month and year (proleptic Gregorian calendar),

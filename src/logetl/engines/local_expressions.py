@@ -87,31 +87,29 @@ def _crc32(c, e):
     return c(e.args[0]).map_batches(crc, return_dtype=pl.Int64)
 
 
-def _log_time(c, e):
-    """(valid, year, month number, day, hour) of an access-log time, as Polars expressions."""
+def _log_time(c, e, width: int, render):
+    """An access-log time's day or hour, computed once per distinct prefix: validity is one regex pass
+    (``LOG_TIME_VALID``, the calendar folded in), and a valid time's day or hour depends only on its
+    first ``width`` characters (``dd/Mon/yyyy`` or ``dd/Mon/yyyy:HH``), which repeat a lot."""
     pl = _pl()
-    t = c(e.args[0])
-    digits = lambda s, n: t.str.slice(s, n)  # noqa: E731
     months = {m: f"{i + 1:02d}" for i, m in enumerate(E.MONTHS)}
-    y, mon, d, h = digits(7, 4), t.str.slice(3, 3).replace_strict(months, default=None), digits(0, 2), digits(12, 2)
-    yi, mi, di = (x.cast(pl.Int64, strict=False) for x in (y, mon, d))
-    leap = ((yi % 4 == 0) & (yi % 100 != 0)) | (yi % 400 == 0)
-    days = (pl.when(mi == 2).then(pl.when(leap).then(29).otherwise(28))
-            .when(mi.is_in([4, 6, 9, 11])).then(30).otherwise(31))
-    valid = t.str.contains(E.LOG_TIME_PATTERN) & (di <= days)
-    return valid, y, mon, d, h
+    t = c(e.args[0])
+
+    def per_prefix(series):
+        distinct = series.unique().drop_nulls().to_list()
+        return series.replace_strict(distinct, [render(x, months) for x in distinct], default=None,
+                                     return_dtype=pl.String)
+
+    return pl.when(t.str.contains(E.LOG_TIME_VALID)).then(t.str.slice(0, width)).map_batches(
+        per_prefix, return_dtype=pl.String)
 
 
 def _day(c, e):
-    pl = _pl()
-    valid, y, mon, d, _ = _log_time(c, e)
-    return pl.when(valid).then(pl.concat_str([y, mon, d], separator="-"))
+    return _log_time(c, e, 11, lambda x, months: f"{x[7:11]}-{months[x[3:6]]}-{x[0:2]}")
 
 
 def _hour(c, e):
-    pl = _pl()
-    valid, y, mon, d, h = _log_time(c, e)
-    return pl.when(valid).then(pl.concat_str([y, pl.lit("-"), mon, pl.lit("-"), d, pl.lit("T"), h]))
+    return _log_time(c, e, 14, lambda x, months: f"{x[7:11]}-{months[x[3:6]]}-{x[0:2]}T{x[12:14]}")
 
 
 COMPILE = {
