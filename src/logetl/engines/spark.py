@@ -413,6 +413,11 @@ class SparkEngine(Engine):
     def session(self):
         if self._spark is not None:
             return self._spark
+        import warnings
+
+        # PySpark warns about the pandas version when pandas happens to be installed; logetl never uses
+        # pandas on Spark, so a user would only be puzzled by it
+        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
         try:
             from pyspark.sql import SparkSession
         except ImportError:
