@@ -142,8 +142,12 @@ class Plan:
 
     @property
     def nothing_new(self) -> bool:
+        """Nothing to add since the base run: every output at it, and no new complete line was read (before
+        the run: none can be; a compressed file to read to its end counts once it was read)."""
         return self.base_run > 0 and not any(o.rolled_back for o in self.outputs.values()) and all(
-            end is not None and end <= start for start, end in self.ranges.values())
+            (end is not None and end <= start) or (end is None and self.reached.get(key, start) <= start
+                                                   and key in self.reached)
+            for key, (start, end) in self.ranges.items())
 
     @property
     def owned(self) -> set[str]:
