@@ -333,14 +333,6 @@ def _new_parts(staging: str, run: int) -> list[str]:
     return out
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def commit_output(out: Output, staging: str, plan: Plan) -> None:
     """Publishes one output: its staging directory (already holding the run's parts and ``_SUCCESS``) gets
     hard links to the base parts and the new state, then replaces the output in one exchange."""
@@ -367,7 +359,6 @@ def commit_output(out: Output, staging: str, plan: Plan) -> None:
         os.fsync(f.fileno())
     if not os.path.exists(os.path.join(staging, SUCCESS)):
         open(os.path.join(staging, SUCCESS), "wb").close()
-    _fsync_dir(staging)
     if os.path.isdir(out.path):
         exchange(staging, out.path)
         import shutil
@@ -375,7 +366,6 @@ def commit_output(out: Output, staging: str, plan: Plan) -> None:
         shutil.rmtree(staging)     # now the earlier output: its parts live on as links in the new one
     else:
         os.rename(staging, out.path)
-    _fsync_dir(os.path.dirname(out.path))
 
 
 def finish_state(plan: Plan) -> None:
