@@ -42,7 +42,10 @@ def _layout(program: str, root):
 
 
 def _run(cmd, root, crash_at: int = 0, count_file=None):
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "LOGETL_CRASH_AT": str(crash_at)}
+    # each layout has its own monitor store, made by its first run as a user's would be: the counting run
+    # and every killed run then make the same mutations
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "LOGETL_CRASH_AT": str(crash_at),
+           "LOGETL_HOME": str(root.parent / f"{root.name}-home")}
     if count_file:
         env["LOGETL_CRASH_COUNT"] = str(count_file)
     return subprocess.run([sys.executable, CRASHPOINT, *cmd], cwd=root, env=env, capture_output=True, timeout=300)

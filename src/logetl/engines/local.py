@@ -50,13 +50,28 @@ class Batch:
     streaming operators, but an operator that keeps rows past the batch must ``kept()`` them, or it would
     keep every whole chunk alive."""
 
-    __slots__ = ("fields", "_frame", "parsed", "shares_chunk")
+    __slots__ = ("fields", "_frame", "parsed", "shares_chunk", "_arrow")
 
     def __init__(self, fields, frame=None, parsed: list[kernel.Parsed] | None = None, shares_chunk: bool = False):
         self.fields = tuple(fields)
         self._frame = frame
         self.parsed = parsed
         self.shares_chunk = shares_chunk or parsed is not None
+        self._arrow = None
+
+    def arrow(self, schema):
+        """The records as an Arrow table of ``schema``, converted once however many sinks write them (a
+        kernel batch goes straight from its Arrow columns, without a Polars frame)."""
+        if self._arrow is None or self._arrow.schema != schema:
+            import pyarrow as pa
+
+            if self.parsed is not None and self._frame is None:
+                names = list(self.fields)
+                table = pa.concat_tables([pa.Table.from_arrays(p.columns(), names=names) for p in self.parsed])
+            else:
+                table = self._frame.to_arrow()
+            self._arrow = table.cast(schema)
+        return self._arrow
 
     def derive(self, fields, frame) -> "Batch":
         """A batch computed from this one by a streaming operator."""
@@ -391,8 +406,7 @@ class ParquetWriter:
         self.writer = pq.ParquetWriter(file, self.schema, compression="zstd")
 
     def write(self, batch):
-        table = batch.frame().to_arrow()
-        self.writer.write_table(table.cast(self.schema))
+        self.writer.write_table(batch.arrow(self.schema))
 
     def close(self):
         self.writer.close()
@@ -427,16 +441,22 @@ class SinkOp(Op):
 
     MAX_OPEN_PARTITIONS = 128
 
-    def __init__(self, *args, output: StagedOutput):
+    def __init__(self, *args, output: StagedOutput, twin: "SinkOp | None" = None):
         super().__init__(*args)
         node = self.node
         self.kind = SINK_WRITERS[node.format]
         self.output = output
+        self.twin = twin
         self.written = 0
         self.open: dict[str, tuple] = {}      # partition -> (file, writer), least recently used first
         self.parts: dict[str, int] = {}       # partition -> number of its current part file
-        if not node.partition_by:
-            self.open[""] = self._start(output.part + self.kind.suffix, "wb")
+        self.path = output.part + self.kind.suffix
+        if not node.partition_by and twin is None:
+            self.open[""] = self._start(self.path, "wb")
+
+    def copy_from_twin(self) -> None:
+        """Its twin wrote the same records: the same bytes, copied (in the kernel where it can)."""
+        shutil.copyfile(self.twin.path, self.path)
 
     def _start(self, path: str, mode: str):
         f = open(path, mode)
@@ -468,7 +488,9 @@ class SinkOp(Op):
 
     def process(self, batch, port):
         node = self.node
-        if len(batch) and not node.partition_by:
+        if self.twin is not None:
+            pass                                # the twin writes these records; copied at the end
+        elif len(batch) and not node.partition_by:
             self.open[""][1].write(batch)
         elif len(batch):
             by, fields = list(node.partition_by), list(node.file_fields)
@@ -706,7 +728,8 @@ class LocalEngine(Engine):
                 op = ParseOp(node, ctx, state, n_in, trap_file=local.trap_file)
                 parse_ops.append((op, node.previous[0]))
             elif isinstance(node, assembly.Sink):
-                op = SinkOp(node, ctx, state, n_in, output=local.outputs[node.tap])
+                twin = self._twin(step, node, ops)
+                op = SinkOp(node, ctx, state, n_in, output=local.outputs[node.tap], twin=twin)
             else:
                 op = OPS[type(node)](node, ctx, state, n_in)
             ops[id(node)] = op
@@ -751,9 +774,34 @@ class LocalEngine(Engine):
                                      reached=plan.reached if plan is not None else None):
                 parse_op.consume(parsed, path)
             parse_op.input_done(0)
+        for op in ops.values():
+            if isinstance(op, SinkOp) and op.twin is not None:
+                op.copy_from_twin()
         if parse_ops and local.trap_file is not None:
             local.trap_file.flush()
             os.fsync(local.trap_file.fileno())
+
+    @staticmethod
+    def _twin(step, sink, ops):
+        """An earlier sink of this step that writes exactly what ``sink`` would (the same records through
+        branches only, the same fields and format, not partitioned): ``sink`` then copies its file
+        instead of encoding the records again (Branch's two outputs)."""
+        def origin(node):
+            while type(node) is assembly.Pipe:
+                node = node.previous[0]
+            return node
+
+        if sink.partition_by:
+            return None
+        for node in step.nodes:
+            if node is sink:
+                return None
+            op = ops.get(id(node))
+            if isinstance(node, assembly.Sink) and isinstance(op, SinkOp) and op.twin is None \
+                    and not node.partition_by and node.format == sink.format \
+                    and origin(node.previous[0]) is origin(sink.previous[0]):
+                return op
+        return None
 
     @staticmethod
     def _needs_columns(flow, step, parse) -> bool:

@@ -9,7 +9,7 @@ import zlib
 
 from logetl import expressions as E
 
-MEMO_ROWS = 1_000_000     # crc32 forgets the values it computed past this many (bounded memory)
+MEMO_ROWS = 250_000       # crc32 forgets the values it computed past this many: ~40 MB of Python dict at most
 
 
 def _pl():
@@ -153,7 +153,8 @@ def _partial(agg, v):
     if isinstance(agg, E.Sum):
         # null (not 0) when every value is null: sum only where there is a value
         return pl.when(v.count() > 0).then(v.sum())
-    return v.min() if isinstance(agg, E.Min) else v.max()
+    # Max derives from Min (same type rule): test for Max
+    return v.max() if isinstance(agg, E.Max) else v.min()
 
 
 def _combine(agg, p):
@@ -162,7 +163,7 @@ def _combine(agg, p):
         return p.sum()
     if isinstance(agg, E.Sum):
         return pl.when(p.count() > 0).then(p.sum())
-    return p.min() if isinstance(agg, E.Min) else p.max()
+    return p.max() if isinstance(agg, E.Max) else p.min()
 
 
 AGGREGATES = {E.Count: (_partial, _combine), E.Sum: (_partial, _combine), E.Min: (_partial, _combine),

@@ -16,14 +16,26 @@ How the contract and the orderings are kept, so that outputs are byte-identical 
 - TAB/CR in a field: only fields and the separators ' ', '[', ']', '"' precede the end of the size, and
   ident, user and status cannot hold TAB/CR; so a field holds one exactly when the TSV of the five fields
   holds a CR or more than four TABs.
-- Sort is a global sort (``orderBy``) on its keys plus ``_order`` (stable, and a total order): Spark
-  range-partitions the rows by the keys and every task sorts one key range, so no partition holds all the
-  rows; the sink writes one part per non-empty range (adaptive execution merges adjacent small ones), in
-  key order, and the parts concatenated in name order are the sorted result. HashJoin broadcasts its left
-  (small, in-memory) side and keeps the right side's ``_order``; Unique is ``distinct`` (a hash shuffle):
-  no step funnels its rows through one task.
-- Checkpoints and other stored outputs are Parquet in the working directory on the cluster's file system;
-  counters come from ``DataFrame.observe`` (no extra pass over the data).
+- Expressions compile through ``spark_expressions.COMPILE`` (one entry per ``logetl.expressions`` class)
+  and operators through ``OPERATORS`` (one entry per assembly node class); ``check`` refuses anything
+  missing from them before the run starts.
+- ``_order`` travels with the records while their order is defined, and every operator that defines an
+  order re-assigns it (``monotonically_increasing_id`` over the new partition order), so that what follows
+  keeps that order. Sort is a global sort (``orderBy``) on its keys (null smallest) plus ``_order``
+  (stable, and a total order): Spark range-partitions the rows by the keys and every task sorts one key
+  range, so no partition holds all the rows; the sink writes one part per non-empty range (adaptive
+  execution merges adjacent small ones), in key order, and the parts concatenated in name order are the
+  sorted result. Top ranks each ``per`` group in a window (a hash shuffle by the group) and sorts what it
+  keeps as Sort does. Limit takes the first ``n`` by ``_order`` (a top-n per task, then one small
+  partition). HashJoin broadcasts its held (small, in-memory) side and keeps the streamed side's
+  partitions and ``_order``; when the held side is ordered too, each partition is sorted by (streamed,
+  held) order, which puts one record's matches in the held side's order. Unique and GroupBy are hash
+  shuffles (their order is undefined, as documented): no step funnels its rows through one task.
+- Checkpoints and other stored outputs are Parquet in the working directory on the cluster's file system,
+  read back part by part in part order (a directory read orders its splits by size), so stored records
+  keep their order; counters come from ``DataFrame.observe`` (no extra pass over the data).
+- Per-run state (file system, staged outputs, persisted frames) lives in a ``SparkRun`` in the run's
+  context, never on the engine.
 """
 from __future__ import annotations
 
@@ -32,15 +44,17 @@ import re
 import shutil
 import socket
 from functools import reduce
+from itertools import count
 
 from logetl import assembly, contract
-from logetl.engines.base import Engine, EngineUnavailable, StepContext
+from logetl.engines.base import Engine, EngineUnavailable, RunState, StepContext, partitioned_taps
+from logetl.engines.spark_expressions import AGGREGATES, COMPILE, Compiler, column
 from logetl.io.fs import LocalFS
-from logetl.io.outputs import StagedOutput
 
 SPARK_PATTERN = "(?s)" + contract.PATTERN
 MASTER_ENV = "LOGETL_SPARK_MASTER"
 ORDER = "_order"
+_OBSERVATIONS = count()     # observation names are unique within the session: numbered, whatever the run
 
 
 class HadoopFS:
@@ -224,11 +238,168 @@ def _part_key(name: str) -> tuple:
     return (int(m.group(1)), int(m.group(2)), name) if m else (-1, -1, name)
 
 
+# --- the operator table ---------------------------------------------------------------------------------------
+# Each entry: function(node, inputs) -> DataFrame, ``inputs`` the DataFrames of ``node.previous``. A frame
+# carries ``_order`` while its order is defined (input order, or a sort's order); operators that define an
+# order (Sort, Top, a join whose held side is ordered) re-assign it, so that what follows (Limit, another
+# Sort, a sink's part order) follows theirs.
+
+def _keep_order(df) -> list:
+    return [ORDER] if ORDER in df.columns else []
+
+
+def _renumbered(df):
+    """``df`` with ``_order`` re-assigned in its partition order (partition index, then row within the
+    partition: increasing along the order the partitions hold)."""
+    from pyspark.sql import functions as F
+
+    return df.withColumn(ORDER, F.monotonically_increasing_id())
+
+
+def _sort_key(field: str, descending: bool):
+    # null is the smallest value: first ascending, last descending
+    return column(field).desc_nulls_last() if descending else column(field).asc_nulls_first()
+
+
+def _pass(node, inputs):
+    return inputs[0]            # Pipe, Checkpoint: the records as they are
+
+
+def _filter(node, inputs):
+    df = inputs[0]
+    return df.filter(Compiler(node.previous[0].types)(node.predicate))   # null drops the record
+
+
+def _select(node, inputs):
+    df = inputs[0]
+    return df.select(*[column(f) for f in node.keep], *_keep_order(df))
+
+
+def _rename(node, inputs):
+    df = inputs[0]
+    # one projection: the renames happen at once, so a swap (a -> b, b -> a) is a swap
+    return df.select(*[column(f).alias(node.mapping.get(f, f)) for f in df.columns])
+
+
+def _derive(node, inputs):
+    df = inputs[0]
+    compile_ = Compiler(node.previous[0].types)
+    # one projection: every computed field reads the input's fields
+    return df.withColumns({f: compile_(e) for f, e in node.computed.items()})
+
+
+def _unique(node, inputs):
+    return inputs[0].select(*[column(f) for f in node.fields]).distinct()   # a hash shuffle; nulls equal
+
+
+def _group_by(node, inputs):
+    compile_ = Compiler(node.previous[0].types)
+    aggs = [AGGREGATES[type(a)](compile_, a).alias(f) for f, a in node.aggregates.items()]
+    return inputs[0].groupBy(*[column(k) for k in node.keys]).agg(*aggs)   # nulls form one group
+
+
+HELD_KEY = "__logetl_held_key"
+HELD_ORDER = "__logetl_held_order"
+
+
+def _hash_join(node, inputs):
+    from pyspark.sql import functions as F
+
+    held, stream = inputs
+    ordered_held = ORDER in held.columns and ORDER in stream.columns
+    held = held.select(column(node.held_key).alias(HELD_KEY), *[column(f) for f in node.held_fields],
+                       *([column(ORDER).alias(HELD_ORDER)] if ordered_held else []))
+    # the held side is broadcast to every task of the streamed side, which is not moved: the output keeps
+    # the streamed side's partitions and their order; an equality never matches a null key
+    joined = stream.join(F.broadcast(held), column(node.stream_key) == column(HELD_KEY), node.how)
+    out = joined.select(*[column(f) for f in node.fields], *_keep_order(stream),
+                        *([HELD_ORDER] if ordered_held else []))
+    if not ordered_held:
+        return out
+    # a streamed record's matches come in the hash table's order: put them in the held side's order
+    # (within each partition: no shuffle), then number the records again, as several share one _order
+    return _renumbered(out.sortWithinPartitions(ORDER, HELD_ORDER).drop(HELD_ORDER))
+
+
+def _sort(node, inputs):
+    # A global sort: Spark samples the keys, range-partitions the rows by them (every task sorts one key
+    # range) and numbers the ranges in key order, so partition i precedes partition i+1. With _order last
+    # the keys are a total order, so the result does not depend on where the sampled bounds fall (nor on
+    # how adaptive execution coalesces adjacent ranges). _order is then re-assigned in sorted order.
+    df = inputs[0]
+    keys = [_sort_key(f, d) for f, d in node.keys] + [column(o).asc() for o in _keep_order(df)]
+    return _renumbered(df.orderBy(*keys))
+
+
+def _limit(node, inputs):
+    from pyspark.sql import functions as F
+
+    df = inputs[0]
+    if node.n == 0:
+        # Spark would replace a limit 0 (or a filter on a constant false) by an empty relation and skip its
+        # input, and with it the counters observed there; a test it cannot fold passes nothing, after the
+        # input has been counted in, as on the local engine
+        return df.filter(F.spark_partition_id() < 0)
+    if ORDER not in df.columns:
+        return df.limit(node.n)     # an input with no defined order: some n records
+    # the first n by _order: a top-n per task, then of those (no full sort, one small result partition)
+    return df.orderBy(column(ORDER).asc()).limit(node.n)
+
+
+def _top(node, inputs):
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    df = inputs[0]
+    order = [column(o).asc() for o in _keep_order(df)]
+    by = [_sort_key(f, d) for f, d in node.by_keys] + order
+    if not node.per:
+        return _renumbered(df.orderBy(*by).limit(node.n))
+    # a window per group (a hash shuffle by the group; Spark keeps only n rows per group and task before
+    # it), then the output order: per ascending, by, input order
+    rank = "__logetl_rank"
+    window = Window.partitionBy(*[column(p) for p in node.per]).orderBy(*by)
+    kept = df.withColumn(rank, F.row_number().over(window)).filter(F.col(rank) <= node.n).drop(rank)
+    return _renumbered(kept.orderBy(*[_sort_key(p, False) for p in node.per], *by))
+
+
+#: the Spark engine's operator table: one entry per assembly node class (Source, Parse and Sink are the
+#: step's roots and actions, handled by ``execute_step``)
+OPERATORS = {
+    assembly.Pipe: _pass,
+    assembly.Checkpoint: _pass,
+    assembly.Filter: _filter,
+    assembly.Select: _select,
+    assembly.Rename: _rename,
+    assembly.Derive: _derive,
+    assembly.Unique: _unique,
+    assembly.GroupBy: _group_by,
+    assembly.HashJoin: _hash_join,
+    assembly.Sort: _sort,
+    assembly.Limit: _limit,
+    assembly.Top: _top,
+}
+
+
+class SparkRun(RunState):
+    """The Spark engine's state of one run: besides the staged outputs and the trap (``RunState``), the
+    frames a step persisted (unpersisted when it ends)."""
+
+    def __init__(self, fs: HadoopFS, taps, partitioned=()):
+        super().__init__(taps, fs, create=False, partitioned=partitioned)
+        self.persisted: list = []
+
+    def close(self, ok: bool) -> None:
+        for df in self.persisted:
+            df.unpersist()
+        self.persisted = []
+        super().close(ok)
+
+
 class SparkEngine(Engine):
     name = "spark"
-    supports = (assembly.Source, assembly.Parse, assembly.Pipe, assembly.Filter, assembly.Retain,
-                assembly.Rename, assembly.Function, assembly.Unique, assembly.HashJoin, assembly.Checkpoint,
-                assembly.Sort, assembly.Sink)
+    operators = (assembly.Source, assembly.Parse, assembly.Sink, *OPERATORS)
+    expressions = (*COMPILE, *AGGREGATES)
 
     def __init__(self, master: str | None = None, conf: dict | None = None, **options):
         super().__init__(**options)
@@ -292,17 +463,11 @@ class SparkEngine(Engine):
 
     # --- running ------------------------------------------------------------------------------------------
 
-    def prepare(self, ctx: StepContext) -> None:
-        self.fs = HadoopFS(self.session())
-        taps = ctx.taps
-        self.work = taps.work
-        self.outputs = {tap: StagedOutput(path, taps.may_replace(path), self.fs, create=False)
-                        for tap, path in taps.outputs.items()}
-        self.trap = StagedOutput(taps.trap, taps.may_replace(taps.trap), self.fs, create=False) \
-            if taps.trap else None
+    def prepare(self, ctx: StepContext) -> SparkRun:
+        return SparkRun(HadoopFS(self.session()), ctx.taps, partitioned_taps(ctx.flow))
 
     def _parse(self, ctx: StepContext, node, observations: list, persist: bool):
-        """(records, malformed) of the input: records with the five fields and ``_order``; malformed
+        """(records, malformed) of the input: records with the format's fields and ``_order``; malformed
         lines with their raw ``value``, ``_file``, ``_reason`` and ``_order``."""
         from pyspark import StorageLevel
         from pyspark.sql import Observation
@@ -341,7 +506,7 @@ class SparkEngine(Engine):
             F.sum(F.when(dash, 1).otherwise(0)).alias("dash"), F.sum(F.when(kept, 1).otherwise(0)).alias("kept"))
         if persist:   # one scan of the input serves all of the step's actions
             checked = checked.persist(StorageLevel.MEMORY_AND_DISK)
-            self._persisted.append(checked)
+            ctx.state.persisted.append(checked)
         observations.append((node, obs))
         fields = F.split(F.col("_tsv"), "\t")
         records = checked.filter(kept).select(
@@ -350,51 +515,31 @@ class SparkEngine(Engine):
         return records, malformed
 
     def _apply(self, node, inputs):
-        from pyspark.sql import functions as F
+        """The DataFrame of ``node`` from those of its inputs (``OPERATORS``)."""
+        return OPERATORS[type(node)](node, inputs)
 
-        df = inputs[0] if inputs else None
-        if isinstance(node, assembly.Filter):
-            p = node.predicate
-            cond = F.col(p.field).startswith(p.prefix) if isinstance(p, assembly.StartsWith) \
-                else F.col(p.field) >= p.value
-            return df.filter(cond)
-        if isinstance(node, assembly.Retain):
-            return df.select(*node.keep, *([ORDER] if ORDER in df.columns else []))
-        if isinstance(node, assembly.Rename):
-            return df.withColumnRenamed(node.old, node.new)
-        if isinstance(node, assembly.Function):
-            fn = node.function
-            return df.withColumn(node.field, (F.crc32(F.col(fn.field).cast("binary")) % fn.modulus).cast("long"))
-        if isinstance(node, assembly.Unique):
-            return df.select(*node.fields).distinct()
-        if isinstance(node, assembly.Sort):
-            # A global sort: Spark samples the keys, range-partitions the rows by them (every task sorts
-            # one key range) and numbers the ranges in key order, so partition i precedes partition i+1.
-            # With _order last the keys are a total order, so the result does not depend on where the
-            # sampled bounds fall (nor on how adaptive execution coalesces adjacent ranges).
-            keys = [F.col(b).desc() if node.descending else F.col(b).asc() for b in node.by]
-            if ORDER in df.columns:
-                keys.append(F.col(ORDER).asc())
-            return df.orderBy(*keys)
-        if isinstance(node, assembly.HashJoin):
-            left, right = inputs
-            if ORDER in left.columns:
-                left = left.drop(ORDER)
-            joined = right.join(F.broadcast(left), right[node.right_key] == left[node.left_key], "inner")
-            return joined.select(*node.fields, *([ORDER] if ORDER in right.columns else []))
-        return df  # Pipe, Checkpoint: the records as they are
+    def _read_store(self, run: SparkRun, name: str):
+        """A stored output of an earlier step, its parts read one by one and unioned in part order: a
+        directory read would order its splits by size, and the parts hold the stored records in order."""
+        spark = self.session()
+        path = run.work.store(name)
+        files = sorted((n for n in run.fs.listdir(path) if n.startswith("part-") and n.endswith(".parquet")),
+                       key=_part_key)
+        if not files:
+            return spark.read.parquet(path)
+        return reduce(lambda a, b: a.union(b), [spark.read.parquet(run.fs.join(path, n)) for n in files])
 
     def _counted(self, df, key, counts: list):
         """``df`` with a row count observed on its way (no extra pass); read after the actions."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        obs = Observation(f"logetl_{len(counts)}_{id(self)}")
+        obs = Observation(f"logetl_{next(_OBSERVATIONS)}")
         counts.append((key, obs))
         return df.observe(obs, F.count(F.lit(1)).alias("n"))
 
     def execute_step(self, ctx: StepContext, step: assembly.Step, state) -> None:
-        spark = self.session()
+        run: SparkRun = ctx.state
         frames: dict[int, object] = {}
         observations: list = []
         counts: list = []          # (node or ("read", node), observation): records out of each operator
@@ -402,12 +547,10 @@ class SparkEngine(Engine):
         # everything this step writes: each is one Spark action
         actions = [("store", n) for n in step.writes] + [
             ("sink", n) for n in step.nodes if isinstance(n, assembly.Sink)]
-        trap = self.trap is not None and any(isinstance(n, assembly.Parse) for n in step.nodes)
+        trap = run.trap is not None and any(isinstance(n, assembly.Parse) for n in step.nodes)
         persist = len(actions) + (1 if trap else 0) > 1
-        self._persisted = []
         for stored in step.reads:
-            df = spark.read.parquet(self.work.store(stored.name))
-            frames[id(stored)] = self._counted(df, ("read", stored), counts)
+            frames[id(stored)] = self._counted(self._read_store(run, stored.name), ("read", stored), counts)
         for node in step.nodes:
             if isinstance(node, (assembly.Source, assembly.Sink)):
                 continue
@@ -420,12 +563,12 @@ class SparkEngine(Engine):
         try:
             for kind, node in actions:
                 if kind == "store":
-                    self._store(node, frames[id(node)])
+                    self._store(run, node, frames[id(node)])
                 else:
                     self._sink(ctx, node, frames[id(node.previous[0])], state)
             if trap:
-                self.fs.rmtree(self.work.trap_dir)
-                reduce(lambda a, b: a.union(b), malformed).select("value").write.text(self.work.trap_dir)
+                run.fs.rmtree(run.work.trap_dir)
+                reduce(lambda a, b: a.union(b), malformed).select("value").write.text(run.work.trap_dir)
             outs: dict = {}
             for node, obs in observations:
                 metrics = _metrics(obs)
@@ -455,8 +598,9 @@ class SparkEngine(Engine):
                         if row["_reason"] == contract.NO_MATCH and len(formats_of) == 1 else None
                     ctx.run.malformed_samples.append((row["_file"], row["_reason"], f"{why}: {text}" if why else text))
         finally:
-            for df in self._persisted:
+            for df in run.persisted:
                 df.unpersist()
+            run.persisted = []
 
     @staticmethod
     def _account(ctx, node, metrics, state) -> None:
@@ -470,61 +614,90 @@ class SparkEngine(Engine):
         state.count(node.name, "in", lines)
         state.count(node.name, "out", int(metrics.get("kept") or 0))
 
-    def _store(self, node, df) -> None:
+    @staticmethod
+    def _store(run: SparkRun, node, df) -> None:
         # appended into the place the working directory prepared: a bound --checkpoint-dir keeps its
         # marker and is never deleted (Spark's "overwrite" mode would remove the directory itself)
-        path = self.work.prepare_store(node.name)
+        path = run.work.prepare_store(node.name)
         df.write.mode("append").parquet(path)
-        self.work.mark_complete(node.name)
+        run.work.mark_complete(node.name)
+
+    #: how each sink format is written: (the DataFrameWriter method, its options, the part files' suffix)
+    SINK_FORMATS = {
+        "tsv": ("text", {}, ""),
+        "parquet": ("parquet", {"compression": "zstd"}, ".parquet"),
+        # a null is written as null, not left out: every object has every field, in field order
+        "jsonl": ("json", {"ignoreNullFields": "false"}, ".jsonl"),
+    }
 
     def _sink(self, ctx, node, df, state) -> None:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        out = self.outputs[node.tap]
+        run: SparkRun = ctx.state
+        out = run.outputs[node.tap]
         obs = Observation(f"sink_{node.name}")
-        line = F.concat_ws("\t", *[F.col(f).cast("string") for f in node.fields]).alias("value")
-        df.select(line).observe(obs, F.count(F.lit(1)).alias("n")).write.text(out.staging)
-        self._name_parts(out.staging)
+        method, options, suffix = self.SINK_FORMATS[node.format]
+        out.suffix = suffix
+        by = list(node.partition_by)
+        if node.format == "tsv":
+            # the TSV of the fields: longs in decimal, booleans true/false (Spark's casts to string), null as
+            # the empty field (concat_ws would leave a null out, separator and all)
+            line = F.concat_ws("\t", *[F.coalesce(column(f).cast("string"), F.lit("")) for f in node.file_fields])
+            columns = [line.alias("value")]
+        else:
+            columns = [column(f) for f in node.file_fields]
+        if by:
+            # each task writes its rows of a partition in input order: sorted by the partition fields, then
+            # _order (Spark's writer then needs no sort of its own); the files of a partition, by task,
+            # concatenate in input order
+            ordered = df.sortWithinPartitions(*by, *([ORDER] if ORDER in df.columns else []))
+            selected = ordered.select(*columns, *[column(f) for f in by])
+        else:
+            selected = df.select(*columns)
+        writer = selected.observe(obs, F.count(F.lit(1)).alias("n")).write.options(**options)
+        if by:
+            writer = writer.partitionBy(*by)
+        getattr(writer, method)(out.staging)
+        for leaf in self._leaves(run.fs, out.staging) if by else [out.staging]:
+            self._name_parts(run.fs, leaf, suffix)
         n = int(_metrics(obs).get("n") or 0)
         state.count(node.name, "in", n)
         state.count(node.name, "out", n)
         ctx.run.written[node.tap] = ctx.run.written.get(node.tap, 0) + n
 
-    def _name_parts(self, directory: str) -> None:
+    @classmethod
+    def _leaves(cls, fs, directory: str) -> list[str]:
+        """The partition directories (``FIELD=VALUE``, nested) under ``directory`` that hold part files."""
+        found = []
+        for name in fs.listdir(directory):
+            where = fs.join(directory, name)
+            if "=" in name and fs.isdir(where):
+                inner = cls._leaves(fs, where)
+                found += inner or [where]
+        return found
+
+    @staticmethod
+    def _name_parts(fs, directory: str, suffix: str = "") -> None:
         """Spark's part-<task>-<uuid>-c<file>.txt become part-00000, part-00001, ... in task order (the
         partition order: input order, or key order after a sort), numbered wide enough that name order
         stays that order past 100,000 parts; empty tasks write no file. Checksum files of the local file
         system go."""
-        names = self.fs.listdir(directory)
+        names = fs.listdir(directory)
         parts = sorted((n for n in names if n.startswith("part-")), key=_part_key)
         width = max(5, len(str(len(parts) - 1)))
         for i, name in enumerate(parts):
-            self.fs.rename(self.fs.join(directory, name), self.fs.join(directory, f"part-{i:0{width}d}"))
+            fs.rename(fs.join(directory, name), fs.join(directory, f"part-{i:0{width}d}{suffix}"))
         for name in names:
             if name.endswith(".crc"):
-                self.fs.remove(self.fs.join(directory, name))
+                fs.remove(fs.join(directory, name))
 
-    def _staged(self) -> list:
-        return [*self.outputs.values(), *([self.trap] if self.trap is not None else [])]
-
-    def seal(self, ctx: StepContext) -> list:
-        if self.trap is not None:
-            self.fs.makedirs(self.trap.staging)
-            if self.fs.isdir(self.work.trap_dir):
-                self._name_parts(self.work.trap_dir)
-                for name in self.fs.listdir(self.work.trap_dir):
-                    if name.startswith("part-"):
-                        self.fs.rename(self.fs.join(self.work.trap_dir, name), self.fs.join(self.trap.staging, name))
-        return [out.seal() for out in self._staged()]
-
-    def commit(self, ctx: StepContext) -> None:
-        for out in self._staged():
-            out.commit()
-
-    def close(self, ctx: StepContext, ok: bool) -> None:
-        if not ok:
-            for out in getattr(self, "outputs", {}).values():
-                out.discard()
-            if getattr(self, "trap", None) is not None:
-                self.trap.discard()
+    def finish_trap(self, ctx: StepContext) -> None:
+        run: SparkRun = ctx.state
+        fs = run.fs
+        fs.makedirs(run.trap.staging)
+        if fs.isdir(run.work.trap_dir):
+            self._name_parts(fs, run.work.trap_dir)
+            for name in fs.listdir(run.work.trap_dir):
+                if name.startswith("part-"):
+                    fs.rename(fs.join(run.work.trap_dir, name), fs.join(run.trap.staging, name))

@@ -173,6 +173,8 @@ class StagedOutput:
         if create:
             fs.makedirs(self.staging)
         self.part = fs.join(self.staging, PART)
+        #: the part files' suffix (``.parquet``, ``.jsonl``): an output with no records gets an empty part
+        self.suffix = ""
         self.listing: dict[str, int] = {}
 
     def seal(self) -> "StagedOutput":
@@ -182,7 +184,7 @@ class StagedOutput:
         if not fs.isdir(self.staging):
             fs.makedirs(self.staging)
         if not self.partitioned and not any(n.startswith("part-") for n in fs.listdir(self.staging)):
-            fs.touch(self.part)
+            fs.touch(self.part + self.suffix)
         fs.touch(fs.join(self.staging, SUCCESS))
         self.listing = output_listing(self.staging, fs) or {}
         return self
