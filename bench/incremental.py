@@ -79,7 +79,7 @@ def main() -> None:
     times: dict[str, list[float]] = {k: [] for k in ("incremental (command)", "full (command)",
                                                      "incremental (in process)", "full (in process)")}
     same = True
-    for r in range(args.repeat):
+    for _ in range(args.repeat):
         for how in ("command", "in process"):
             for p in [logs, *inc, *full]:
                 shutil.rmtree(p, ignore_errors=True)

@@ -14,8 +14,6 @@ import signal
 import subprocess
 import sys
 
-import pytest
-
 from conftest import HERE, logetl, read
 from logetl import generate
 from logetl.io.inputs import log_order
@@ -170,7 +168,7 @@ def test_a_growing_rotating_log_over_ten_runs_gives_one_branch_over_all_lines_ev
     plain = tmp_path / "plain"
     log = Log(plain)
     expected, counts, stderrs, sizes, held = [], [], [], [], []
-    for i, change in enumerate(scenario(log)):
+    for change in scenario(log):
         change()
         p = run(plain, BRANCH, count_file=tmp_path / "count")
         assert p.returncode == 0, p.stderr
