@@ -381,3 +381,23 @@ def test_a_compressed_file_beside_its_uncompressed_twin_waits_for_the_next_run(t
     ref = logetl("branch", "-q", "--input", "logs", "--output1", "r1", "--output2", "r2", cwd=tmp_path, env=ENV)
     assert ref.returncode == 0
     assert concatenation(tmp_path / "o1") == read(tmp_path / "r1" / "part-00000")
+
+
+def test_a_run_with_nothing_new_changes_no_output_and_says_so_to_every_listener(tmp_path):
+    from logetl.job import run_program
+
+    log = Log(tmp_path)
+    log.append(60, partial=True)
+    outs = {"output1": str(tmp_path / "o1"), "output2": str(tmp_path / "o2")}
+    first = run_program("branch", log.dir, outs, incremental=True, monitor=False, quiet=True)
+    assert first.notices == [f"incremental run 1 (from the start): reading access.log from byte 0 to "
+                             f"{os.path.getsize(log.path()) - log.held:,}"]
+    before = {o: (listing(tmp_path / o), os.stat(tmp_path / o / "_INCREMENTAL").st_ino) for o in ("o1", "o2")}
+    again = run_program("branch", log.dir, outs, incremental=True, monitor=False, quiet=True)
+    # the notice is on the run, which the console shows and the monitor records (its documents carry it)
+    assert again.status == "SUCCESSFUL" and again.lines_read == 0
+    assert again.notices == ["nothing new since run 1: the outputs are unchanged"]
+    assert again.to_dict()["notices"] == again.notices
+    assert {o: (listing(tmp_path / o), os.stat(tmp_path / o / "_INCREMENTAL").st_ino) for o in ("o1", "o2")} \
+        == before
+    assert sorted(os.listdir(tmp_path)) == ["logs", "o1", "o2"]
