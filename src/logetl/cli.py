@@ -78,6 +78,10 @@ def _engine_options(f):
                      help="Where checkpoints and other stored step outputs live "
                           "(default: .OUTPUT.logetl-work beside the first output).")(f)
     f = click.option("--overwrite", is_flag=True, help="Replace non-empty output directories.")(f)
+    f = click.option("--incremental", is_flag=True,
+                     help="(local engine; flows of per-record operators) Read only the complete lines that are "
+                          "new since the last run, rotated logs included, and add their records to the "
+                          "outputs as new part files.")(f)
     f = click.option("--output-format", type=click.Choice(["tsv", "parquet", "jsonl"]), default=None,
                      help="Write every output as TSV (default: the contract's bytes), Parquet (typed columns) "
                           "or JSON Lines.")(f)
@@ -149,7 +153,8 @@ def _run(program: str | None, input_path: str, outputs: dict[str, str], opts: di
     try:
         run_flow(flow, input_path, outputs, engine=engine, trap=trap, overwrite=overwrite, listener=listener,
                  work_dir=work_dir, checkpoint_dir=checkpoint_dir, engine_options=engine_options,
-                 application=opts["app_name"], tags=opts["tags"], quiet=quiet, max_malformed=opts["max_malformed"])
+                 application=opts["app_name"], tags=opts["tags"], quiet=quiet, max_malformed=opts["max_malformed"],
+                 incremental=opts["incremental"])
     except errors.UsageError:
         raise
     except KeyboardInterrupt as exc:

@@ -27,8 +27,9 @@ def _inside(path: str, directory: str) -> bool:
 
 def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], trap: str | None = None,
          overwrite: bool = False, work_dir: str | None = None, checkpoint_dir: str | None = None,
-         engine: str = "local", *, fs) -> Taps:
-    """The run's taps: the flow's input and outputs bound to paths, every path checked (``JobError``)."""
+         engine: str = "local", *, fs, incremental: bool = False) -> Taps:
+    """The run's taps: the flow's input and outputs bound to paths, every path checked (``JobError``).
+    ``incremental``: read only what is new since the outputs' last run (``logetl.incremental``)."""
     program = flow.name
     wanted = sorted(s.tap for s in flow.sinks)
     if sorted(output_paths) != wanted:
@@ -65,6 +66,13 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
     # an earlier run of this very flow that died while (or after) publishing its outputs may have published
     # some: those still holding what it published are this flow's, and the rerun replaces them
     carry = work.replaceable([path for _, path in taps_out])
+    plan = None
+    if incremental:
+        from logetl import incremental as inc
+
+        # the outputs' own state says which runs they hold and how to roll one back: no carry is needed
+        carry = {}
+        plan = inc.plan(flow, files, taps_out, overwrite)
 
     def real(p: str) -> str:
         return os.path.realpath(p) if fs is LOCAL else fs.abspath(p)
@@ -85,7 +93,8 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
             if _inside(where, theirs) or _inside(theirs, where):
                 raise JobError(f"{other} {other_path!r} and {tap} {path!r} overlap: keep them apart", tap)
         placed.append((tap, path, where))
-        outputs.check_output(path, overwrite or path in carry, tap, fs)
+        outputs.check_output(path, overwrite or path in carry or (plan is not None and fs.abspath(path) in plan.owned),
+                             tap, fs)
         for option, given, mine in owned:
             if _inside(mine, where) or _inside(where, mine):
                 raise JobError(f"{option} {given!r} and {tap} {path!r} overlap: keep them apart", tap)
@@ -96,6 +105,9 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
         for f in files:
             if f != inputs.STDIN and _inside(real(f), mine):
                 raise JobError(f"{option} {given!r} contains input file {f!r}", option.lstrip("-"))
+    if plan is not None:
+        return Taps(inputs=files, outputs=dict(output_paths), trap=trap, work=work, overwrite=overwrite,
+                    carry=carry, input_bytes=plan.bytes_to_read, incremental=plan, ranges=plan.ranges)
     return Taps(inputs=files, outputs=dict(output_paths), trap=trap, work=work, overwrite=overwrite,
                 carry=carry, input_bytes=inputs.total_size(files, fs))
 
@@ -126,13 +138,18 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
              checkpoint_dir: str | None = None, listener: FlowListener | None = None,
              engine_options: dict | None = None, application: str | None = None,
              tags: dict | None = None, monitor: bool | None = None, quiet: bool = False,
-             max_malformed: float | None = None) -> FlowRun:
+             max_malformed: float | None = None, incremental: bool = False) -> FlowRun:
     """Runs a flow. Unless ``monitor`` is false (or LOGETL_MONITOR=off), the run's documents go to the
-    monitor (``logetl.monitor.reporter``)."""
+    monitor (``logetl.monitor.reporter``). ``incremental``: read only the complete lines that are new since
+    the outputs' last run and add their records as new parts (``logetl.incremental``)."""
+    if incremental:
+        from logetl.incremental import refuse
+
+        refuse(flow, engine, input_path)
     runner = get_engine(engine)(**(engine_options or {}))
     try:
         taps = bind(flow, input_path, output_paths, trap, overwrite, work_dir, checkpoint_dir, engine,
-                    fs=runner.filesystem())
+                    fs=runner.filesystem(), incremental=incremental)
         taps.max_malformed = max_malformed
         listeners = [listener or FlowListener()]
         if monitor is None:
@@ -148,6 +165,7 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
         run = FlowRun(program=flow.name, engine=runner.name)
         formats_read = [n.format.name for n in flow.nodes if isinstance(n, assembly.Parse)]
         run.describe(taps.work.identity, {"engine": engine, "overwrite": overwrite, "max_malformed": max_malformed,
+                                          **({"incremental": True} if incremental else {}),
                                           "format": ", ".join(formats_read) or "combined",
                                           **(engine_options or {})})
         return runner.run(flow, taps, Listeners(listeners), run=run)

@@ -48,6 +48,10 @@ class Taps:
     input_bytes: int = 0
     #: fail the run (nothing published) when malformed lines exceed this share of lines read
     max_malformed: float | None = None
+    #: an incremental run's plan (``logetl.incremental.Plan``): what to read and how to commit
+    incremental: object = None
+    #: path -> (start, end) of the bytes to read (incremental runs; ``inputs.read_chunks``)
+    ranges: dict | None = None
 
     @property
     def replacing(self) -> bool:

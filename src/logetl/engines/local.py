@@ -545,7 +545,7 @@ class ParseOp(Op):
         super().__init__(*args)
         self.trap_file = trap_file
         self.parser = kernel.Parser(self.node.format, self.node.fields)
-        self.path, self.line_base = None, 0
+        self.path, self.line_base, self.where = None, 0, None
         self.pending: list[kernel.Parsed] = []
         self.pending_rows = 0
 
@@ -553,6 +553,10 @@ class ParseOp(Op):
         st = self.state
         if path != self.path:
             self.path, self.line_base = path, 0
+            # an incremental run reads a file from where the last one stopped: its line numbers count from
+            # there, and the sample says so (``FILE@BYTE:LINE``)
+            start = (self.ctx.taps.ranges or {}).get(path, (0, None))[0]
+            self.where = f"{path}@{start}" if start else path
         st.lines_read += parsed.n_lines
         st.count(self.node.name, "in", parsed.n_lines)
         st.dropped_size_dash += parsed.n_dash
@@ -567,7 +571,7 @@ class ParseOp(Op):
                     why = self.node.format.why(bytes(data[start:end])) if code == 2 else None
                     if why:
                         text = f"{why}: {text}"
-                    samples.append((f"{self.path}:{self.line_base + line + 1}", reason, text))
+                    samples.append((f"{self.where}:{self.line_base + line + 1}", reason, text))
             if self.trap_file is not None:
                 self.trap_file.write(b"".join(bytes(data[s:e]) + b"\n" for _, s, e, _ in parsed.malformed))
         self.line_base += parsed.n_lines
@@ -621,16 +625,23 @@ OPS = {
 
 
 def scan(files: list[str], on_bytes=None, threads: int = PARSE_THREADS, columns: bool = True,
-         chunk: int = inputs.CHUNK, parser: kernel.Parser | None = None):
+         chunk: int = inputs.CHUNK, parser: kernel.Parser | None = None, ranges: dict | None = None,
+         reached: dict | None = None):
     """Parsed chunks of the input files in order; the kernel runs ahead on ``threads`` threads (with
-    ``parser``'s format and fields; default the original expression)."""
+    ``parser``'s format and fields; default the original expression). ``ranges`` and ``reached``: an
+    incremental run's bytes to read (``inputs.read_chunks``); files without new bytes are not opened."""
     parse = parser.parse if parser is not None else kernel.parse
     depth = threads * 2
     with ThreadPoolExecutor(threads, thread_name_prefix="logetl-parse") as pool:
         pending: deque = deque()
         try:
             for path in files:
-                for data, final in inputs.read_chunks([path], chunk, on_bytes=on_bytes):
+                if ranges is not None:
+                    start, end = ranges.get(path, (0, 0))
+                    if end is not None and end <= start:
+                        continue
+                for data, final in inputs.read_chunks([path], chunk, on_bytes=on_bytes, ranges=ranges,
+                                                      reached=reached):
                     pending.append((pool.submit(parse, data, final, columns), path))
                     if len(pending) >= depth:
                         fut, p = pending.popleft()
@@ -678,7 +689,27 @@ class LocalEngine(Engine):
         self.spill_buffers = spill_buffers
 
     def prepare(self, ctx):
+        plan = ctx.taps.incremental
+        for note in (plan.notes if plan is not None else []):
+            self._notice(ctx.run, ctx.listener, note)
         return LocalRun(ctx.taps, self.memory_limit, self.spill_buffers, partitioned_taps(ctx.flow))
+
+    def commit(self, ctx):
+        """An incremental run commits each output with its state (``incremental.commit_output``), or, with
+        nothing new to read, changes nothing."""
+        plan = ctx.taps.incremental
+        if plan is None:
+            return super().commit(ctx)
+        from logetl import incremental
+
+        if plan.nothing_new:
+            for out in ctx.state.staged():
+                out.discard()
+            self._notice(ctx.run, ctx.listener, f"nothing new since run {plan.base_run}: the outputs are unchanged")
+            return
+        incremental.finish_state(plan)
+        for out in ctx.state.staged():
+            incremental.commit_output(plan.outputs[out.path], out.staging, plan)
 
     def execute_step(self, ctx, step, state):
         flow = ctx.flow
@@ -737,8 +768,10 @@ class LocalEngine(Engine):
                 ctx.listener.progress(ctx.run, local.done_bytes, total)
 
             columns = self._needs_columns(flow, step, parse_op.node)
+            plan = ctx.taps.incremental
             for parsed, path in scan(files, on_bytes, columns=columns, chunk=self.chunk_bytes,
-                                     parser=parse_op.parser):
+                                     parser=parse_op.parser, ranges=ctx.taps.ranges,
+                                     reached=plan.reached if plan is not None else None):
                 parse_op.consume(parsed, path)
             parse_op.input_done(0)
         for op in ops.values():

@@ -1,14 +1,17 @@
 """Input taps on the local file system: resolving paths and reading them as whole-line chunks.
 
-An input is a file, a directory (its visible files in name order; names starting with ``_`` or ``.`` are
-ignored, like Hadoop's) or a glob (matches in name order). ``.gz`` and ``.bz2`` are decompressed by
-extension. Files are read in order as one stream of lines: a file's last line ends at the end of the file
-even without ``\\n``.
+An input is a file, a directory (its visible files; names starting with ``_`` or ``.`` are ignored, like
+Hadoop's) or a glob (its matches). The files of a directory or glob are read in *log order* (``log_order``):
+rotations of one log oldest first, then the log itself, everything else in name order. ``.gz`` and ``.bz2``
+are decompressed by extension. Files are read in order as one stream of lines: a file's last line ends at
+the end of the file even without ``\\n``.
 """
 from __future__ import annotations
 
 import bz2
 import gzip
+import os
+import re
 import zlib
 from collections.abc import Iterator
 
@@ -31,6 +34,32 @@ def _visible(name: str) -> bool:
     return not (name.startswith("_") or name.startswith("."))
 
 
+#: a rotation of log NAME: ``NAME.N`` (logrotate's numbering: a higher N is older) or ``NAME-YYYYMMDD``
+#: (logrotate's dateext), either possibly compressed
+_NUMBERED = re.compile(r"(.+)\.(\d+)(?:\.gz|\.bz2)?")
+_DATED = re.compile(r"(.+)-(\d{8})(?:\.gz|\.bz2)?")
+
+
+def _log_key(path: str) -> tuple:
+    """The sort key of log order: (directory, the log's name, rank within the log's files)."""
+    directory, name = os.path.split(path)
+    m = _NUMBERED.fullmatch(name)
+    if m:
+        return directory, m.group(1), 0, -int(m.group(2)), name
+    m = _DATED.fullmatch(name)
+    if m:
+        return directory, m.group(1), 1, int(m.group(2)), name
+    return directory, name, 2, 0, name
+
+
+def log_order(paths: list[str]) -> list[str]:
+    """``paths`` in log order, so that lines come in the order they were written: within a directory, the
+    files of one log NAME sorted numbered rotations first, highest N (oldest) first (``NAME.3.gz``,
+    ``NAME.2``, ``NAME.1``), then dated rotations, oldest date first (``NAME-20260101.gz``), then ``NAME``
+    itself; logs (and unrelated files) by name; directories by name."""
+    return sorted(paths, key=_log_key)
+
+
 #: the input path that means standard input (local engine only)
 STDIN = "-"
 
@@ -41,13 +70,13 @@ def resolve(path: str, fs) -> list[str]:
             raise InputError("--input - (standard input) works on the local engine only: on Spark give a path")
         return [STDIN]
     if fs.isdir(path):
-        files = [fs.join(path, n) for n in fs.listdir(path) if _visible(n) and fs.isfile(fs.join(path, n))]
+        files = log_order([fs.join(path, n) for n in fs.listdir(path) if _visible(n) and fs.isfile(fs.join(path, n))])
         if not files:
             raise InputError(f"input directory {path!r} holds no visible files")
     elif fs.isfile(path):
         files = [path]
     elif fs.has_magic(path):
-        files = [p for p in fs.glob(path) if fs.isfile(p) and _visible(p.rstrip("/").rsplit("/", 1)[-1])]
+        files = log_order([p for p in fs.glob(path) if fs.isfile(p) and _visible(p.rstrip("/").rsplit("/", 1)[-1])])
         if not files:
             raise InputError(f"input glob {path!r} matches no files")
     elif fs.exists(path):
@@ -79,27 +108,62 @@ def total_size(files: list[str], fs) -> int:
     return sum(fs.stat(f)[0] for f in files)
 
 
-def read_chunks(files: list[str], chunk: int = CHUNK, on_bytes=None) -> Iterator[tuple[memoryview, bool]]:
+def compressed(path: str) -> bool:
+    return path.endswith((".gz", ".bz2"))
+
+
+def _skip(f, n: int) -> int:
+    """Reads and drops the first ``n`` (uncompressed) bytes of a compressed stream; returns how many there
+    were (fewer at its end)."""
+    scratch = bytearray(min(n, 1 << 20))
+    view = memoryview(scratch)
+    done = 0
+    while done < n:
+        got = f.readinto(view[: min(len(scratch), n - done)])
+        if not got:
+            break
+        done += got
+    return done
+
+
+def read_chunks(files: list[str], chunk: int = CHUNK, on_bytes=None, ranges: dict | None = None,
+                reached: dict | None = None) -> Iterator[tuple[memoryview, bool]]:
     """Yields ``(data, final)``: data (a buffer) holds whole lines; ``final`` marks the last piece of a file,
     which may end without ``\\n``. ``on_bytes(n)`` is told how many (compressed) bytes were consumed.
+
+    ``ranges`` (incremental runs): path -> ``(start, end)``, the (uncompressed) bytes of the file to read;
+    ``end`` None reads to the end of the file (its unterminated last line counts), else ``end`` follows a
+    ``\\n`` and nothing past it is read (a file that turns out shorter yields only its complete lines).
+    ``reached[path]`` is then set to the offset after the last byte yielded.
 
     Each chunk is read straight into a buffer of its own (the consumer may still hold earlier ones),
     after the partial line carried over from the previous read: no copy of the chunk is made."""
     for path in files:
+        start, bound = ranges.get(path, (0, None)) if ranges else (0, None)
         try:
             f = open_input(path)
         except OSError as exc:
             raise InputReadError(f"cannot open input {path!r}: {exc.strerror or exc}") from None
         with f:
             raw = getattr(f, "fileobj", None) or getattr(f, "_fp", None)
+            base = start      # the file offset of buf[0]; what was yielded ends at ``base``
+            try:
+                if start and compressed(path):
+                    base = _skip(f, start)
+                elif start:
+                    f.seek(start)
+            except (OSError, EOFError, zlib.error) as exc:
+                raise InputReadError(f"cannot read input {path!r}: {exc.strerror or exc}") from None
+            left = None if bound is None else max(bound - base, 0)
             carry = b""
-            last_pos = 0
+            last_pos = raw.tell() if raw is not None and hasattr(raw, "tell") else 0
             while True:
-                buf = bytearray(len(carry) + chunk)
+                want = chunk if left is None else min(chunk, left)
+                buf = bytearray(len(carry) + want)
                 buf[: len(carry)] = carry
                 view = memoryview(buf)
                 try:
-                    n = f.readinto(view[len(carry):])
+                    n = f.readinto(view[len(carry):]) if want else 0
                 except (OSError, EOFError, zlib.error) as exc:
                     raise InputReadError(f"cannot read input {path!r}: {exc.strerror or exc}") from None
                 if on_bytes is not None:
@@ -107,11 +171,20 @@ def read_chunks(files: list[str], chunk: int = CHUNK, on_bytes=None) -> Iterator
                     on_bytes(pos - last_pos)
                     last_pos = pos
                 end = len(carry) + n
-                if n == 0:
-                    if carry:
+                if left is not None:
+                    left -= n
+                if n == 0 or left == 0:
+                    if left is not None:
+                        # bounded: complete lines only, even when the file ended early (truncated meanwhile)
+                        end = buf.rfind(b"\n", 0, end) + 1
+                    if end:
                         yield view[:end], True
+                    base += end
                     break
                 cut = buf.rfind(b"\n", 0, end) + 1
                 carry = bytes(view[cut:end])
                 if cut:
                     yield view[:cut], False
+                    base += cut
+            if reached is not None:
+                reached[path] = base

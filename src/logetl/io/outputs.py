@@ -7,7 +7,8 @@ whole result with its ``_SUCCESS``, never a partial ``part-*``, whenever the pro
 directories left by killed runs are removed by the next run on the same output.
 
 logetl deletes only what it created: ``--overwrite`` replaces a directory only when it holds nothing but
-an earlier output's files (``part-*``, ``_SUCCESS`` and their ``.crc`` companions); anything else in it is
+an earlier output's files (``part-*``, ``_SUCCESS``, an incremental output's ``_INCREMENTAL``, and their
+``.crc`` companions); anything else in it is
 refused, naming the first such entry. Stale staging directories are recognised by their exact name
 (``.NAME.logetl-PID-XXXXXXXX``) and a writer process that is gone.
 """
@@ -22,6 +23,8 @@ from logetl.errors import RunFailed, UsageError
 
 PART = "part-00000"
 SUCCESS = "_SUCCESS"
+#: an incremental output's state (``logetl.incremental``)
+INCREMENTAL = "_INCREMENTAL"
 NAME_MAX = 255            # bytes in one path component (Linux, HDFS)
 _SHORT = 100              # longer names are shortened in the names of logetl's own siblings
 
@@ -59,8 +62,9 @@ def is_output_entry(directory: str, name: str, fs) -> bool:
         return False
     if _PARTITION.fullmatch(name) and fs.isdir(where):
         entries = fs.listdir(where)
-        return bool(entries) and all(n != SUCCESS and is_output_entry(where, n, fs) for n in entries)
-    return (bare == SUCCESS or _PART.fullmatch(bare) is not None) and fs.isfile(where)
+        return bool(entries) and all(n not in (SUCCESS, INCREMENTAL) and is_output_entry(where, n, fs)
+                                     for n in entries)
+    return (bare in (SUCCESS, INCREMENTAL) or _PART.fullmatch(bare) is not None) and fs.isfile(where)
 
 
 def foreign_entry(path: str, fs, allow: tuple[str, ...] = ()) -> str | None:

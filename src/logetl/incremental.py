@@ -1,0 +1,379 @@
+"""Incremental runs (``--incremental``): each run reads only the complete lines that are new since the last
+one, and adds its records to the outputs as new part files.
+
+State. Every output (and the trap) holds ``_INCREMENTAL``, a JSON record of the run that made it: the flow
+(its definition's hash and log format), the run number, per input file its identity (path, device and
+inode, and a SHA-256 fingerprint of its first ``fp_len`` uncompressed bytes) and ``offset``, the
+uncompressed bytes consumed through its last complete line; the output's part files; and ``previous``, the
+same record of the run before (without its own ``previous``). The record is written into the output's
+staging directory with the parts, so it is published with them in one step: an output's state and its
+parts always agree.
+
+Matching. A file of this run continues a file of the state when the SHA-256 of its first ``fp_len``
+(uncompressed) bytes equals the state's fingerprint (and, uncompressed, it holds at least ``offset``
+bytes): it is read from ``offset``. Device and inode are recorded and reported, but the fingerprint
+decides, because the rotations logrotate makes keep the bytes and change the inode (a gzipped or copied
+rotation), or keep the inode and change the bytes (``copytruncate``). A file that matches nothing is new
+and read from its start; a state entry whose file is gone is dropped. In an uncompressed file the bytes
+after its last ``\\n`` are left for the next run (a writer may be in the middle of the line); a compressed
+file is final, its unterminated last line counts. A compressed file whose uncompressed twin is present too
+(``NAME.1.gz`` beside ``NAME.1``: logrotate is compressing it) is left for the next run.
+
+Commit. Each output is rebuilt in a staging sibling from hard links to the parts of the base state, the
+run's new parts (named ``part-RRRRRR-NNNNN``: run, then part, so name order is input order), the new
+``_INCREMENTAL`` and ``_SUCCESS``, then swapped with the published directory in one
+``renameat2(RENAME_EXCHANGE)``: readers see the old output or the new one, never neither. Outputs are
+committed one after the other, so a kill between them leaves them one run apart; the next run starts from
+the lowest (``base``), rolls the outputs that are one run ahead back to their ``previous`` (dropping the
+parts of their newest run, which logetl made) and rebuilds every output from the base: nothing is lost or
+repeated.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+
+from logetl import assembly
+from logetl.errors import RunFailed, UsageError
+from logetl.io import inputs
+from logetl.io.outputs import INCREMENTAL, SUCCESS
+
+FP_LEN = 4096            # bytes fingerprinted: enough to hold a few whole lines with their timestamps
+#: the operators that work on one record at a time: a flow of only these can run on the new lines alone
+PER_RECORD = (assembly.Source, assembly.Parse, assembly.Pipe, assembly.Filter, assembly.Select,
+              assembly.Rename, assembly.Derive, assembly.Sink)
+_NEW_PART = re.compile(r"part-(\d{5})(.*)")
+SHOWN_FILES = 8          # files named in the notice that says what a run reads
+
+
+class IncrementalError(UsageError):
+    """A flow, engine or output that cannot run incrementally; the message says why."""
+
+
+def refuse(flow: assembly.Flow, engine: str, input_path: str) -> None:
+    """Refuses, before anything runs, what cannot run incrementally."""
+    if engine != "local":
+        raise IncrementalError("--incremental runs on the local engine")
+    for node in flow.nodes:
+        if type(node) not in PER_RECORD:
+            raise IncrementalError(f"--incremental: operator {node.name!r} ({node.kind}) needs all of the data, "
+                                   "not only the new lines")
+    if input_path == inputs.STDIN:
+        raise IncrementalError("--incremental reads files: standard input cannot be read again")
+
+
+def flow_key(flow: assembly.Flow) -> dict:
+    """What an output's state says about the flow that made it: the definition's hash (as the working
+    directory's identity has it; the explanation names every operator, field and sink format) and the
+    log format(s) read."""
+    return {"definition": hashlib.sha256(flow.explain().encode()).hexdigest()[:16],
+            "format": ", ".join(n.format.name for n in flow.nodes if isinstance(n, assembly.Parse))}
+
+
+# --- input files --------------------------------------------------------------------------------------------
+
+def _head(path: str, limit: int) -> bytes:
+    """The first ``limit`` uncompressed bytes of a file (fewer when it is shorter)."""
+    out = bytearray()
+    try:
+        with inputs.open_input(path) as f:
+            while len(out) < limit:
+                got = f.read(limit - len(out))
+                if not got:
+                    break
+                out += got
+    except (OSError, EOFError, ValueError) as exc:
+        raise inputs.InputReadError(f"cannot read input {path!r}: {getattr(exc, 'strerror', None) or exc}") \
+            from None
+    return bytes(out)
+
+
+def _complete_end(path: str, start: int, size: int) -> int:
+    """The offset after the last ``\\n`` in ``[start, size)`` of an uncompressed file, else ``start``."""
+    block = 1 << 16
+    with open(path, "rb", buffering=0) as f:
+        pos = size
+        while pos > start:
+            lo = max(start, pos - block)
+            f.seek(lo)
+            data = f.read(pos - lo)
+            i = data.rfind(b"\n")
+            if i >= 0:
+                return lo + i + 1
+            pos = lo
+    return start
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class Output:
+    """One output of the run: its tap, path, the state it holds (None: absent or empty) and the parts of
+    the base state it is rebuilt from."""
+
+    tap: str
+    path: str
+    state: dict | None
+    base_parts: list[str] = field(default_factory=list)
+    previous: dict = field(default_factory=dict)
+    rolled_back: bool = False
+
+
+@dataclass
+class Plan:
+    """What one incremental run reads and how it commits."""
+
+    flow: dict
+    base_run: int
+    run: int
+    outputs: dict[str, Output]                   # path -> output (sinks', then the trap)
+    entries: list[dict]                          # the new state's inputs (offsets of compressed files after reading)
+    ranges: dict[str, tuple[int, int | None]]    # input path -> (start, end) to read; end None: to the end
+    keys: list[str] = field(default_factory=list)   # the input path (as given) of each entry
+    reached: dict[str, int] = field(default_factory=dict)   # filled by the reader
+    notes: list[str] = field(default_factory=list)
+    bytes_to_read: int = 0
+
+    @property
+    def nothing_new(self) -> bool:
+        """Nothing to add since the base run: every output at it, and no new complete line was read (before
+        the run: none can be; a compressed file to read to its end counts once it was read)."""
+        return self.base_run > 0 and not any(o.rolled_back for o in self.outputs.values()) and all(
+            (end is not None and end <= start) or (end is None and self.reached.get(key, start) <= start
+                                                   and key in self.reached)
+            for key, (start, end) in self.ranges.items())
+
+    @property
+    def owned(self) -> set[str]:
+        """Outputs this run may replace (they hold this flow's state)."""
+        return {p for p, o in self.outputs.items() if o.state is not None}
+
+
+def _read_state(path: str, tap: str, overwrite: bool, key: dict) -> dict | None:
+    """An output's state: None when it is absent or empty (or ``--overwrite`` starts it afresh)."""
+    if not os.path.isdir(path) or os.path.islink(path) or not os.listdir(path):
+        return None
+    where = os.path.join(path, INCREMENTAL)
+    if overwrite:
+        return None
+    if not os.path.isfile(where):
+        raise IncrementalError(f"{tap} directory {path!r} is not empty and holds no {INCREMENTAL}: it was not "
+                               "written by an incremental run (--overwrite starts it afresh)")
+    try:
+        with open(where) as f:
+            state = json.load(f)
+        state["run"], state["inputs"], state["parts"]   # noqa: B018 - the keys every state has
+    except (OSError, ValueError, KeyError, TypeError):
+        raise IncrementalError(f"{tap} {path!r}: its {INCREMENTAL} cannot be read (--overwrite starts it "
+                               "afresh)") from None
+    if state.get("flow") != key:
+        raise IncrementalError(f"{tap} {path!r} holds the incremental state of another flow (definition "
+                               f"{(state.get('flow') or {}).get('definition')}, this flow's is "
+                               f"{key['definition']}): choose another directory, or --overwrite to start afresh")
+    return state
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a.get("run") == b.get("run") and a.get("inputs") == b.get("inputs")
+
+
+def _base(outputs: dict[str, Output]) -> tuple[dict, list[str]]:
+    """The base state B (the lowest run among the outputs; an absent output is run 0, empty) and notes;
+    sets each output's base parts. Outputs one run ahead are rolled back to their ``previous``; any
+    other disagreement is refused, naming the outputs."""
+    empty = {"run": 0, "inputs": [], "parts": []}
+    runs = {p: (o.state["run"] if o.state else 0) for p, o in outputs.items()}
+    low = min(runs.values())
+    at_base = [o.state for p, o in outputs.items() if runs[p] == low and o.state]
+    base = {"run": low, "inputs": at_base[0]["inputs"]} if at_base else {"run": 0, "inputs": []}
+    notes = []
+    for p, o in outputs.items():
+        state = o.state or empty
+        if runs[p] == low:
+            if not _same(state, base):
+                raise IncrementalError(f"{o.tap} {p!r} holds another state of run {low} than the other outputs: "
+                                       "they were not written by the same runs (--overwrite starts them afresh)")
+            o.previous = {k: state[k] for k in ("run", "inputs", "parts")} if o.state else dict(empty)
+        elif runs[p] == low + 1 and _same(state.get("previous") or {}, base):
+            o.previous = {k: state["previous"][k] for k in ("run", "inputs", "parts")}
+            o.rolled_back = True
+            notes.append(f"{o.tap} is one run ahead (run {runs[p]}; an earlier run was stopped while "
+                         f"committing): its run {runs[p]} is made again")
+        else:
+            behind = [f"{x.tap} (run {runs[q]})" for q, x in outputs.items()]
+            raise IncrementalError(f"the outputs are more than one run apart or do not follow each other: "
+                                   f"{', '.join(behind)}; --overwrite starts them afresh")
+        o.base_parts = list(o.previous.get("parts", []))
+        for rel in o.base_parts:
+            if not os.path.isfile(os.path.join(p, rel)):
+                raise IncrementalError(f"{o.tap} {p!r} lacks {rel!r}, which its {INCREMENTAL} names: it was "
+                                       "changed by hand (--overwrite starts it afresh)")
+    base["parts"] = []
+    return base, notes
+
+
+def plan(flow: assembly.Flow, files: list[str], outputs: list[tuple[str, str]], overwrite: bool) -> Plan:
+    """The plan of an incremental run: the base state, which bytes of which file to read, and the
+    outputs to rebuild. ``outputs``: (tap, path) of every output, the trap last."""
+    key = flow_key(flow)
+    outs = {os.path.abspath(path): Output(tap, os.path.abspath(path),
+                                          _read_state(os.path.abspath(path), tap, overwrite, key))
+            for tap, path in outputs}
+    base, notes = _base(outs)
+    present = {os.path.abspath(f) for f in files}
+    unused = list(base["inputs"])
+    entries, ranges, said, keys = [], {}, [], []
+    to_read = 0
+    for given in files:
+        path = os.path.abspath(given)
+        st = os.stat(path)
+        packed = inputs.compressed(path)
+        if packed and path.rsplit(".", 1)[0] in present:
+            said.append(f"{os.path.basename(path)} left for the next run (its uncompressed twin is still there)")
+            continue
+        head = _head(path, FP_LEN if packed else min(FP_LEN, st.st_size))
+        match = None
+        for e in unused:
+            if len(head) >= e["fp_len"] and _sha(head[: e["fp_len"]]) == e["fp"] \
+                    and (packed or st.st_size >= e["offset"]) and e["offset"] > 0:
+                if match is None or e["path"] == path:
+                    match = e
+        start = 0
+        if match is not None:
+            unused.remove(match)
+            start = match["offset"]
+        entry = {"path": path, "dev": st.st_dev, "ino": st.st_ino, "fp": _sha(head), "fp_len": len(head),
+                 "offset": start, "compressed": packed, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+        if packed:
+            unchanged = match is not None and match.get("compressed") and match.get("size") == st.st_size \
+                and match.get("mtime_ns") == st.st_mtime_ns
+            # a compressed file read to its end once is final: not decompressed again while it is unchanged
+            end = start if unchanged else None
+            if not unchanged:
+                to_read += st.st_size
+        else:
+            end = _complete_end(path, start, st.st_size)
+            entry["offset"] = end
+            to_read += end - start
+        ranges[given] = (start, end)
+        entries.append(entry)
+        keys.append(given)
+        name = os.path.basename(path)
+        if match is None:
+            what = "new file" if base["inputs"] else ""
+        elif match["path"] != path:
+            what = f"was {os.path.basename(match['path'])}" + (
+                ", now compressed" if packed and not match.get("compressed") else "") + (
+                ", inode changed" if (match.get("dev"), match.get("ino")) != (st.st_dev, st.st_ino) else "")
+        else:
+            what = "inode changed" if (match.get("dev"), match.get("ino")) != (st.st_dev, st.st_ino) else ""
+        if end is None or end > start:
+            said.append(f"{name} from byte {start:,}" + (f" to {end:,}" if end is not None else " to its end")
+                        + (f" ({what})" if what else ""))
+    gone = [os.path.basename(e["path"]) + ("" if e["path"] not in present else " (its first bytes changed)")
+            for e in unused if e["offset"] > 0]
+    if gone:
+        notes.append(f"files of run {base['run']} that no input continues (dropped from the state): "
+                     + ", ".join(gone[:SHOWN_FILES])
+                     + (f" and {len(gone) - SHOWN_FILES} more" if len(gone) > SHOWN_FILES else ""))
+    result = Plan(flow=key, base_run=base["run"], run=base["run"] + 1, outputs=outs, entries=entries,
+                  ranges=ranges, keys=keys, notes=notes, bytes_to_read=to_read)
+    if not result.nothing_new:
+        reads = said[:SHOWN_FILES] + ([f"and {len(said) - SHOWN_FILES} more"] if len(said) > SHOWN_FILES else [])
+        after = f"after run {base['run']}" if base["run"] else "from the start"
+        result.notes.insert(0, f"incremental run {result.run} ({after}): reading "
+                               + ("; ".join(reads) if reads else "no new complete lines"))
+    return result
+
+
+# --- commit ---------------------------------------------------------------------------------------------
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def exchange(a: str, b: str) -> None:
+    """Swaps two directories in one step (Linux ``renameat2(RENAME_EXCHANGE)``, through libc)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fn = getattr(libc, "renameat2", None)
+    if fn is None:
+        raise RunFailed("--incremental needs renameat2(RENAME_EXCHANGE) (Linux 3.15 and glibc 2.28 or later) "
+                        "to replace an output atomically, and this C library has none")
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) != 0:
+        err = ctypes.get_errno()
+        if err in (22, 38, 95):   # EINVAL, ENOSYS, EOPNOTSUPP: the file system cannot exchange
+            raise RunFailed(f"cannot replace {b!r} atomically: its file system does not support "
+                            f"renameat2(RENAME_EXCHANGE) ({os.strerror(err)}), which --incremental needs")
+        raise OSError(err, os.strerror(err), b)
+
+
+def _new_parts(staging: str, run: int) -> list[str]:
+    """Renames the parts the run wrote in ``staging`` to ``part-RRRRRR-NNNNN…`` and returns them (relative
+    paths, name order). An empty part is dropped unless the output would otherwise have none."""
+    found = []
+    for directory, dirs, names in os.walk(staging):
+        dirs.sort()
+        for name in sorted(names):
+            m = _NEW_PART.fullmatch(name)
+            if m:
+                found.append((directory, name, m))
+    out = []
+    for directory, name, m in found:
+        where = os.path.join(directory, name)
+        target = os.path.join(directory, f"part-{run:06d}-{m.group(1)}{m.group(2)}")
+        os.rename(where, target)
+        out.append(os.path.relpath(target, staging))
+    return out
+
+
+def commit_output(out: Output, staging: str, plan: Plan) -> None:
+    """Publishes one output: its staging directory (already holding the run's parts and ``_SUCCESS``) gets
+    hard links to the base parts and the new state, then replaces the output in one exchange."""
+    new = _new_parts(staging, plan.run)
+    sizes = {rel: os.path.getsize(os.path.join(staging, rel)) for rel in new}
+    if out.base_parts or len(new) > 1:
+        for rel in [r for r in new if sizes[r] == 0]:   # an empty part adds nothing to the concatenation
+            os.remove(os.path.join(staging, rel))
+            new.remove(rel)
+    for rel in out.base_parts:
+        target = os.path.join(staging, rel)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.link(os.path.join(out.path, rel), target)
+    for directory, dirs, names in os.walk(staging, topdown=False):   # partitions this run left empty
+        if directory != staging and not names and not dirs:
+            os.rmdir(directory)
+    parts = sorted(out.base_parts + new)
+    state = {"flow": plan.flow, "run": plan.run, "inputs": plan.entries, "parts": parts,
+             "previous": {"flow": plan.flow, **out.previous}}
+    # written in place: the staging directory is nobody's output until the exchange below. Not fsynced: the
+    # state is published by the same exchange as the parts it describes, which are not either (what is
+    # guaranteed is a killed process, not a power cut), and an fsync costs ~4 ms of every run on a busy disk
+    with open(os.path.join(staging, INCREMENTAL), "w") as f:
+        json.dump(state, f, indent=1)
+    if not os.path.exists(os.path.join(staging, SUCCESS)):
+        open(os.path.join(staging, SUCCESS), "wb").close()
+    if os.path.isdir(out.path):
+        exchange(staging, out.path)
+        import shutil
+
+        shutil.rmtree(staging)     # now the earlier output: its parts live on as links in the new one
+    else:
+        os.rename(staging, out.path)
+
+
+def finish_state(plan: Plan) -> None:
+    """The offsets reached in compressed files (known only once they were read) go into the new state;
+    an uncompressed file's offset is the end of its range, fixed when the run was planned."""
+    for key, e in zip(plan.keys, plan.entries):
+        start, end = plan.ranges[key]
+        if e["compressed"]:
+            e["offset"] = plan.reached.get(key, start) if end is None else start
+        elif end > start:
+            e["offset"] = min(end, plan.reached.get(key, end))

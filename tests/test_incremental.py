@@ -1,0 +1,403 @@
+"""``--incremental`` (issue 13 item 4): a log grows and rotates over many runs; each run reads only the new
+complete lines; the concatenation of an output's parts equals one Branch over all lines, also when every
+run is SIGKILLed at a random file-system mutation (``tests/crashpoint.py``) and run again.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+
+from conftest import HERE, logetl, read
+from logetl import generate
+from logetl.io.inputs import log_order
+
+CRASHPOINT = os.path.join(HERE, "crashpoint.py")
+ENV = {"LOGETL_MONITOR": "off", "PYTHONDONTWRITEBYTECODE": "1"}
+OUTS = ("o1", "o2", "trap")
+BRANCH = ["branch", "--incremental", "--input", "logs", "--output1", "o1", "--output2", "o2", "--trap", "trap"]
+
+
+def concatenation(path) -> bytes:
+    """An incremental output's result: its part files concatenated in name order, after checking that the
+    directory holds exactly the parts its _INCREMENTAL names, the state, and an empty _SUCCESS."""
+    state = json.loads(read(os.path.join(path, "_INCREMENTAL")))
+    found = sorted(os.path.relpath(os.path.join(d, n), path) for d, _, ns in os.walk(path) for n in ns)
+    assert found == sorted(state["parts"] + ["_INCREMENTAL", "_SUCCESS"]), (found, state["parts"])
+    assert read(os.path.join(path, "_SUCCESS")) == b""
+    return b"".join(read(os.path.join(path, p)) for p in sorted(state["parts"]))
+
+
+def listing(path) -> list[str]:
+    return sorted(os.path.relpath(os.path.join(d, n), path) for d, _, ns in os.walk(path) for n in ns)
+
+
+class Log:
+    """A web server's access log in ``root/logs``: lines appended (possibly ending mid-line), rotated by
+    rename, compressed, copytruncated, as logrotate does. ``written`` is every byte ever written, in order."""
+
+    def __init__(self, root):
+        self.dir = os.path.join(root, "logs")
+        os.makedirs(self.dir, exist_ok=True)
+        pool = list(generate.lines(2400, seed=13))
+        # a few malformed lines of each reason for the trap, and records with size '-'
+        for i in range(0, len(pool), 97):
+            pool[i] = b"not an access log line %d" % i
+        pool[500] = pool[500].replace(b" HTTP/1.", b" HTTP/1.\xff", 1)
+        self.pool = [line + b"\n" for line in pool]
+        self.next = 0
+        self.pending = b""        # the rest of a line whose start is already written
+        self.held = 0
+
+    def path(self, name="access.log"):
+        return os.path.join(self.dir, name)
+
+    def append(self, n: int, partial: bool = False) -> None:
+        data = self.pending
+        self.pending = b""
+        data += b"".join(self.pool[self.next:self.next + n])
+        self.next += n
+        if partial:
+            line = self.pool[self.next]
+            self.next += 1
+            cut = len(line) // 2
+            data += line[:cut]
+            self.pending = line[cut:]
+        self.held = len(data) - (data.rfind(b"\n") + 1)   # bytes of a half-written line at the end
+        with open(self.path(), "ab") as f:
+            f.write(data)
+
+    def rename_rotation(self, abandon: bool = True) -> None:
+        """``access.log`` -> ``access.log.1`` (older rotations shifted up), a new empty ``access.log``. A
+        line left half-written stays so (``abandon``: the writer died), else the writer, still holding the
+        renamed file open, finishes it there with ``finish_rotated``."""
+        self.shift()
+        os.rename(self.path(), self.path("access.log.1"))
+        open(self.path(), "wb").close()
+        if abandon:
+            self.pending = b""
+
+    def finish_rotated(self) -> None:
+        with open(self.path("access.log.1"), "ab") as f:
+            f.write(self.pending)
+        self.pending = b""
+
+    def copytruncate(self) -> None:
+        self.shift()
+        shutil.copyfile(self.path(), self.path("access.log.1"))
+        os.truncate(self.path(), 0)
+        self.pending = b""
+
+    def shift(self) -> None:
+        """Older rotations move up by one, ``access.log.1`` compressed on the way (delaycompress)."""
+        names = sorted((n for n in os.listdir(self.dir) if n.startswith("access.log.")),
+                       key=lambda n: -int(n.split(".")[2]))
+        for n in names:
+            k = int(n.split(".")[2])
+            if n.endswith(".gz"):
+                os.rename(self.path(n), self.path(f"access.log.{k + 1}.gz"))
+            else:
+                self.gzip(n, f"access.log.{k + 1}.gz")
+
+    def gzip(self, name: str, to: str | None = None) -> None:
+        with open(self.path(name), "rb") as f, gzip.open(self.path(to or name + ".gz"), "wb") as g:
+            shutil.copyfileobj(f, g)
+        os.remove(self.path(name))
+
+    def everything(self) -> bytes:
+        """The lines of the log's files in log order (what one Branch over all of them reads)."""
+        out = []
+        for p in log_order([os.path.join(self.dir, n) for n in os.listdir(self.dir)]):
+            data = gzip.open(p).read() if p.endswith(".gz") else read(p)
+            out.append(data if data.endswith(b"\n") or not data else data + b"\n")
+        return b"".join(out)
+
+
+def scenario(log: Log):
+    """What happens to the log before each run (10 runs)."""
+    yield lambda: log.append(400, partial=True)                      # ends mid-line
+    yield lambda: log.append(300, partial=True)                      # finishes it, ends mid-line again
+
+    def rename():
+        log.append(100)
+        log.rename_rotation()                                        # rename rotation
+        log.append(200, partial=True)
+    yield rename
+    yield lambda: (log.gzip("access.log.1"), log.append(150))       # gzip of the rotated file
+    yield lambda: log.append(0, partial=True)                        # nothing new: only half a line
+
+    def copytruncate():
+        log.append(0)
+        log.copytruncate()                                           # copytruncate (the copy: a new inode)
+        log.append(250, partial=True)
+    yield copytruncate
+
+    def rotate_mid_line():
+        log.append(200, partial=True)
+        log.rename_rotation(abandon=False)       # the writer is mid-line in access.log.1: the half line waits
+    yield rotate_mid_line
+
+    def finish_and_compress():
+        log.finish_rotated()                     # ... finishes it there, then writes to the new log
+        log.append(100)
+        log.shift()                              # access.log.1 -> access.log.2.gz: read from where run 7 stopped
+    yield finish_and_compress
+    yield lambda: log.append(300)
+    yield lambda: None                                               # nothing new at all
+
+
+def run(root, cmd, crash_at: int = 0, count_file=None) -> subprocess.CompletedProcess:
+    env = {**os.environ, **ENV, "LOGETL_CRASH_AT": str(crash_at)}
+    if count_file:
+        env["LOGETL_CRASH_COUNT"] = str(count_file)
+    return subprocess.run([sys.executable, CRASHPOINT, *cmd], cwd=root, env=env, capture_output=True, timeout=120)
+
+
+def snapshot(root) -> dict:
+    return {o: (listing(os.path.join(root, o)), concatenation(os.path.join(root, o))) for o in OUTS}
+
+
+def test_a_growing_rotating_log_over_ten_runs_gives_one_branch_over_all_lines_even_when_each_run_is_killed(
+        tmp_path):
+    plain = tmp_path / "plain"
+    log = Log(plain)
+    expected, counts, stderrs, sizes, held = [], [], [], [], []
+    for change in scenario(log):
+        change()
+        p = run(plain, BRANCH, count_file=tmp_path / "count")
+        assert p.returncode == 0, p.stderr
+        stderrs.append(p.stderr.decode())
+        counts.append(int(read(tmp_path / "count")))
+        sizes.append({n: os.path.getsize(os.path.join(log.dir, n)) for n in os.listdir(log.dir)})
+        held.append(log.held)
+        expected.append(snapshot(plain))
+    assert len(expected) == 10
+    assert sorted(os.listdir(log.dir)) == ["access.log", "access.log.2.gz", "access.log.3.gz", "access.log.4.gz"]
+    assert "logetl: nothing new since run 4: the outputs are unchanged\n" in stderrs[4]
+    assert "logetl: nothing new since run 8: the outputs are unchanged\n" in stderrs[9]
+    assert expected[4] == expected[3] and expected[9] == expected[8]
+    # what each run says it read: run 3 continues the renamed file where run 2 stopped, then the new log
+    said = [re.search(r"^logetl: incremental run .*$", e, re.M) for e in stderrs]
+    n = lambda text: int(text.replace(",", ""))   # noqa: E731
+    r2 = re.fullmatch(r"logetl: incremental run 2 \(after run 1\): reading access\.log from byte ([\d,]+) to "
+                      r"([\d,]+)", said[1].group(0))
+    r3 = re.fullmatch(r"logetl: incremental run 3 \(after run 2\): reading access\.log\.1 from byte ([\d,]+) to "
+                      r"([\d,]+) \(was access\.log\); access\.log from byte 0 to ([\d,]+) \(new file\)",
+                      said[2].group(0))
+    assert r2 and r3, said[:3]
+    assert n(r3.group(1)) == n(r2.group(2)) and n(r3.group(2)) == sizes[2]["access.log.1"]
+    assert n(r3.group(3)) == sizes[2]["access.log"] - held[2] and held[2] > 0
+    assert said[3].group(0) == (f"logetl: incremental run 4 (after run 3): reading access.log.1.gz from byte "
+                                f"{sizes[2]['access.log.1']:,} to its end (was access.log.1, now compressed, inode "
+                                f"changed); access.log from byte {n(r3.group(3)):,} to {sizes[3]['access.log']:,}")
+    assert said[4] is None and said[9] is None
+    # each output gained one part per run with something new, named by run
+    assert [n for n in expected[-1]["o1"][0] if n.startswith("part-")] == [
+        f"part-{k:06d}-00000" for k in range(1, 9)]
+
+    # one Branch (not incremental) over all the lines the log ever held
+    ref = logetl("branch", "-q", "--input", "logs", "--output1", "r1", "--output2", "r2", "--trap", "rt",
+                 cwd=plain, env=ENV)
+    assert ref.returncode == 0, ref.stderr
+    for mine, theirs in (("o1", "r1"), ("o2", "r2"), ("trap", "rt")):
+        assert expected[-1][mine][1] == read(plain / theirs / "part-00000"), mine
+    assert expected[-1]["trap"][1].count(b"\n") >= 20
+
+    # the same, each run killed at a random file-system mutation, then run again
+    killed = tmp_path / "killed"
+    log = Log(killed)
+    rng = random.Random(13)
+    for i, change in enumerate(scenario(log)):
+        change()
+        n = rng.randint(1, counts[i])
+        k = run(killed, BRANCH, crash_at=n)
+        assert k.returncode == -signal.SIGKILL, (i, n, k.stderr)
+        for o in OUTS:       # every output whole: the last run's or this run's (absent only before run 1)
+            if i or os.path.exists(killed / o):
+                got = (listing(killed / o), concatenation(killed / o))
+                assert got in ([expected[i - 1][o]] if i else []) + [expected[i][o]], (i, n, o)
+        again = run(killed, BRANCH)
+        assert again.returncode == 0, (i, n, again.stderr)
+        assert snapshot(killed) == expected[i], (i, n)
+    leftovers = sorted(set(os.listdir(killed)) - {"logs", *OUTS})
+    assert leftovers == []
+
+
+def test_refusals_are_one_line_before_anything_runs(tmp_path):
+    (tmp_path / "in.log").write_bytes(b"".join(line + b"\n" for line in generate.lines(50, seed=1)))
+
+    def refused(*args):
+        p = logetl(*args, cwd=tmp_path, env=ENV)
+        assert p.returncode == 2 and p.stdout == b"", p
+        return p.stderr.decode()
+
+    assert refused("filter", "--incremental", "--input", "in.log", "--output", "f") == (
+        "Error: --incremental: operator 'unique_ip' (unique) needs all of the data, not only the new lines\n")
+    assert refused("join", "--incremental", "in.log", "j") == (
+        "Error: --incremental: operator 'unique_ip' (unique) needs all of the data, not only the new lines\n")
+    assert refused("branch", "--hdfs", "--incremental", "--input", "in.log", "--output1", "a", "--output2",
+                   "b") == "Error: --incremental runs on the local engine\n"
+    assert refused("branch", "--incremental", "--input", "-", "--output1", "a", "--output2", "b") == (
+        "Error: --incremental reads files: standard input cannot be read again\n")
+    assert not any(os.path.exists(tmp_path / d) for d in ("f", "j", "a", "b"))
+
+    # an output of a run that was not incremental
+    assert logetl("branch", "-q", "--input", "in.log", "--output1", "a", "--output2", "b", cwd=tmp_path,
+                  env=ENV).returncode == 0
+    assert refused("branch", "--incremental", "--input", "in.log", "--output1", "a", "--output2", "b") == (
+        f"Error: output1 directory {str(tmp_path / 'a')!r} is not empty and holds no _INCREMENTAL: it was not "
+        "written by an incremental run (--overwrite starts it afresh)\n")
+    # an incremental output of another flow (here: the same program writing JSON Lines)
+    assert logetl("branch", "-q", "--incremental", "--overwrite", "--input", "in.log", "--output1", "a",
+                  "--output2", "b", cwd=tmp_path, env=ENV).returncode == 0
+    theirs = json.loads(read(tmp_path / "a" / "_INCREMENTAL"))["flow"]["definition"]
+    err = refused("branch", "--incremental", "--output-format", "jsonl", "--input", "in.log", "--output1", "a",
+                  "--output2", "b")
+    assert err.startswith(f"Error: output1 {str(tmp_path / 'a')!r} holds the incremental state of another flow "
+                          f"(definition {theirs}, this flow's is ") and err.endswith(
+        "): choose another directory, or --overwrite to start afresh\n"), err
+
+
+def _branch(root, *extra):
+    p = logetl(*BRANCH, *extra, cwd=root, env=ENV)
+    assert p.returncode == 0, p.stderr
+    return p.stderr.decode()
+
+
+def test_an_output_one_run_ahead_is_rolled_back_and_rebuilt_and_two_runs_apart_is_refused(tmp_path):
+    log = Log(tmp_path)
+    log.append(300, partial=True)
+    _branch(tmp_path)
+    saved = tmp_path / "saved"
+    for o in ("o2", "trap"):
+        shutil.copytree(tmp_path / o, saved / o)
+    log.append(300)
+    _branch(tmp_path)
+    # as if the run 2 was killed after committing o1: o2 and the trap still hold run 1
+    for o in ("o2", "trap"):
+        shutil.rmtree(tmp_path / o)
+        shutil.copytree(saved / o, tmp_path / o)
+    log.append(200)
+    err = _branch(tmp_path)
+    assert "logetl: output1 is one run ahead (run 2; an earlier run was stopped while committing): its run 2 " \
+           "is made again\n" in err
+    assert "logetl: incremental run 2 (after run 1): reading access.log from byte " in err
+    ref = logetl("branch", "-q", "--input", "logs", "--output1", "r1", "--output2", "r2", "--trap", "rt",
+                 cwd=tmp_path, env=ENV)
+    assert ref.returncode == 0
+    for mine, theirs in (("o1", "r1"), ("o2", "r2"), ("trap", "rt")):
+        assert concatenation(tmp_path / mine) == read(tmp_path / theirs / "part-00000")
+        assert json.loads(read(tmp_path / mine / "_INCREMENTAL"))["parts"] == [
+            "part-000001-00000", "part-000002-00000"]
+    log.append(100)
+    _branch(tmp_path)                                            # run 3
+    shutil.rmtree(tmp_path / "o2")
+    shutil.copytree(saved / "o2", tmp_path / "o2")               # o2 at run 1, o1 at run 3
+    p = logetl(*BRANCH, cwd=tmp_path, env=ENV)
+    assert p.returncode == 2
+    assert p.stderr.decode() == ("Error: the outputs are more than one run apart or do not follow each other: "
+                                 "output1 (run 3), output2 (run 1), trap (run 3); --overwrite starts them afresh\n")
+
+
+PARTITIONED = '''import logetl.api as L
+from logetl.contract import FIELDS
+
+
+def flow(fmt=None):
+    return L.Flow("by_status", [L.read(fmt, fields=FIELDS).write("out", partition_by="response")])
+'''
+
+
+def test_a_partitioned_output_gains_new_parts_inside_each_partition_it_writes(tmp_path):
+    (tmp_path / "by_status.py").write_text(PARTITIONED)
+    log = Log(tmp_path)
+    log.append(40)
+    cmd = ["run", "by_status.py", "-q", "--incremental", "--input", "logs", "--output", "out=out"]
+    assert logetl(*cmd, cwd=tmp_path, env=ENV).returncode == 0
+    first = set(listing(tmp_path / "out"))
+    log.append(800)
+    assert logetl(*cmd, cwd=tmp_path, env=ENV).returncode == 0
+    names = listing(tmp_path / "out")
+    assert first - {"_INCREMENTAL"} <= set(names)   # the earlier parts are kept, unchanged names
+    assert "response=200/part-000001-00000" in names and "response=200/part-000002-00000" in names
+    # a status that appears only in the new lines gets a partition holding only the new run's part
+    only_new = {n.split("/")[0] for n in names if n.endswith("part-000002-00000")} - {
+        n.split("/")[0] for n in first}
+    assert only_new, names
+    for leaf in only_new:
+        assert [n for n in names if n.startswith(leaf + "/")] == [f"{leaf}/part-000002-00000"]
+    full = logetl("run", "by_status.py", "-q", "--input", "logs", "--output", "out=full", cwd=tmp_path, env=ENV)
+    assert full.returncode == 0
+    leaves = sorted({n.split("/")[0] for n in names if "/" in n})
+    assert leaves == sorted(n for n in os.listdir(tmp_path / "full") if "=" in n)
+    concatenation(tmp_path / "out")
+    for leaf in leaves:
+        mine = b"".join(read(tmp_path / "out" / n) for n in names if n.startswith(leaf + "/"))
+        assert mine == read(tmp_path / "full" / leaf / "part-00000"), leaf
+
+
+def test_rotations_are_read_oldest_first_then_the_log(tmp_path):
+    names = ["access.log", "access.log.1", "access.log.10.gz", "access.log.2.gz", "error.log-20260102",
+             "error.log-20251231.gz", "error.log", "zeta", "alpha.txt", "app.log.3.bz2"]
+    for n in names:
+        (tmp_path / n).write_bytes(b"")
+    from logetl.io.fs import LOCAL
+    from logetl.io.inputs import resolve
+
+    assert [os.path.basename(p) for p in resolve(str(tmp_path), LOCAL)] == [
+        "access.log.10.gz", "access.log.2.gz", "access.log.1", "access.log", "alpha.txt", "app.log.3.bz2",
+        "error.log-20251231.gz", "error.log-20260102", "error.log", "zeta"]
+
+
+def test_a_compressed_file_beside_its_uncompressed_twin_waits_for_the_next_run(tmp_path):
+    log = Log(tmp_path)
+    log.append(100)
+    _branch(tmp_path)
+    log.append(50)
+    log.rename_rotation()
+    log.append(30)
+    # logrotate is compressing access.log.1: the .gz is being written while the original is still there
+    with open(log.path("access.log.1"), "rb") as f, gzip.open(log.path("access.log.1.gz"), "wb") as g:
+        g.write(f.read()[:1000])
+    err = _branch(tmp_path)
+    assert "access.log.1.gz left for the next run (its uncompressed twin is still there)" in err
+    os.remove(log.path("access.log.1.gz"))
+    log.gzip("access.log.1")
+    assert "logetl: nothing new since run 2" in _branch(tmp_path)
+    # a log that ends mid-line, its writer gone, is rotated and compressed: that last line counts then
+    log.append(10, partial=True)
+    _branch(tmp_path)
+    log.rename_rotation()
+    log.shift()
+    err = _branch(tmp_path)
+    assert "reading access.log.2.gz from byte " in err and re.search(r"\n  lines read +1\n", err), err
+    assert json.loads(read(tmp_path / "o1" / "_INCREMENTAL"))["run"] == 4
+    ref = logetl("branch", "-q", "--input", "logs", "--output1", "r1", "--output2", "r2", cwd=tmp_path, env=ENV)
+    assert ref.returncode == 0
+    assert concatenation(tmp_path / "o1") == read(tmp_path / "r1" / "part-00000")
+
+
+def test_a_run_with_nothing_new_changes_no_output_and_says_so_to_every_listener(tmp_path):
+    from logetl.job import run_program
+
+    log = Log(tmp_path)
+    log.append(60, partial=True)
+    outs = {"output1": str(tmp_path / "o1"), "output2": str(tmp_path / "o2")}
+    first = run_program("branch", log.dir, outs, incremental=True, monitor=False, quiet=True)
+    assert first.notices == [f"incremental run 1 (from the start): reading access.log from byte 0 to "
+                             f"{os.path.getsize(log.path()) - log.held:,}"]
+    before = {o: (listing(tmp_path / o), os.stat(tmp_path / o / "_INCREMENTAL").st_ino) for o in ("o1", "o2")}
+    again = run_program("branch", log.dir, outs, incremental=True, monitor=False, quiet=True)
+    # the notice is on the run, which the console shows and the monitor records (its documents carry it)
+    assert again.status == "SUCCESSFUL" and again.lines_read == 0
+    assert again.notices == ["nothing new since run 1: the outputs are unchanged"]
+    assert again.to_dict()["notices"] == again.notices
+    assert {o: (listing(tmp_path / o), os.stat(tmp_path / o / "_INCREMENTAL").st_ino) for o in ("o1", "o2")} \
+        == before
+    assert sorted(os.listdir(tmp_path)) == ["logs", "o1", "o2"]
