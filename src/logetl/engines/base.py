@@ -253,8 +253,11 @@ class Engine:
                     raise InjectedFailure(f"injected failure at step {step.name!r} (LOGETL_FAIL_AT)")
                 self.execute_step(ctx, step, state)
                 state.status, state.finished_at = SUCCESSFUL, time.time()
-                work.step_completed(step.name, {**state.to_dict(), "malformed_samples": [
-                    list(x) for x in run.malformed_samples[samples_before:]]})
+                if len(flow.steps) > 1:
+                    # what a restart after a checkpoint restores; a flow of one step (no checkpoint) never
+                    # restarts, and its record would cost a synced write for nothing
+                    work.step_completed(step.name, {**state.to_dict(), "malformed_samples": [
+                        list(x) for x in run.malformed_samples[samples_before:]]})
                 listener.step_finished(run, state)
                 current = None
                 self.check_malformed(run, taps)
