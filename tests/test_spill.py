@@ -29,7 +29,7 @@ def _frames(n_rows: int, seed: int, batch: int = 997):
 @pytest.mark.parametrize("descending", [[False, False], [True, False], [True, True]])
 def test_external_sort_with_many_runs_and_several_merge_passes_is_the_stable_in_memory_sort(
         tmp_path, monkeypatch, descending):
-    monkeypatch.setattr(spill, "BLOCK_BYTES", 4096)          # small blocks: a fan-in of 2 or 3
+    monkeypatch.setattr(spill, "BLOCK_BYTES", 8192)          # small blocks: a fan-in of 4 or less
     whole, batches = _frames(40_000, seed=len(str(descending)))
     sorter = ExternalSort(["k1", "k2"], descending, MemoryBudget(buffers=64 * 1024),
                           SpillDir(str(tmp_path), "sort"))

@@ -39,6 +39,7 @@ DEFAULT_LIMIT = 512 * MiB
 RESERVE = 256 * MiB
 MIN_BUFFERS = 8 * MiB
 BLOCK_BYTES = 2 * MiB          # rows per record batch of a run: about this many bytes
+SORT_BUFFER_PART = 4           # a sort buffers at most this part of its share before it writes a run
 PARTITIONS = 16
 
 
@@ -237,12 +238,14 @@ class ExternalSort:
         """Takes a frame that owns its memory (the caller compacts views into bigger buffers)."""
         self.parts.append(frame)
         self.size += frame_bytes(frame)
-        # sorting makes a copy, and blocks are converted beside it: the buffer may take a third of the share
-        if self.budget.hold(self, self.size) or self.size > self.budget.share(self) // 3:
+        # sorting makes a copy of the views beside it, and blocks are converted one at a time: the buffer
+        # may take a quarter of the share (measured, 10M-line Join: a 90 MB buffer took the process ~100 MB
+        # higher while it was sorted and written; the allocator keeps freed pages a while on top of that)
+        if self.budget.hold(self, self.size) or self.size > self.budget.share(self) // SORT_BUFFER_PART:
             self._spill_buffer()
 
     def _buffer_blocks(self):
-        # one stable sort in Polars (multi-threaded), then zero-copy slices: the buffer is at most a third
+        # one stable sort in Polars (multi-threaded), then zero-copy slices: the buffer is at most a quarter
         # of the share, so the sorted copy fits beside it
         frame = self._sorted(_pl().concat(self.parts, rechunk=False))
         self.parts = []
@@ -268,7 +271,11 @@ class ExternalSort:
             return
         self._spill_buffer()
         self.budget.release(self)
-        fan_in = max(2, self.budget.share(self) // (4 * BLOCK_BYTES))
+        # a merge holds one block of every run it reads, its round of taken rows sorted, and that round's
+        # text in slices: measured about 2.4 MB per run with 2 MiB blocks (75 MB over the step's base with
+        # 31 runs), so 2 blocks per run keeps a pass within the share; one pass where the runs of a 50M-line
+        # Join need it (a second pass writes and reads every spilled byte once more)
+        fan_in = max(2, self.budget.share(self) // (2 * BLOCK_BYTES))
         runs = self.runs
         while len(runs) > fan_in:              # merge passes until one pass can take every run
             self.spill.passes += 1
