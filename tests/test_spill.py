@@ -129,3 +129,54 @@ def test_memory_limit_on_the_command_line_runs(tmp_path):
     log = _log(tmp_path / "in.log", 2_000)
     p = logetl("join", "--memory-limit", "1.5G", log, str(tmp_path / "o"))
     assert p.returncode == 0, p.stderr
+
+
+def test_sink_text_of_a_frame_longer_than_a_slice_is_the_text_of_every_row_in_order():
+    from logetl.engines.local import Batch
+
+    n = 150_001                                # three slices of 65,536 rows and a short one
+    frame = pl.DataFrame({"ip": [f"10.0.{i % 256}.{i % 7}" for i in range(n)],
+                          "request": [f"GET /p/{i} HTTP/1.1" if i % 5 else "-" for i in range(n)],
+                          "score": [i % 100 for i in range(n)]})
+    pieces = list(Batch(("ip", "request", "score"), frame).tsv())
+    assert [p.count(b"\n") for p in pieces] == [65_536, 65_536, 18_929]
+    expected = "".join(f"10.0.{i % 256}.{i % 7}\t{f'GET /p/{i} HTTP/1.1' if i % 5 else '-'}\t{i % 100}\n"
+                       for i in range(n)).encode()
+    assert b"".join(pieces) == expected
+
+
+def test_a_checkpoint_of_many_record_batches_read_back_batch_by_batch_gives_the_in_memory_bytes(
+        tmp_path, monkeypatch):
+    import pyarrow as pa
+
+    from logetl.engines import local
+
+    log = _log(tmp_path / "in.log", 30_000)
+    plain = run_program("join", log, {"output": str(tmp_path / "plain")})
+    # small chunks, parse batches of 1,000 records, stored parts of 5,000: every stored part holds several
+    # record batches, and the checkpoint reader hands them on one at a time
+    monkeypatch.setattr(local.LocalEngine, "chunk_bytes", 64 * 1024)
+    monkeypatch.setattr(local, "BATCH_ROWS", 1_000)
+    monkeypatch.setattr(local, "STORE_ROWS", 5_000)
+    read = []
+    batches = local.StoreReader.batches
+
+    def counting(self):
+        for frame in batches(self):
+            if os.path.samefile(self.directory, kept):     # the checkpoint (not the distinct clients)
+                read.append(frame.height)
+            yield frame
+
+    monkeypatch.setattr(local.StoreReader, "batches", counting)
+    kept = tmp_path / "ckpt"
+    small = run_program("join", log, {"output": str(tmp_path / "small")}, checkpoint_dir=str(kept))
+    assert parts(tmp_path / "small") == parts(tmp_path / "plain") != b""
+    assert plain.spilled == {} and small.spilled == {}
+    part_files = sorted(p for p in os.listdir(kept) if p.endswith(".arrow"))
+    in_files = []
+    for name in part_files:
+        with pa.OSFile(str(kept / name), "rb") as f:
+            reader = pa.ipc.open_file(f)
+            in_files += [reader.get_batch(i).num_rows for i in range(reader.num_record_batches)]
+    assert len(in_files) > 2 * len(part_files) >= 2
+    assert read == in_files                    # one frame per record batch, in order
