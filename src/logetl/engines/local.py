@@ -192,7 +192,8 @@ class UniqueOp(Op):
         self.distinct = HashPartitions(local.memory, local.spill_dir(self.node.name))
 
     def process(self, batch, port):
-        self.distinct.add(batch.derive(batch.fields, batch.frame()).kept())
+        # the distinct records are copied out of the batch after they are found (fewer than the batch's)
+        self.distinct.add(batch.frame())
 
     def finish(self):
         for frame in self.distinct.result():

@@ -73,6 +73,13 @@ def frame_bytes(frame) -> int:
     return frame.estimated_size() + 16 * frame.height * views
 
 
+def owned(frame):
+    """A copy that holds only the strings its rows use. A unique (or filtered) frame's string views keep
+    every buffer they point into alive: measured, Filter's distinct set pinned the addresses of every batch
+    it had seen (221, 298, 408 MB at 2M, 10M, 50M lines), while its frame size stayed a few MB."""
+    return _pl().from_arrow(frame.to_arrow())
+
+
 class MemoryBudget:
     """The bytes the blocking operators of one run may hold together, and who holds what."""
 
@@ -332,15 +339,18 @@ class HashPartitions:
         self.files: list | None = None      # per partition: [path, writer, file] once spilling
 
     def add(self, frame) -> None:
+        """Takes any frame (it may be views into a bigger batch): what is kept is a compact copy of its
+        distinct records, so the batch's buffers go with the batch."""
         pl = _pl()
         frame = frame.unique(maintain_order=True)
         if self.files is not None:
             self._write(frame)
             return
+        frame = owned(frame)
         self.parts.append(frame)
         self.size += frame_bytes(frame)
         if self.size > 4 * BLOCK_BYTES and len(self.parts) > 8:   # compact: duplicates across batches
-            merged = pl.concat(self.parts, rechunk=False).unique(maintain_order=True)
+            merged = owned(pl.concat(self.parts, rechunk=False).unique(maintain_order=True))
             self.parts, self.size = [merged], frame_bytes(merged)
         if self.budget.hold(self, self.size) or self.size * 2 > self.budget.share(self):
             self._start_spilling()
