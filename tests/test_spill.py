@@ -180,3 +180,21 @@ def test_a_checkpoint_of_many_record_batches_read_back_batch_by_batch_gives_the_
             in_files += [reader.get_batch(i).num_rows for i in range(reader.num_record_batches)]
     assert len(in_files) > 2 * len(part_files) >= 2
     assert read == in_files                    # one frame per record batch, in order
+
+
+def _string_buffer_bytes(frame) -> int:
+    """Bytes of every buffer a frame's string views point into (what keeping the frame keeps alive)."""
+    table = frame.to_arrow(compat_level=pl.CompatLevel.newest())
+    return sum(b.size for col in table.columns for chunk in col.chunks for b in chunk.buffers()[2:] if b)
+
+
+def test_distinct_records_kept_in_memory_hold_only_their_own_strings(tmp_path):
+    # a batch of 20,000 different 40-byte strings of which the distinct set keeps 3: before, the kept
+    # views held the whole batch's 800 KB of text (and every later batch's)
+    batch = pl.DataFrame({"ip": [f"client-{i % 3:033d}" if i % 2 else f"other-{i:034d}" for i in range(20_000)]})
+    assert _string_buffer_bytes(batch) >= 20_000 * 40
+    distinct = HashPartitions(MemoryBudget(), SpillDir(str(tmp_path), "unique"))
+    for _ in range(12):                                   # past 8 parts: the compaction path too
+        distinct.add(batch.filter(pl.col("ip").str.starts_with("client-")))
+        assert all(_string_buffer_bytes(p) <= 3 * 40 for p in distinct.parts)
+    assert sorted(pl.concat(list(distinct.result())).get_column("ip")) == [f"client-{k:033d}" for k in range(3)]
