@@ -33,7 +33,7 @@ from logetl.listener import StepRun
 PARSE_THREADS = 2
 BATCH_ROWS = 131_072          # kernel chunks are coalesced into batches this big: Polars calls pay per call
 STORE_ROWS = 131_072          # rows buffered before a stored part is written
-MEMO_ROWS = 250_000           # FunctionOp forgets its memo past this many values (at 1M its joins took ~150 MB)
+MEMO_ROWS = 1_000_000         # FunctionOp forgets its memo of computed values past this many
 
 
 def _pl():
