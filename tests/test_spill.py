@@ -29,7 +29,7 @@ def _frames(n_rows: int, seed: int, batch: int = 997):
 @pytest.mark.parametrize("descending", [[False, False], [True, False], [True, True]])
 def test_external_sort_with_many_runs_and_several_merge_passes_is_the_stable_in_memory_sort(
         tmp_path, monkeypatch, descending):
-    monkeypatch.setattr(spill, "BLOCK_BYTES", 4096)          # small blocks: a fan-in of 2 or 3
+    monkeypatch.setattr(spill, "BLOCK_BYTES", 8192)          # small blocks: a fan-in of 4 or less
     whole, batches = _frames(40_000, seed=len(str(descending)))
     sorter = ExternalSort(["k1", "k2"], descending, MemoryBudget(buffers=64 * 1024),
                           SpillDir(str(tmp_path), "sort"))
@@ -129,3 +129,72 @@ def test_memory_limit_on_the_command_line_runs(tmp_path):
     log = _log(tmp_path / "in.log", 2_000)
     p = logetl("join", "--memory-limit", "1.5G", log, str(tmp_path / "o"))
     assert p.returncode == 0, p.stderr
+
+
+def test_sink_text_of_a_frame_longer_than_a_slice_is_the_text_of_every_row_in_order():
+    from logetl.engines.local import Batch
+
+    n = 150_001                                # three slices of 65,536 rows and a short one
+    frame = pl.DataFrame({"ip": [f"10.0.{i % 256}.{i % 7}" for i in range(n)],
+                          "request": [f"GET /p/{i} HTTP/1.1" if i % 5 else "-" for i in range(n)],
+                          "score": [i % 100 for i in range(n)]})
+    pieces = list(Batch(("ip", "request", "score"), frame).tsv())
+    assert [p.count(b"\n") for p in pieces] == [65_536, 65_536, 18_929]
+    expected = "".join(f"10.0.{i % 256}.{i % 7}\t{f'GET /p/{i} HTTP/1.1' if i % 5 else '-'}\t{i % 100}\n"
+                       for i in range(n)).encode()
+    assert b"".join(pieces) == expected
+
+
+def test_a_checkpoint_of_many_record_batches_read_back_batch_by_batch_gives_the_in_memory_bytes(
+        tmp_path, monkeypatch):
+    import pyarrow as pa
+
+    from logetl.engines import local
+
+    log = _log(tmp_path / "in.log", 30_000)
+    plain = run_program("join", log, {"output": str(tmp_path / "plain")})
+    # small chunks, parse batches of 1,000 records, stored parts of 5,000: every stored part holds several
+    # record batches, and the checkpoint reader hands them on one at a time
+    monkeypatch.setattr(local.LocalEngine, "chunk_bytes", 64 * 1024)
+    monkeypatch.setattr(local, "BATCH_ROWS", 1_000)
+    monkeypatch.setattr(local, "STORE_ROWS", 5_000)
+    read = []
+    batches = local.StoreReader.batches
+
+    def counting(self):
+        for frame in batches(self):
+            if os.path.samefile(self.directory, kept):     # the checkpoint (not the distinct clients)
+                read.append(frame.height)
+            yield frame
+
+    monkeypatch.setattr(local.StoreReader, "batches", counting)
+    kept = tmp_path / "ckpt"
+    small = run_program("join", log, {"output": str(tmp_path / "small")}, checkpoint_dir=str(kept))
+    assert parts(tmp_path / "small") == parts(tmp_path / "plain") != b""
+    assert plain.spilled == {} and small.spilled == {}
+    part_files = sorted(p for p in os.listdir(kept) if p.endswith(".arrow"))
+    in_files = []
+    for name in part_files:
+        with pa.OSFile(str(kept / name), "rb") as f:
+            reader = pa.ipc.open_file(f)
+            in_files += [reader.get_batch(i).num_rows for i in range(reader.num_record_batches)]
+    assert len(in_files) > 2 * len(part_files) >= 2
+    assert read == in_files                    # one frame per record batch, in order
+
+
+def _string_buffer_bytes(frame) -> int:
+    """Bytes of every buffer a frame's string views point into (what keeping the frame keeps alive)."""
+    table = frame.to_arrow(compat_level=pl.CompatLevel.newest())
+    return sum(b.size for col in table.columns for chunk in col.chunks for b in chunk.buffers()[2:] if b)
+
+
+def test_distinct_records_kept_in_memory_hold_only_their_own_strings(tmp_path):
+    # a batch of 20,000 different 40-byte strings of which the distinct set keeps 3: before, the kept
+    # views held the whole batch's 800 KB of text (and every later batch's)
+    batch = pl.DataFrame({"ip": [f"client-{i % 3:033d}" if i % 2 else f"other-{i:034d}" for i in range(20_000)]})
+    assert _string_buffer_bytes(batch) >= 20_000 * 40
+    distinct = HashPartitions(MemoryBudget(), SpillDir(str(tmp_path), "unique"))
+    for _ in range(12):                                   # past 8 parts: the compaction path too
+        distinct.add(batch.filter(pl.col("ip").str.starts_with("client-")))
+        assert all(_string_buffer_bytes(p) <= 3 * 40 for p in distinct.parts)
+    assert sorted(pl.concat(list(distinct.result())).get_column("ip")) == [f"client-{k:033d}" for k in range(3)]

@@ -97,15 +97,18 @@ class Batch:
             self._frame = pl.concat(frames, rechunk=False) if len(frames) > 1 else frames[0]
         return self._frame
 
-    def tsv(self) -> list[bytes]:
-        """The records as TSV, in pieces."""
+    def tsv(self):
+        """The records as TSV, in pieces (an iterator)."""
         if self.parsed is not None and self._frame is None:
-            return [p.tsv for p in self.parsed]
-        buf = io.BytesIO()
-        if self._frame.height:
-            self._frame.write_csv(buf, separator="\t", include_header=False, quote_style="never",
-                                  line_terminator="\n")
-        return [buf.getvalue()]
+            yield from (p.tsv for p in self.parsed)
+            return
+        # slice by slice, made as they are written: a whole merged frame's text (and getvalue's copy of
+        # it) would otherwise be held at once
+        for start in range(0, self._frame.height, 65_536):
+            buf = io.BytesIO()
+            self._frame.slice(start, 65_536).write_csv(buf, separator="\t", include_header=False,
+                                                       quote_style="never", line_terminator="\n")
+            yield buf.getvalue()
 
 
 class Op:
@@ -202,7 +205,8 @@ class UniqueOp(Op):
         self.distinct = HashPartitions(local.memory, local.spill_dir(self.node.name))
 
     def process(self, batch, port):
-        self.distinct.add(batch.derive(batch.fields, batch.frame()).kept())
+        # the distinct records are copied out of the batch after they are found (fewer than the batch's)
+        self.distinct.add(batch.frame())
 
     def finish(self):
         for frame in self.distinct.result():
@@ -526,11 +530,21 @@ class StoreWriter(Op):
     def _flush(self):
         if not self.parts:
             return
-        frame = _pl().concat(self.parts)
-        # through a Python file: the crash-point test's audit hook sees every write logetl makes (a stored
-        # part only counts once its _COMPLETE exists, so it needs no sync against a kill)
+        import pyarrow as pa
+
+        # one record batch per kept batch, exported as they are (string views, no concatenated copy): a
+        # reader then holds one batch at a time, not a whole part. Through a Python file: the crash-point
+        # test's audit hook sees every write logetl makes (a stored part only counts once its _COMPLETE
+        # exists, so it needs no sync against a kill)
+        newest = _pl().CompatLevel.newest()
         with open(os.path.join(self.directory, f"part-{self.n:05d}.arrow"), "wb") as f:
-            frame.write_ipc(f, compression="uncompressed")
+            writer = None
+            for frame in self.parts:
+                table = frame.to_arrow(compat_level=newest)
+                if writer is None:
+                    writer = pa.ipc.new_file(f, table.schema)
+                writer.write_table(table)
+            writer.close()
         self.parts, self.rows, self.n = [], 0, self.n + 1
 
     def finish(self):
@@ -599,11 +613,16 @@ class StoreReader:
     def batches(self):
         pl = _pl()
         names = sorted(n for n in os.listdir(self.directory) if n.endswith(".arrow"))
+        import pyarrow as pa
+
         for n in names:
-            # read from a file object, not mapped: mapped pages that later operators hold count as resident
-            with open(os.path.join(self.directory, n), "rb") as f:
-                frame = pl.read_ipc(f)
-            yield frame
+            # record batch by record batch, with plain reads into Arrow buffers that Polars takes without a
+            # copy (not mapped: mapped pages that later operators hold count as resident; not pl.read_ipc of
+            # a file object, which reads the whole part into memory and then decodes a second copy)
+            with pa.OSFile(os.path.join(self.directory, n), "rb") as f:
+                reader = pa.ipc.open_file(f)
+                for i in range(reader.num_record_batches):
+                    yield pl.from_arrow(reader.get_batch(i))
 
 
 #: the local engine's operator table: one entry per assembly node class (Source, Parse and Sink are the
