@@ -61,7 +61,7 @@ class EmbeddedSink:
         if self.conn is None:
             import sqlite3
 
-            from logetl.monitor.store import SCHEMA_VERSION, private_file
+            from logetl.monitor.layout import SCHEMA_VERSION, private_file
 
             os.makedirs(self.directory, mode=0o700, exist_ok=True)
             private_file(self.path)

@@ -12,19 +12,16 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import secrets
-import stat
 import time
 
 from sqlalchemy import (BigInteger, Column, Float, Index, Integer, MetaData, PrimaryKeyConstraint, String,
                         Table, Text, UniqueConstraint, create_engine, func, inspect, select, text)
 
 from logetl.monitor.documents import lineage_changes, lineage_of, row_of, validate
+from logetl.monitor.layout import SCHEMA_VERSION, private_file
 
 metadata = MetaData()
-#: the layout's version (SQLite keeps it as ``PRAGMA user_version``, which the embedded sink checks)
-SCHEMA_VERSION = 3
 
 runs = Table(
     "runs", metadata,
@@ -208,19 +205,6 @@ def sqlite_path(url: str) -> str | None:
         return None
     path = url[len("sqlite:///"):].split("?", 1)[0]
     return path if path and path != ":memory:" else None
-
-
-def private_file(path: str) -> None:
-    """Makes ``path`` (a SQLite store: key hashes, sessions, every run) readable by its owner only: created
-    0600, and an existing file (or its -wal/-shm) with group or other bits is tightened to 0600."""
-    if not os.path.exists(path):
-        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-    for p in (path, path + "-wal", path + "-shm"):
-        try:
-            if os.stat(p).st_mode & 0o077:
-                os.chmod(p, stat.S_IRUSR | stat.S_IWUSR)
-        except OSError:
-            pass
 
 
 def replace_lineage(conn, owner: str, doc: dict) -> None:
