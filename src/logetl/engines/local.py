@@ -810,8 +810,8 @@ class LocalEngine(Engine):
                 node = node.previous[0]
             return node
 
-        if sink.partition_by:
-            return None
+        if sink.partition_by or sink.format == "tsv":
+            return None          # TSV costs no encoding: writing the kernel's bytes twice, while parsing, is cheaper
         for node in step.nodes:
             if node is sink:
                 return None
