@@ -650,7 +650,9 @@ def scan(files: list[str], on_bytes=None, threads: int = PARSE_THREADS, columns:
     ``parser``'s format and fields; default the original expression). ``ranges`` and ``reached``: an
     incremental run's bytes to read (``inputs.read_chunks``); files without new bytes are not opened."""
     parse = parser.parse if parser is not None else kernel.parse
-    depth = threads * 2
+    # chunks parsed ahead: enough that the parse threads keep working while the main thread runs the
+    # step's operators on a batch (measured: status_by_hour 1.9 s -> 1.5 s from 4 to 8 chunks, +30 MB)
+    depth = threads * 4
     with ThreadPoolExecutor(threads, thread_name_prefix="logetl-parse") as pool:
         pending: deque = deque()
         try:
