@@ -106,6 +106,28 @@ class Expr:
     def to_int(self) -> "ToInt": return ToInt(self)
 
 
+class Compiler:
+    """Compiles the expressions of one operator of one run through an engine's table (``table``: expression
+    class -> function(compiler, expression)); ``compiler(expr)`` is the engine's value (a Polars
+    expression, a Spark Column). Per-run state, such as crc32's memo, lives in what a compilation makes,
+    never in the engine."""
+
+    table: dict = {}
+
+    def __init__(self, types: dict[str, str]):
+        self.types = types
+
+    def __call__(self, expr):
+        try:
+            fn = self.table[type(expr)]
+        except KeyError:
+            raise TypeError(type(expr).__name__) from None
+        return fn(self, expr)
+
+    def type_of(self, expr) -> str:
+        return expr.check(self.types)
+
+
 def _need(expr: Expr, types: dict, want: str, what: str) -> None:
     got = expr.check(types)
     if got != want:

@@ -23,22 +23,6 @@ def _dtype(kind: str):
     return {E.STRING: pl.String, E.INTEGER: pl.Int64, E.BOOLEAN: pl.Boolean}[kind]
 
 
-class Compiler:
-    """Compiles the expressions of one operator of one run (per-run state, such as crc32's memo of the
-    values it has computed, lives here, not in the engine)."""
-
-    def __init__(self, types: dict[str, str]):
-        self.types = types
-
-    def __call__(self, expr):
-        try:
-            fn = COMPILE[type(expr)]
-        except KeyError:
-            raise TypeError(type(expr).__name__) from None
-        return fn(self, expr)
-
-    def type_of(self, expr) -> str:
-        return expr.check(self.types)
 
 
 def _lit(c, e):
@@ -137,6 +121,12 @@ COMPILE = {
     E.Day: _day,
     E.Hour: _hour,
 }
+
+
+class Compiler(E.Compiler):
+    """Compiles one operator's expressions to a Polars expression (``logetl.expressions.Compiler``)."""
+
+    table = COMPILE
 
 
 # --- aggregates: a partial state per batch, combined across batches and partitions -------------------------

@@ -33,21 +33,6 @@ def column(name: str):
     return _F().col("`" + name.replace("`", "``") + "`")
 
 
-class Compiler:
-    """Compiles the expressions of one operator: ``compiler(expr)`` is a Column."""
-
-    def __init__(self, types: dict[str, str]):
-        self.types = types
-
-    def __call__(self, expr):
-        try:
-            fn = COMPILE[type(expr)]
-        except KeyError:
-            raise TypeError(type(expr).__name__) from None
-        return fn(self, expr)
-
-    def type_of(self, expr) -> str:
-        return expr.check(self.types)
 
 
 def _value(value):
@@ -175,6 +160,12 @@ COMPILE = {
     E.Day: _day,
     E.Hour: _hour,
 }
+
+
+class Compiler(E.Compiler):
+    """Compiles one operator's expressions to a Spark Column (``logetl.expressions.Compiler``)."""
+
+    table = COMPILE
 
 
 def _count(c, agg):
