@@ -52,7 +52,7 @@ def test_real_runs_are_found_by_input_output_tag_and_error(tmp_path):
     j, f, x = run_id_of(joined), run_id_of(filtered), run_id_of(failed)
     store = Store(f"sqlite:///{home}/monitor.db")
     run = store.get_run(f)
-    assert run["inputs"] == [str(logs / "a.log"), str(logs / "b.log")]
+    assert [i["path"] for i in run["inputs"]] == [str(logs / "a.log"), str(logs / "b.log")]
     assert run["outputs"] == {"output": str(tmp_path / "out" / "clients")}
     with TestClient(create_app(store), base_url=LOCAL) as client:
         assert ids(client.get("/api/search", params={"input": CORPUS_LOG}).json()) == [x, j]

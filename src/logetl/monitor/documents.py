@@ -61,8 +61,10 @@ def run_document(run: FlowRun, flow: assembly.Flow, *, application: str, owner: 
     """``inputs`` (the files read) and ``outputs`` (tap -> directory) are the run's lineage; ``progress``
     (``listener.progress_of``'s dict) is kept only while the run is RUNNING."""
     body = run.to_dict()
-    if inputs is not None:
-        body["inputs"] = list(inputs[:MAX_INPUTS])
+    if inputs is not None and not body.get("inputs"):
+        # the files read, as the comparison shows them ({"path", "size"}; the run's own record has sizes)
+        body["inputs"] = [{"path": p, "size": None} for p in inputs[:MAX_INPUTS]]
+    body["inputs"] = list((body.get("inputs") or [])[:MAX_INPUTS])
     if outputs is not None:
         body["outputs"] = dict(outputs)
     body.update({
@@ -151,6 +153,17 @@ def validate(doc) -> dict:
     return doc
 
 
+def input_paths(run: dict) -> list[str]:
+    """The paths of a run's input files: ``inputs`` holds ``{"path", "size"}`` (documents of earlier
+    versions of this layout held the paths themselves)."""
+    found = []
+    for i in run.get("inputs") or []:
+        p = i.get("path") if isinstance(i, dict) else i
+        if isinstance(p, str) and p:
+            found.append(p)
+    return found
+
+
 def lineage_changes(doc: dict) -> bool:
     """Whether a stored document may change its run's lineage rows: a run's paths are known from its first
     document and its error at its end, so the documents in between (most of a long run's) skip the work."""
@@ -162,9 +175,7 @@ def lineage_of(doc: dict) -> list[dict]:
     run = doc.get("run") or {}
     rid = run.get("run_id")
     rows = []
-    inputs = run.get("inputs")
-    if isinstance(inputs, list):
-        rows += [{"run_id": rid, "role": "input", "value": p} for p in inputs if isinstance(p, str) and p]
+    rows += [{"run_id": rid, "role": "input", "value": p} for p in input_paths(run)]
     outputs = run.get("outputs")
     if isinstance(outputs, dict):
         rows += [{"run_id": rid, "role": "output", "value": p} for p in outputs.values() if isinstance(p, str) and p]

@@ -25,6 +25,7 @@ from urllib.parse import urljoin, urlsplit
 from sqlalchemy import and_, exists, func, or_, select
 
 from logetl import __version__
+from logetl.monitor.documents import input_paths
 from logetl.monitor.store import run_lineage, runs
 
 ENDPOINT = "api/v1/lineage"
@@ -81,7 +82,7 @@ def event(run: dict, state: str, namespace: str) -> str:
             message=run["error"], programmingLanguage="python", producer=PRODUCER)
     job_facets = {"jobType": job_type_job.JobTypeJobFacet(processingType="BATCH", integration="LOGETL",
                                                           jobType="JOB", producer=PRODUCER)}
-    inputs = [InputDataset(*dataset_name(p)) for p in run.get("inputs") or []]
+    inputs = [InputDataset(*dataset_name(p)) for p in input_paths(run)]
     written = run.get("written") or {}
     outputs = []
     for tap, path in sorted((run.get("outputs") or {}).items()):

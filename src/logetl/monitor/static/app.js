@@ -271,7 +271,8 @@
         ["Lines read", fmtInt(r.records_read)], ["Malformed share", fmtShare(r.malformed_share)],
         ["Dropped (size '-')", fmtInt((r.steps || []).reduce((n, s) => n + (s.dropped_size_dash || 0), 0))],
         ["Records written", fmtInt(r.records_written)],
-        ["Inputs", (r.inputs || []).map((i) => `${i.path} (${fmtBytes(i.size)})`).join(", ") || "—"],
+        ["Inputs", (r.inputs || []).map((i) => typeof i === "string" ? i
+        : (i.size == null ? i.path : `${i.path} (${fmtBytes(i.size)})`)).join(", ") || "—"],
         ["Flow definition", r.flow_hash || "—"],
         ["Tags", Object.entries(r.tags || {}).map(([k, v]) => `${k}=${v}`).join(" ") || "—"]];
       if (r.restarted_after) items.push(["Restarted after", `checkpoint '${r.restarted_after}'`]);
