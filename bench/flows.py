@@ -38,11 +38,9 @@ import codecs
 import json
 import mmap
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -181,22 +179,11 @@ BASELINES = {"polars": polars_status_by_hour, "duckdb": duckdb_status_by_hour}
 
 
 def measure(cmd: list[str], clear: str) -> tuple[float, float, float]:
-    """Wall seconds, CPU seconds (user + system of the process and the children it waited for) and peak RSS
-    (MB, of the largest of them) of one run. CPU time is reported beside wall time because the machine is
-    shared: under a neighbour's load the wall times grow, the CPU times much less."""
-    if os.path.isdir(clear):
-        shutil.rmtree(clear)
-    elif os.path.exists(clear):
-        os.remove(clear)
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    err = proc.stderr.read().decode(errors="replace")
-    proc.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"benchmark command failed: {' '.join(cmd)}\n{err}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    """Wall seconds, CPU seconds and peak RSS (MB) of one run (``run.measure_usage``, the measure every
+    benchmark here shares)."""
+    from run import measure_usage
+
+    return measure_usage(cmd, [clear])
 
 
 def result_bytes(path: str) -> bytes:

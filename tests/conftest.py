@@ -117,6 +117,28 @@ def logetl(*args: str, env: dict | None = None, cwd: str | None = None,
                           timeout=600, input=input)
 
 
+def logetl_on_a_terminal(*args: str, env: dict | None = None) -> tuple[int, str]:
+    """Runs the real command line under a pseudo-terminal (its stderr is a TTY, as a person's is): the exit
+    code and everything it wrote there."""
+    import pty
+
+    pid, fd = pty.fork()
+    if pid == 0:  # child: the real command line, its stderr on the terminal
+        os.environ.update(env or {})
+        os.execv(sys.executable, [sys.executable, "-m", "logetl", *args])
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), out.decode("utf-8", "replace")
+
+
 # --- a real PostgreSQL server for the monitor's store tests --------------------------------------------------
 
 def _pg_bindir() -> str | None:

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import io
 import os
-import pty
 import re
-import sys
 
 import pytest
 
-from conftest import CORPUS, corpus
+from conftest import CORPUS, corpus, logetl_on_a_terminal
 from logetl import listener as listener_mod
 from logetl.console import ConsoleReporter, progress_line
 from logetl.job import run_program
@@ -102,29 +100,11 @@ def test_a_restarted_join_reports_progress_against_the_recorded_counts(tmp_path,
     assert rec.calls[-1] == ("join", RUNNING, checkpoint, checkpoint, "records") and checkpoint > 0
 
 
-def _under_a_terminal(args: list[str], env: dict) -> tuple[int, str]:
-    pid, fd = pty.fork()
-    if pid == 0:  # child: the real command line, its stderr on the terminal
-        os.environ.update(env)
-        os.execv(sys.executable, [sys.executable, "-m", "logetl", *args])
-    out = b""
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), out.decode("utf-8", "replace")
-
-
 def test_the_bar_moves_in_both_steps_of_join_on_a_terminal(tmp_path):
     big = tmp_path / "big.log"
     big.write_bytes((corpus("corpus.log") + b"\n") * 400)
-    code, text = _under_a_terminal(["join", str(big), str(tmp_path / "out")],
-                                   {"LOGETL_PROGRESS_AFTER": "0", "LOGETL_MONITOR": "off"})
+    code, text = logetl_on_a_terminal("join", str(big), str(tmp_path / "out"),
+                                      env={"LOGETL_PROGRESS_AFTER": "0", "LOGETL_MONITOR": "off"})
     assert code == 0, text
     parse = re.findall(r"\rparse  \[#* *\] +(\d+\.\d)%  [\d.]+ MB of 41\.9 MB  [\d.,]+ MB/s  ETA \d+ s", text)
     # the join step of a small input is too short for a rate: it is left out then

@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import os
-import pty
 import re
 import subprocess
 import sys
 
 import pytest
 
-from conftest import CORPUS, corpus, read
+from conftest import CORPUS, corpus, logetl_on_a_terminal, read
 from logetl.engines import kernel, local
 from logetl.io import inputs
 from logetl.job import run_program
@@ -65,23 +64,9 @@ def test_progress_bar_on_a_terminal(tmp_path):
     """Under a pseudo-terminal a long run draws a bar of bytes read; the threshold is lowered to 0 s."""
     big = tmp_path / "big.log"
     big.write_bytes((corpus("corpus.log") + b"\n") * 400)
-    pid, fd = pty.fork()
-    if pid == 0:  # child: the real command line, its stderr on the terminal
-        os.environ["LOGETL_PROGRESS_AFTER"] = "0"
-        os.execv(sys.executable, [sys.executable, "-m", "logetl", "filter", "--input", str(big),
-                                  "--output", str(tmp_path / "o")])
-    out = b""
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, out
-    text = out.decode("utf-8", "replace")
+    code, text = logetl_on_a_terminal("filter", "--input", str(big), "--output", str(tmp_path / "o"),
+                                      env={"LOGETL_PROGRESS_AFTER": "0"})
+    assert code == 0, text
     assert re.search(r"\rparse  \[#+ *\] +\d+\.\d%  [\d.]+ MB of 41\.9 MB", text), text
     assert "logetl filter: SUCCESSFUL" in text
 
