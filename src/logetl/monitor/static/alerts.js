@@ -3,30 +3,10 @@
  * own code stays as it is. No framework, no CDN. */
 (function () {
   "use strict";
-  const SVG = "http://www.w3.org/2000/svg";
   const REFRESH_MS = 30000;
   const $ = (sel, el) => (el || document).querySelector(sel);
 
-  function el(tag, attrs, ...children) {
-    const node = tag.startsWith("svg:") ? document.createElementNS(SVG, tag.slice(4)) : document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v === null || v === undefined) continue;
-      if (k === "text") node.textContent = v;
-      else node.setAttribute(k, v);
-    }
-    for (const c of children) if (c !== null && c !== undefined) node.append(c);
-    return node;
-  }
-
-  async function api(path) {
-    const r = await fetch(path, { headers: { Accept: "application/json" }, credentials: "same-origin" });
-    if (r.status === 401) { location.href = "/login"; throw new Error("unauthorized"); }
-    const body = await r.json();
-    if (!r.ok) throw new Error(body.error ? body.error.message : r.statusText);
-    return body;
-  }
-
-  const fmtTime = (t) => (t ? new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19) : "");
+  const { el, api, fmtTime } = window.LogetlCommon;
   const fmtInt = (n) => (n === null || n === undefined ? "" : Number(n).toLocaleString("en-US"));
   const fmtDur = (s) => (s === null || s === undefined ? "" : s < 60 ? s.toFixed(s < 10 ? 2 : 1) + " s" : (s / 60).toFixed(1) + " min");
   const fmtTags = (t) => Object.entries(t || {}).map(([k, v]) => `${k}=${v}`).join(" ");
