@@ -28,6 +28,59 @@ def test_read_chunks_yields_whole_lines_whatever_the_chunk_size(tmp_path, size):
     assert pieces[-1][1] is True and not bytes(pieces[-1][0]).endswith(b"\n")
 
 
+def _regions(path, chunk, start=0, bound=None):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return [(inputs.read_region(fd, o, n, path), final) for o, n, final in
+                inputs.regions(fd, path, chunk, start, bound)]
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("size", [1, 7, 64, 1000, 150_000])
+@pytest.mark.parametrize("tail", [b"", b"\n", b"no newline at the end"])
+def test_regions_read_by_the_parse_threads_hold_the_bytes_of_read_chunks(tmp_path, size, tail):
+    data = corpus("corpus.log").rstrip(b"\n") + b"\n" + tail
+    f = tmp_path / "in.log"
+    f.write_bytes(data)
+    pieces = _regions(str(f), size)
+    assert b"".join(p for p, _ in pieces) == data
+    assert b"".join(bytes(p) for p, _ in inputs.read_chunks([str(f)], size)) == data
+    for p, final in pieces[:-1]:
+        assert p.endswith(b"\n") and not final
+    assert pieces[-1][1] is True
+
+
+def test_regions_find_line_ends_past_their_search_window(tmp_path, monkeypatch):
+    """A line longer than the window around a piece's nominal end (64 KiB) is still read whole."""
+    long = b"x" * 200_000
+    data = b"a\n" + long + b"\nb\n" + long
+    f = tmp_path / "in.log"
+    f.write_bytes(data)
+    pieces = _regions(str(f), 10)
+    # a piece ends at the first line end at or after its nominal end (here 10 bytes on), 200 kB away
+    assert [p for p, _ in pieces] == [b"a\n" + long + b"\n", b"b\n" + long]
+    # bounded (an incremental run's range): complete lines only, from a line start
+    assert [p for p, _ in _regions(str(f), 10, 2, len(data))] == [long + b"\n", b"b\n"]
+    assert _regions(str(f), 10, len(data) - len(long), len(data)) == []
+    # a bound past the end (the file became shorter): what is there, complete lines only
+    assert b"".join(p for p, _ in _regions(str(f), 1 << 20, 0, len(data) * 2)) == data[: data.rindex(b"\n") + 1]
+
+
+def test_the_kernel_copies_out_only_the_fields_kept(tmp_path):
+    data = corpus("corpus.log")
+    every = kernel.parse(data, True)
+    some = kernel.parse(data, True, out=(3, 1))
+    assert (some.n_records, some.n_lines, some.n_dash, some.malformed) == \
+        (every.n_records, every.n_lines, every.n_dash, every.malformed)
+    rows = [line.split(b"\t") for line in every.tsv.splitlines()]
+    assert some.tsv == b"".join(r[3] + b"\t" + r[1] + b"\n" for r in rows)
+    assert [c.to_pylist() for c in some.columns()] == [c.to_pylist() for c in
+                                                        (every.columns()[3], every.columns()[1])]
+    with pytest.raises(ValueError, match="output field written twice"):
+        kernel.parse(data, True, out=(1, 1))
+
+
 @pytest.mark.parametrize("program", ["branch", "filter", "join"])
 def test_tiny_chunks_give_the_same_bytes(tmp_path, monkeypatch, program):
     monkeypatch.setattr(local.LocalEngine, "chunk_bytes", 97)

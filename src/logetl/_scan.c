@@ -7,10 +7,13 @@
  * (whatever follows is taken by ([^ ]*).*$). On valid UTF-8 a byte scan is therefore exact: the classes only
  * name ASCII bytes, and no continuation byte can be mistaken for one of them.
  *
- * parse_chunk(buf, final=False, columns=True) scans whole lines of buf without holding the GIL and returns
+ * parse_chunk(buf, final=False, columns=True, out=(0, 1, 2, 3, 4)) scans whole lines of buf without holding
+ * the GIL and returns
  *     (tsv, views, n_records, n_lines, n_dash, malformed)
- * tsv: the kept records as "ip\ttime\trequest\tresponse\tsize\n", input order;
- * views: 5 Arrow string-view arrays (field-major, 16 bytes a record) over tsv, so columns need no copy
+ * tsv: the kept records as TSV of the fields out (0 ip, 1 time, 2 request, 3 response, 4 size; all five:
+ * "ip\ttime\trequest\tresponse\tsize\n"), input order; a record whose size is "-" is dropped whatever out;
+ * views: one Arrow string-view array per field of out (field-major, 16 bytes a record) over tsv, so columns
+ * need no copy
  * (None when columns is false: a step that only writes the records does not need them);
  * malformed: list of (line_index, start, end, reason) with reason 1 = invalid UTF-8, 2 = no match,
  * 3 = TAB or CR inside a field; start/end delimit the raw line (without its '\n') in buf.
@@ -194,9 +197,10 @@ static int parse_program_line(const program *pg, const unsigned char *p, const u
 
 typedef struct {
     const program *prog;                               /* NULL: the original expression */
+    int out[MAX_FIELDS]; int n_out;                    /* the fields written, in that order */
     int columns;                                       /* build the Arrow views too */
     char *tsv; Py_ssize_t tsv_len;
-    unsigned char *views; Py_ssize_t n_rec, cap_rec;   /* record-major while scanning: 5 views a record */
+    unsigned char *views; Py_ssize_t n_rec, cap_rec;   /* field-major: field k's views at k * cap_rec */
     bad_line *bad; Py_ssize_t n_bad, cap_bad;
     Py_ssize_t n_lines, n_dash;
     int oom;
@@ -215,8 +219,7 @@ static void scan(const unsigned char *buf, Py_ssize_t n, int final, scan_state *
     const unsigned char *p = buf, *end = buf + n;
     span f[MAX_FIELDS];
     const program *pg = st->prog;
-    int n_out = pg ? pg->n_out : 5;
-    Py_ssize_t rec_bytes = 16 * n_out;
+    int n_out = st->n_out;
     while (p < end) {
         const unsigned char *nl = memchr(p, '\n', end - p);
         const unsigned char *le = nl ? nl : end;
@@ -237,18 +240,19 @@ static void scan(const unsigned char *buf, Py_ssize_t n, int final, scan_state *
             st->n_dash++;
         } else {
             if (st->columns && st->n_rec == st->cap_rec) {
-                Py_ssize_t cap = st->cap_rec ? st->cap_rec * 2 : 4096;
-                unsigned char *nv = realloc(st->views, cap * rec_bytes);
+                Py_ssize_t old = st->cap_rec, cap = old ? old * 2 : 4096;
+                unsigned char *nv = realloc(st->views, cap * 16 * n_out);
                 if (!nv) { st->oom = 1; return; }
+                for (int k = n_out - 1; k > 0; k--)   /* each field's views to its place at the new stride */
+                    memmove(nv + k * cap * 16, nv + k * old * 16, old * 16);
                 st->views = nv; st->cap_rec = cap;
             }
-            unsigned char *v = st->columns ? st->views + st->n_rec * rec_bytes : NULL;
             char *o = st->tsv + st->tsv_len;
             for (int k = 0; k < n_out; k++) {
-                int src = pg ? pg->out[k] : k;
+                int src = st->out[k];
                 Py_ssize_t len = f[src].e - f[src].s;
                 memcpy(o, f[src].s, len);
-                if (v) put_view(v + 16 * k, st->tsv, o, len);
+                if (st->columns) put_view(st->views + (k * st->cap_rec + st->n_rec) * 16, st->tsv, o, len);
                 o += len;
                 *o++ = k < n_out - 1 ? '\t' : '\n';
             }
@@ -261,9 +265,8 @@ static void scan(const unsigned char *buf, Py_ssize_t n, int final, scan_state *
     }
 }
 
-static PyObject *run_scan(Py_buffer *inp, int final, int columns, const program *pg) {
+static PyObject *run_scan(Py_buffer *inp, int final, int columns, const program *pg, const int *out, int n_out) {
     Py_buffer in = *inp;   /* released below through inp */
-    int n_out = pg ? pg->n_out : 5;
     if (in.len > INT32_MAX - 2) {
         PyBuffer_Release(inp);
         PyErr_SetString(PyExc_ValueError, "chunk larger than 2 GiB");
@@ -274,6 +277,8 @@ static PyObject *run_scan(Py_buffer *inp, int final, int columns, const program 
     if (!tsv) { PyBuffer_Release(inp); return NULL; }
     scan_state st = {0};
     st.prog = pg;
+    memcpy(st.out, out, n_out * sizeof(int));
+    st.n_out = n_out;
     st.columns = columns;
     st.tsv = PyBytes_AS_STRING(tsv);
     Py_BEGIN_ALLOW_THREADS
@@ -285,11 +290,10 @@ static PyObject *run_scan(Py_buffer *inp, int final, int columns, const program 
     if (_PyBytes_Resize(&tsv, st.tsv_len) < 0) { tsv = NULL; goto done; }
     if (!columns) { views = Py_None; Py_INCREF(views); }
     else if (!(views = PyBytes_FromStringAndSize(NULL, st.n_rec * 16 * n_out))) goto done;
-    if (columns) {   /* record-major -> field-major, so each field is one contiguous Arrow view buffer */
+    if (columns) {   /* the fields' views end to end: each field is one contiguous Arrow view buffer */
         unsigned char *dst = (unsigned char *)PyBytes_AS_STRING(views);
         for (int k = 0; k < n_out; k++)
-            for (Py_ssize_t i = 0; i < st.n_rec; i++)
-                memcpy(dst + (k * st.n_rec + i) * 16, st.views + (i * n_out + k) * 16, 16);
+            memcpy(dst + k * st.n_rec * 16, st.views + k * st.cap_rec * 16, st.n_rec * 16);
     }
     bad = PyList_New(st.n_bad);
     if (!bad) goto done;
@@ -305,11 +309,33 @@ done:
     return result;
 }
 
+/* Reads a tuple of distinct field indexes below n_fields into out; returns their number, or -1 (error set). */
+static int read_out(PyObject *out_t, int n_fields, int *out) {
+    Py_ssize_t n_out = PyTuple_GET_SIZE(out_t);
+    if (n_out < 1 || n_out > n_fields) {
+        PyErr_SetString(PyExc_ValueError, "bad output fields: none, or more than the format has");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n_out; i++) {
+        long k = PyLong_AsLong(PyTuple_GET_ITEM(out_t, i));
+        if (k < 0 || k >= n_fields) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad output field index");
+            return -1;
+        }
+        for (Py_ssize_t j = 0; j < i; j++)
+            if (out[j] == k) { PyErr_SetString(PyExc_ValueError, "output field written twice"); return -1; }
+        out[i] = (int)k;
+    }
+    return (int)n_out;
+}
+
 static PyObject *parse_chunk(PyObject *self, PyObject *args) {
     Py_buffer in;
-    int final = 0, columns = 1;
-    if (!PyArg_ParseTuple(args, "y*|pp", &in, &final, &columns)) return NULL;
-    return run_scan(&in, final, columns, NULL);
+    int final = 0, columns = 1, out[MAX_FIELDS] = {0, 1, 2, 3, 4}, n_out = 5;
+    PyObject *out_t = NULL;
+    if (!PyArg_ParseTuple(args, "y*|ppO!", &in, &final, &columns, &PyTuple_Type, &out_t)) return NULL;
+    if (out_t && (n_out = read_out(out_t, 5, out)) < 0) { PyBuffer_Release(&in); return NULL; }
+    return run_scan(&in, final, columns, NULL, out, n_out);
 }
 
 static PyObject *parse_format(PyObject *self, PyObject *args) {
@@ -319,7 +345,7 @@ static PyObject *parse_format(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*ppO!O!i", &in, &final, &columns, &PyTuple_Type, &prog_t, &PyTuple_Type,
                           &out_t, &size_index)) return NULL;
     program pg = {0};
-    Py_ssize_t n_tok = PyTuple_GET_SIZE(prog_t), n_out = PyTuple_GET_SIZE(out_t);
+    Py_ssize_t n_tok = PyTuple_GET_SIZE(prog_t);
     pg.tokens = calloc(n_tok ? n_tok : 1, sizeof(token));
     if (!pg.tokens) { PyBuffer_Release(&in); return PyErr_NoMemory(); }
     pg.n_tokens = (int)n_tok;
@@ -332,24 +358,14 @@ static PyObject *parse_format(PyObject *self, PyObject *args) {
         if (kind != T_LIT) pg.n_fields++;
         else if (memchr(lit, '\t', lit_len) || memchr(lit, '\r', lit_len)) pg.clean_literals = 0;
     }
-    if (pg.n_fields > MAX_FIELDS || n_out < 1 || n_out > pg.n_fields || size_index >= pg.n_fields) {
+    if (pg.n_fields > MAX_FIELDS || size_index >= pg.n_fields) {
         PyErr_SetString(PyExc_ValueError, "bad program: too many fields or bad indexes");
         goto bad;
     }
-    pg.n_out = (int)n_out;
     pg.size_index = size_index;
-    for (Py_ssize_t i = 0; i < n_out; i++) {
-        long k = PyLong_AsLong(PyTuple_GET_ITEM(out_t, i));
-        if (k < 0 || k >= pg.n_fields) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad output field index");
-            goto bad;
-        }
-        for (Py_ssize_t j = 0; j < i; j++)
-            if (pg.out[j] == k) { PyErr_SetString(PyExc_ValueError, "output field written twice"); goto bad; }
-        pg.out[i] = (int)k;
-    }
+    if ((pg.n_out = read_out(out_t, pg.n_fields, pg.out)) < 0) goto bad;
     /* the token tuple (and so the literals) stays alive: prog_t is borrowed from args for the call */
-    PyObject *result = run_scan(&in, final, columns, &pg);
+    PyObject *result = run_scan(&in, final, columns, &pg, pg.out, pg.n_out);
     free(pg.tokens);
     return result;
 bad:
@@ -360,7 +376,7 @@ bad:
 
 static PyMethodDef methods[] = {
     {"parse_chunk", parse_chunk, METH_VARARGS,
-     "parse_chunk(buf, final=False, columns=True) -> (tsv, views, n_records, n_lines, n_dash, malformed)"},
+     "parse_chunk(buf, final=False, columns=True, out=(0, 1, 2, 3, 4)) -> (tsv, views, n_records, n_lines, n_dash, malformed)"},
     {"parse_format", parse_format, METH_VARARGS,
      "parse_format(buf, final, columns, program, out, size_index) -> same as parse_chunk"},
     {NULL, NULL, 0, NULL}};

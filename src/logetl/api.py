@@ -40,9 +40,9 @@ def read(format=None, fields=None, tap: str = "input", name: str | None = None) 
     """The flow's input, parsed with log format ``format``: a ``logetl.formats.LogFormat`` (what
     ``logetl run`` passes a flow function), a preset name (``combined``, ``common``, ``vhost_combined``,
     ``nginx``), an Apache ``LogFormat`` or nginx ``log_format`` string, or None for ``combined``.
-    ``fields``: the format's fields to keep, in that order (default: all; ``combined`` always gives
-    ``ip, time, request, response, size``). Malformed lines are counted and trapped; records whose size is
-    ``-`` are dropped (the line contract)."""
+    ``fields``: the format's fields to keep, in that order (default: all; ``combined`` has ``ip, time,
+    request, response, size``). Malformed lines are counted and trapped; records whose size is ``-`` are
+    dropped (the line contract), whichever fields are kept."""
     fmt = format if isinstance(format, formats.LogFormat) or format is None else formats.compile_format(format)
     return Parse(name or "parse", Source(tap, tap), fmt, keep=tuple(fields) if fields else None)
 

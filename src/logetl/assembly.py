@@ -196,8 +196,9 @@ class Parse(Pipe):
     """Applies the line contract to the lines of a Source with log format ``format``
     (``logetl.formats``; default ``combined``, the original expression): counts malformed lines by reason
     and sends them to the trap, drops records whose ``size`` is ``-``, and emits the fields ``keep`` (the
-    format's field names, in that order; default all of them) as strings, in input order. The original
-    expression always emits ``ip, time, request, response, size``. Streaming: holds one batch at a time."""
+    format's field names, in that order; default all of them) as strings, in input order (the original
+    expression's fields are ``ip, time, request, response, size``). Only the fields kept are copied out of
+    the line. Streaming: holds one batch at a time."""
 
     kind = "parse"
 
@@ -214,7 +215,7 @@ class Parse(Pipe):
         for f in self.keep or ():
             if f not in fmt.fields:
                 raise MissingField(f"the log format has no field {f!r} (it has: {', '.join(fmt.fields)})", f)
-        self.fields = contract.FIELDS if fmt.legacy else (self.keep or fmt.fields)
+        self.fields = self.keep or (contract.FIELDS if fmt.legacy else fmt.fields)
         self.types = {f: STRING for f in self.fields}
 
     def describe(self) -> str:

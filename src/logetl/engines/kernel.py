@@ -66,7 +66,8 @@ def parse_python(data, final: bool, columns: bool = True, parser: "Parser | None
             keep = contract.keeps(fields)
         else:
             keep = parser.size_index < 0 or fields[parser.size_index] != "-"
-            fields = tuple(fields[k] for k in parser.out)
+            if parser.out != tuple(range(len(fields))):
+                fields = tuple(fields[k] for k in parser.out)
         if keep:
             rows.append(fields)
         else:
@@ -76,13 +77,17 @@ def parse_python(data, final: bool, columns: bool = True, parser: "Parser | None
                   n_fields=len(parser.out) if parser else 5)
 
 
-def parse(data, final: bool, columns: bool = True) -> Parsed:
-    """Parse a chunk of whole lines (any buffer) with the original expression. ``columns=False`` when no
-    operator will need columns: the native kernel then only writes the TSV."""
+_ALL = tuple(range(len(contract.FIELDS)))
+
+
+def parse(data, final: bool, columns: bool = True, out: tuple[int, ...] = _ALL) -> Parsed:
+    """Parse a chunk of whole lines (any buffer) with the original expression, emitting the fields
+    ``out`` (indexes into ``contract.FIELDS``). ``columns=False`` when no operator will need columns: the
+    native kernel then only writes the TSV."""
     if _native is None:
         return parse_python(data, final, columns)
-    tsv, views, n, n_lines, n_dash, bad = _native(data, final, columns)
-    return Parsed(data, tsv, n, n_lines, n_dash, bad, views=views)
+    tsv, views, n, n_lines, n_dash, bad = _native(data, final, columns, out)
+    return Parsed(data, tsv, n, n_lines, n_dash, bad, views=views, n_fields=len(out))
 
 
 class Parser:
@@ -95,9 +100,7 @@ class Parser:
         self.keep = tuple(keep or fmt.fields)
         self.native = native and _native is not None
         if fmt.legacy:
-            if self.keep != contract.FIELDS:
-                raise ValueError("the original expression emits its five fields")
-            self.out, self.size_index = tuple(range(5)), 4
+            self.out, self.size_index = tuple(contract.FIELDS.index(f) for f in self.keep), 4
         else:
             self.out = tuple(fmt.fields.index(f) for f in self.keep)
             self.size_index = fmt.size_index()
@@ -105,7 +108,9 @@ class Parser:
 
     def parse(self, data, final: bool, columns: bool = True) -> Parsed:
         if self.format.legacy:
-            return parse(data, final, columns) if self.native else parse_python(data, final, columns)
+            if self.native:
+                return parse(data, final, columns, self.out)
+            return parse_python(data, final, columns, self if self.out != _ALL else None)
         if not self.native:
             return parse_python(data, final, columns, self)
         tsv, views, n, n_lines, n_dash, bad = _native_format(data, final, columns, self._program, self.out,

@@ -126,6 +126,81 @@ def _skip(f, n: int) -> int:
     return done
 
 
+def plain(path: str) -> bool:
+    """Whether ``path`` can be read by ``regions``: a regular, uncompressed file."""
+    return path != STDIN and not compressed(path) and os.path.isfile(path)
+
+
+def open_plain(path: str) -> int:
+    try:
+        return os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise InputReadError(f"cannot open input {path!r}: {exc.strerror or exc}") from None
+
+
+def regions(fd: int, path: str, chunk: int = CHUNK, start: int = 0, bound: int | None = None):
+    """The whole-line pieces of a plain file (open as ``fd``) as ``(offset, length, final)``, for
+    ``read_region`` to read in another thread: only the pieces' boundaries are found here (a small read
+    around each), so that the bulk of the reading runs beside the parse, off the thread that runs the
+    operators. The pieces hold the bytes ``read_chunks`` yields for the same ``start`` and ``bound``: up
+    to the file's size now (its unterminated last line counts), or complete lines up to ``bound``."""
+    size = os.fstat(fd).st_size
+    end = size if bound is None else min(bound, size)
+    if bound is not None:   # bounded: complete lines only, even when the file turned out shorter
+        end = _last_newline(fd, start, end, path) + 1
+    pos = start
+    while pos < end:
+        nl = _next_newline(fd, pos + chunk - 1, end, path) if pos + chunk < end else -1
+        stop = end if nl < 0 else nl + 1
+        yield pos, stop - pos, stop >= end
+        pos = stop
+
+
+def _pread(fd: int, n: int, offset: int, path: str) -> bytes:
+    try:
+        return os.pread(fd, n, offset)
+    except OSError as exc:
+        raise InputReadError(f"cannot read input {path!r}: {exc.strerror or exc}") from None
+
+
+def _next_newline(fd: int, pos: int, end: int, path: str, window: int = 1 << 16) -> int:
+    """The offset of the first ``\\n`` at or after ``pos`` and before ``end``, or -1."""
+    while pos < end:
+        data = _pread(fd, min(window, end - pos), pos, path)
+        if not data:
+            return -1
+        i = data.find(b"\n")
+        if i >= 0:
+            return pos + i
+        pos += len(data)
+    return -1
+
+
+def _last_newline(fd: int, start: int, end: int, path: str, window: int = 1 << 16) -> int:
+    """The offset of the last ``\\n`` in ``[start, end)``, or ``start - 1``."""
+    pos = end
+    while pos > start:
+        lo = max(start, pos - window)
+        data = _pread(fd, pos - lo, lo, path)
+        i = data.rfind(b"\n")
+        if i >= 0:
+            return lo + i
+        pos = lo
+    return start - 1
+
+
+def read_region(fd: int, offset: int, length: int, path: str) -> bytes:
+    """The bytes of one piece of ``regions`` (in the parse thread: ``os.pread`` releases the GIL and fills
+    a new bytes object without zeroing it first)."""
+    data = _pread(fd, length, offset, path)
+    while len(data) < length:   # a short read (a signal, a network file system): read the rest
+        more = _pread(fd, length - len(data), offset + len(data), path)
+        if not more:
+            raise InputReadError(f"cannot read input {path!r}: it became shorter while it was read")
+        data += more
+    return data
+
+
 def read_chunks(files: list[str], chunk: int = CHUNK, on_bytes=None, ranges: dict | None = None,
                 reached: dict | None = None) -> Iterator[tuple[memoryview, bool]]:
     """Yields ``(data, final)``: data (a buffer) holds whole lines; ``final`` marks the last piece of a file,
