@@ -374,11 +374,174 @@ bad:
     return NULL;
 }
 
+/* --- Arrow C data interface: a chunk's columns for Polars (or any Arrow consumer) without pyarrow ---------
+ *
+ * export_columns(tsv, views, n_records, names) -> (schema capsule, array capsule), the PyCapsules of the
+ * Arrow PyCapsule interface ("arrow_schema", "arrow_array"): a struct array of n_records rows whose child k is
+ * the string-view array of field k (views[k * n_records * 16 ...]) over the one data buffer tsv. Nothing is
+ * copied: the arrays hold references to tsv and views until the consumer releases the last of them (the
+ * parent and each child array count as one reference each, since a consumer may move children out). */
+
+struct ArrowSchema {
+    const char *format, *name, *metadata;
+    int64_t flags, n_children;
+    struct ArrowSchema **children, *dictionary;
+    void (*release)(struct ArrowSchema *);
+    void *private_data;
+};
+struct ArrowArray {
+    int64_t length, null_count, offset, n_buffers, n_children;
+    const void **buffers;
+    struct ArrowArray **children, *dictionary;
+    void (*release)(struct ArrowArray *);
+    void *private_data;
+};
+#define ARROW_FLAG_NULLABLE 2
+
+typedef struct {                        /* one block: the schema tree and its copied names */
+    struct ArrowSchema *children;
+    struct ArrowSchema **pointers;
+    char **names;
+    int64_t n, refs;                    /* the parent and each child: a consumer may move children out */
+} schema_block;
+
+static void drop_schema_ref(schema_block *b) {
+    if (--b->refs > 0) return;
+    for (int64_t i = 0; i < b->n; i++) free(b->names[i]);
+    free(b->children); free(b->pointers); free(b->names); free(b);
+}
+
+static void release_child_schema(struct ArrowSchema *s) {
+    s->release = NULL;
+    drop_schema_ref(s->private_data);
+}
+
+static void release_schema(struct ArrowSchema *s) {
+    schema_block *b = s->private_data;
+    for (int64_t i = 0; i < b->n; i++)
+        if (b->children[i].release) b->children[i].release(&b->children[i]);
+    s->release = NULL;
+    drop_schema_ref(b);
+}
+
+typedef struct {                        /* one block: the array tree, its buffers, the Python objects */
+    PyObject *tsv, *views;
+    struct ArrowArray *children;
+    struct ArrowArray **pointers;
+    const void **buffers;               /* 4 per child (validity, views, data, data sizes), then the parent's */
+    int64_t size;                       /* the data buffer's length, for the variadic sizes buffer */
+    int64_t n, refs;
+} array_block;
+
+static void drop_array_ref(array_block *b) {
+    if (--b->refs > 0) return;
+    /* the consumer may release from any thread: the references to the buffers' owners need the GIL */
+    if (Py_IsInitialized()) {
+        PyGILState_STATE g = PyGILState_Ensure();
+        Py_DECREF(b->tsv); Py_DECREF(b->views);
+        PyGILState_Release(g);
+    }
+    free(b->children); free(b->pointers); free(b->buffers); free(b);
+}
+
+static void release_child_array(struct ArrowArray *a) {
+    array_block *b = a->private_data;
+    a->release = NULL;
+    drop_array_ref(b);
+}
+
+static void release_array(struct ArrowArray *a) {
+    array_block *b = a->private_data;
+    for (int64_t i = 0; i < b->n; i++)
+        if (b->children[i].release) b->children[i].release(&b->children[i]);
+    a->release = NULL;
+    drop_array_ref(b);
+}
+
+static void schema_capsule_free(PyObject *c) {
+    struct ArrowSchema *s = PyCapsule_GetPointer(c, "arrow_schema");
+    if (s && s->release) s->release(s);
+    free(s);
+}
+
+static void array_capsule_free(PyObject *c) {
+    struct ArrowArray *a = PyCapsule_GetPointer(c, "arrow_array");
+    if (a && a->release) a->release(a);
+    free(a);
+}
+
+static PyObject *export_columns(PyObject *self, PyObject *args) {
+    PyObject *tsv, *views, *names;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "O!O!nO!", &PyBytes_Type, &tsv, &PyBytes_Type, &views, &n, &PyTuple_Type, &names))
+        return NULL;
+    Py_ssize_t k = PyTuple_GET_SIZE(names);
+    if (n < 0 || k < 1 || PyBytes_GET_SIZE(views) != n * 16 * k) {
+        PyErr_SetString(PyExc_ValueError, "views do not hold n_records views of each field");
+        return NULL;
+    }
+    struct ArrowSchema *schema = calloc(1, sizeof *schema);
+    struct ArrowArray *array = calloc(1, sizeof *array);
+    schema_block *sb = calloc(1, sizeof *sb);
+    array_block *ab = calloc(1, sizeof *ab);
+    if (!schema || !array || !sb || !ab) goto nomem;
+    sb->children = calloc(k, sizeof *sb->children);
+    sb->pointers = calloc(k, sizeof *sb->pointers);
+    sb->names = calloc(k, sizeof *sb->names);
+    ab->children = calloc(k, sizeof *ab->children);
+    ab->pointers = calloc(k, sizeof *ab->pointers);
+    ab->buffers = calloc(4 * k + 1, sizeof *ab->buffers);
+    if (!sb->children || !sb->pointers || !sb->names || !ab->children || !ab->pointers || !ab->buffers) goto nomem;
+    sb->n = ab->n = k;
+    ab->size = PyBytes_GET_SIZE(tsv);
+    const char *data = PyBytes_AS_STRING(tsv), *v = PyBytes_AS_STRING(views);
+    for (Py_ssize_t i = 0; i < k; i++) {
+        Py_ssize_t len;
+        const char *name = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(names, i), &len);
+        if (!name) goto fail;
+        if (!(sb->names[i] = malloc(len + 1))) goto nomem;
+        memcpy(sb->names[i], name, len + 1);
+        sb->children[i] = (struct ArrowSchema){.format = "vu", .name = sb->names[i], .flags = ARROW_FLAG_NULLABLE,
+                                              .release = release_child_schema, .private_data = sb};
+        sb->pointers[i] = &sb->children[i];
+        const void **bufs = ab->buffers + 4 * i;
+        bufs[0] = NULL; bufs[1] = v + i * n * 16; bufs[2] = data; bufs[3] = &ab->size;
+        ab->children[i] = (struct ArrowArray){.length = n, .n_buffers = 4, .buffers = bufs,
+                                             .release = release_child_array, .private_data = ab};
+        ab->pointers[i] = &ab->children[i];
+    }
+    *schema = (struct ArrowSchema){.format = "+s", .name = "", .n_children = k, .children = sb->pointers,
+                                   .release = release_schema, .private_data = sb};
+    ab->buffers[4 * k] = NULL;
+    *array = (struct ArrowArray){.length = n, .n_buffers = 1, .buffers = ab->buffers + 4 * k, .n_children = k,
+                                 .children = ab->pointers, .release = release_array, .private_data = ab};
+    Py_INCREF(tsv); Py_INCREF(views);
+    ab->tsv = tsv; ab->views = views;
+    ab->refs = sb->refs = 1 + k;
+    PyObject *sc = PyCapsule_New(schema, "arrow_schema", schema_capsule_free);
+    if (!sc) { schema->release(schema); free(schema); array->release(array); free(array); return NULL; }
+    PyObject *ac = PyCapsule_New(array, "arrow_array", array_capsule_free);
+    if (!ac) { Py_DECREF(sc); array->release(array); free(array); return NULL; }
+    PyObject *result = PyTuple_Pack(2, sc, ac);
+    Py_DECREF(sc); Py_DECREF(ac);
+    return result;
+nomem:
+    PyErr_NoMemory();
+fail:
+    if (sb) { if (sb->names) for (Py_ssize_t i = 0; i < k; i++) free(sb->names[i]);
+              free(sb->children); free(sb->pointers); free(sb->names); }
+    if (ab) { free(ab->children); free(ab->pointers); free(ab->buffers); }
+    free(sb); free(ab); free(schema); free(array);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"parse_chunk", parse_chunk, METH_VARARGS,
      "parse_chunk(buf, final=False, columns=True, out=(0, 1, 2, 3, 4)) -> (tsv, views, n_records, n_lines, n_dash, malformed)"},
     {"parse_format", parse_format, METH_VARARGS,
      "parse_format(buf, final, columns, program, out, size_index) -> same as parse_chunk"},
+    {"export_columns", export_columns, METH_VARARGS,
+     "export_columns(tsv, views, n_records, names) -> (arrow_schema capsule, arrow_array capsule)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "Native parse kernel for the logetl line contract.", -1, methods};

@@ -89,11 +89,8 @@ class Batch:
 
     def frame(self):
         if self._frame is None:
-            import pyarrow as pa
-
             pl = _pl()
-            names = list(self.fields)
-            frames = [pl.from_arrow(pa.Table.from_arrays(p.columns(), names=names)) for p in self.parsed]
+            frames = [p.frame(self.fields) for p in self.parsed]
             self._frame = pl.concat(frames, rechunk=False) if len(frames) > 1 else frames[0]
         return self._frame
 

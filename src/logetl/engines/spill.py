@@ -26,6 +26,7 @@ the number of rows it moves.
 from __future__ import annotations
 
 import functools
+import io
 import os
 import re
 import shutil
@@ -77,8 +78,22 @@ def owned(frame):
     """A copy that holds only the strings its rows use. A unique (or filtered) frame's string views keep
     every buffer they point into alive: Filter's distinct set pinned the addresses of every batch it had
     seen while its frame size stayed a few MB (Filter's peak: 221, 298, 408 MB at 2M, 10M, 50M lines;
-    202, 264, 271 MB with this copy)."""
-    return _pl().from_arrow(frame.to_arrow())
+    202, 264, 271 MB with this copy).
+
+    A small frame (a batch's partial aggregates, typically) is copied through Polars' own IPC writer and
+    reader, so that a run that never holds a big frame does not import pyarrow (a tenth of a second); a big
+    one through pyarrow, which copies about twice as fast (measured: 0.037 s against 0.065 s a million
+    rows)."""
+    pl = _pl()
+    if frame.height <= SMALL_ROWS:
+        buf = io.BytesIO()
+        frame.write_ipc(buf, compression="uncompressed")
+        buf.seek(0)
+        return pl.read_ipc(buf)
+    return pl.from_arrow(frame.to_arrow())
+
+
+SMALL_ROWS = 65_536
 
 
 class MemoryBudget:
