@@ -62,7 +62,10 @@ def measure_usage(cmd: list[str], clear: list[str]) -> tuple[float, float, float
             os.remove(path)
     subprocess.run(["sync"], check=False)
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_own_peak)
+    # bytecode caches as on a user's machine: with PYTHONDONTWRITEBYTECODE set (some shells and containers
+    # set it) every run would compile logetl's sources again (~40 ms)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_own_peak, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     err = proc.stderr.read().decode(errors="replace")
