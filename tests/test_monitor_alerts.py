@@ -22,6 +22,10 @@ PUBLIC = "http://monitor.example:8080"
 T0 = 1_700_000_000.0
 
 
+#: the receivers listen on loopback, which webhooks may reach only when the server allows it
+LOOPBACK = ("127.0.0.1",)
+
+
 def doc(i, *, status="SUCCESSFUL", app="nightly", records=100, duration=2.0, started=None, tags=None, seq=1,
         owner="alice", error=None, malformed=None):
     d = make_doc(rid(i), status=status, app=app, owner=owner, seq=seq, started=started or T0 + i * 3600,
@@ -33,7 +37,7 @@ def doc(i, *, status="SUCCESSFUL", app="nightly", records=100, duration=2.0, sta
 
 @pytest.fixture
 def app_client(store):
-    with TestClient(create_app(store, public_url=PUBLIC, delivery_backoff=0.05), base_url=LOCAL) as c:
+    with TestClient(create_app(store, public_url=PUBLIC, delivery_backoff=0.05, webhook_allow=LOOPBACK), base_url=LOCAL) as c:
         yield c
 
 
@@ -143,7 +147,7 @@ def test_a_tag_narrows_a_rule_and_too_little_history_stays_quiet(app_client, sto
 
 def test_retries_with_back_off_and_every_attempt_is_recorded(store):
     with Receiver(statuses=[503, 500, 200]) as hook, \
-            TestClient(create_app(store, delivery_backoff=0.3), base_url=LOCAL) as client:
+            TestClient(create_app(store, delivery_backoff=0.3, webhook_allow=LOOPBACK), base_url=LOCAL) as client:
         add(client, application="nightly", when="failed", webhook=hook.url)
         client.post("/api/documents", json=doc(1, status="FAILED"))
         reqs = hook.wait(3)
@@ -160,7 +164,7 @@ def test_retries_with_back_off_and_every_attempt_is_recorded(store):
 
 def test_a_refusal_is_not_retried_and_attempts_end(store):
     with Receiver(statuses=[410]) as gone, Receiver(statuses=[503]) as down, \
-            TestClient(create_app(store, delivery_backoff=0.05, delivery_attempts=3), base_url=LOCAL) as client:
+            TestClient(create_app(store, delivery_backoff=0.05, delivery_attempts=3, webhook_allow=LOOPBACK), base_url=LOCAL) as client:
         add(client, application="nightly", when="failed", webhook=gone.url)
         add(client, application="nightly", when="failed", webhook=down.url)
         client.post("/api/documents", json=doc(1, status="FAILED"))
@@ -176,7 +180,7 @@ def test_a_refusal_is_not_retried_and_attempts_end(store):
 def test_delivery_never_blocks_the_request_and_pending_ones_survive_a_restart(tmp_path):
     store = Store(f"sqlite:///{tmp_path}/m.db")
     port = free_port()
-    with Receiver(delay=3.0) as slow, TestClient(create_app(store), base_url=LOCAL) as client:
+    with Receiver(delay=3.0) as slow, TestClient(create_app(store, webhook_allow=LOOPBACK), base_url=LOCAL) as client:
         add(client, application="nightly", when="failed", webhook=slow.url)
         t = time.monotonic()
         r = client.post("/api/documents", json=doc(1, status="FAILED"))
@@ -184,7 +188,7 @@ def test_delivery_never_blocks_the_request_and_pending_ones_survive_a_restart(tm
         slow.wait(1)         # in flight: the shutdown waits for it (at most the HTTP timeout and a second)
     assert [(x["state"], x["attempts"]) for x in delivery_log(store, run_id=rid(1))] == [("delivered", 1)]
     # nobody listens on the hook's port: the first attempt fails, the retry is minutes away; then a restart
-    with TestClient(create_app(store, delivery_backoff=600), base_url=LOCAL) as client:
+    with TestClient(create_app(store, delivery_backoff=600, webhook_allow=LOOPBACK), base_url=LOCAL) as client:
         assert client.delete("/api/alert-rules/1").status_code == 200
         add(client, application="nightly", when="failed", webhook=f"http://127.0.0.1:{port}/hook")
         client.post("/api/documents", json=doc(2, status="FAILED"))
@@ -194,7 +198,7 @@ def test_delivery_never_blocks_the_request_and_pending_ones_survive_a_restart(tm
     from logetl.monitor.store import deliveries
     with store.engine.begin() as conn:          # the retry falls due now
         conn.execute(deliveries.update().values(next_at=time.time()))
-    with Receiver(port=port) as hook, TestClient(create_app(store), base_url=LOCAL):
+    with Receiver(port=port) as hook, TestClient(create_app(store, webhook_allow=LOOPBACK), base_url=LOCAL):
         [req] = hook.wait(1)
         assert req["path"] == "/hook" and req["body"]["run_id"] == rid(2)
         wait_for(lambda: delivery_log(store, run_id=rid(2))[0]["state"] == "delivered")
@@ -205,7 +209,7 @@ def test_an_embedded_run_fires_alerts_through_the_server_that_serves_its_store(t
     home = tmp_path / "home"
     home.mkdir()
     store = Store(f"sqlite:///{home}/monitor.db")
-    with Receiver() as hook, Server(store, public_url=PUBLIC) as srv:
+    with Receiver() as hook, Server(store, public_url=PUBLIC, webhook_allow=LOOPBACK) as srv:
         alerting.add_rule(store, application="nightly", kind="failed", webhook=hook.url)
         p = logetl("join", os.path.join(CORPUS, "corpus.log"), str(tmp_path / "out"), "--app-name", "nightly",
                    env={"LOGETL_HOME": str(home), "LOGETL_FAIL_AT": "join", "LOGETL_MONITOR_UI": srv.url})
@@ -284,3 +288,51 @@ def test_the_alerts_command(tmp_path):
     p = logetl("monitor", "alerts", "remove", "1", *db)
     assert (p.returncode, p.stderr.decode()) == (2, "Error: no alert rule '1'\n")
     assert logetl("monitor", "alerts", "list", *db).stdout.decode().startswith("2\tnightly\tfailed")
+
+
+# --- what webhooks may reach (server-side request forgery) ---------------------------------------------------
+
+def test_a_webhook_at_a_local_network_address_is_refused_unless_the_server_allows_it(store):
+    with TestClient(create_app(store), base_url=LOCAL) as client:
+        for url, address in (("http://127.0.0.1:9/hook", "127.0.0.1"), ("http://169.254.169.254/latest", "169.254.169.254"),
+                             ("http://[::1]:9/", "::1"), ("https://10.1.2.3/x", "10.1.2.3")):
+            r = client.post("/api/alert-rules", json={"application": "nightly", "when": "failed", "webhook": url})
+            assert r.status_code == 422, url
+            host = address
+            assert r.json()["error"]["message"] == (
+                f"webhook: webhook host {host!r} is on the local network ({address}): the monitor must be "
+                f"started with --webhook-allow {host} to send to it"), r.text
+        assert client.get("/api/alert-rules").json()["rules"] == []
+        # a public address is fine
+        assert client.post("/api/alert-rules", json={"application": "nightly", "when": "failed",
+                                                     "webhook": "https://93.184.215.14/hook"}).status_code == 201
+    with TestClient(create_app(store, webhook_allow=("10.0.0.0/8", "127.0.0.1")), base_url=LOCAL) as client:
+        for url in ("https://10.1.2.3/x", "http://127.0.0.1:9/hook"):
+            assert client.post("/api/alert-rules", json={"application": "nightly", "when": "failed",
+                                                         "webhook": url}).status_code == 201, url
+
+
+def test_a_host_name_is_checked_where_it_resolves_at_delivery_and_never_retried(store):
+    """A rule made outside the server (the command line) names a host that resolves to loopback: the
+    delivery is refused before any connection, once, with the reason; allowed by name, it is delivered."""
+    with Receiver() as hook:
+        url = hook.url.replace("127.0.0.1", "localhost") + "/hook"
+        alerting.add_rule(store, application="nightly", kind="failed", webhook=url)
+        with TestClient(create_app(store, delivery_backoff=0.05), base_url=LOCAL) as client:
+            client.post("/api/documents", json=doc(1, status="FAILED"))
+            [d] = wait_for(lambda: [d for d in delivery_log(store) if d["state"] == "failed"])
+        assert hook.requests == []
+        assert d["attempts"] == 1 and [t["status"] for t in d["tries"]] == [None]
+        assert d["tries"][0]["error"].startswith("webhook host 'localhost' is on the local network (")
+        assert d["tries"][0]["error"].endswith("): the monitor must be started with --webhook-allow localhost "
+                                               "to send to it")
+        with TestClient(create_app(store, webhook_allow=("localhost",)), base_url=LOCAL) as client:
+            client.post("/api/documents", json=doc(2, status="FAILED"))
+            [req] = hook.wait(1)
+        assert req["body"]["run_id"] == rid(2)
+
+
+def test_webhook_allow_is_checked_on_the_command_line(tmp_path):
+    p = logetl("monitor", "--webhook-allow", "not a host!", "--db", f"sqlite:///{tmp_path}/m.db")
+    assert p.returncode == 2
+    assert p.stderr.decode() == "Error: --webhook-allow: not a host name, address or network: 'not a host!'\n"

@@ -24,7 +24,7 @@ def test_alert_list_markers_search_and_trend(page, tmp_path):  # noqa: F811
     store = Store(f"sqlite:///{tmp_path}/monitor.db")
     store.ingest_many([row_of(make_doc(rid(i), app="nightly", started=BASE + i * DAY / 2, duration=1.0 + i % 3))
                        for i in range(6)])
-    with Receiver() as hook, Server(store, public_url="http://monitor.example") as srv:
+    with Receiver() as hook, Server(store, public_url="http://monitor.example", webhook_allow=("127.0.0.1",)) as srv:
         alerting.add_rule(store, application="nightly", kind="failed", webhook=hook.url)
         failed = make_doc(rid(50), status="FAILED", app="nightly", started=BASE + 10 * DAY)
         failed["run"]["error"] = "input file '/logs/web-7.log' is not readable"

@@ -366,9 +366,13 @@ _db_option = click.option("--db", metavar="URL", default=None,
                    "(default: $LOGETL_OPENLINEAGE_URL; needs pip install 'logetl[lineage]').")
 @click.option("--openlineage-namespace", metavar="NAME", default="logetl", show_default=True,
               help="The OpenLineage job namespace (the job name is the application).")
+@click.option("--webhook-allow", "webhook_allow", metavar="HOST", multiple=True,
+              help="A host name, address or network (CIDR) on the local network that alert webhooks may "
+                   "reach (repeatable; default none: webhooks reach only public addresses). "
+                   "Also $LOGETL_WEBHOOK_ALLOW, comma-separated.")
 @click.pass_context
 def monitor(ctx, host, port, db, require_key, allow_public_without_keys, public_url, openlineage_url,
-            openlineage_namespace):
+            openlineage_namespace, webhook_allow):
     """Serve the run monitor: all applications, each run's graph, timeline and counters.
 
     Runs record their documents in the store under $LOGETL_HOME (default ~/.logetl) unless
@@ -393,6 +397,14 @@ def monitor(ctx, host, port, db, require_key, allow_public_without_keys, public_
     for name, url in (("--public-url", public_url), ("--openlineage-url", openlineage_url)):
         if url is not None and not _http_url(url):
             raise UserError(f"{name} must be an http:// or https:// URL, not {url!r}")
+    from logetl.monitor.outbound import WebhookPolicy
+
+    allow = [*webhook_allow, *filter(None, os.environ.get("LOGETL_WEBHOOK_ALLOW", "").split(","))]
+    for entry in allow:
+        try:
+            WebhookPolicy.parse(entry)
+        except ValueError as exc:
+            raise UserError(f"--webhook-allow: {exc}") from None
     if openlineage_url:
         from logetl.monitor.lineage import available
 
@@ -408,7 +420,7 @@ def monitor(ctx, host, port, db, require_key, allow_public_without_keys, public_
                                        allow_public_without_keys=allow_public_without_keys,
                                        public_url=public_url or f"http://{shown}:{sock.getsockname()[1]}",
                                        openlineage_url=openlineage_url,
-                                       openlineage_namespace=openlineage_namespace),
+                                       openlineage_namespace=openlineage_namespace, webhook_allow=allow),
                             host=host, port=port, log_level="warning")
     uvicorn.Server(config).run(sockets=[sock])
 

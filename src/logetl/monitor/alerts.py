@@ -76,8 +76,15 @@ def check_rule(application, kind, threshold=None, last=None, tag=None, webhook=N
             "tag": tag, "webhook": webhook}
 
 
-def add_rule(store, owner: str | None = None, **fields) -> dict:
+def add_rule(store, owner: str | None = None, policy=None, **fields) -> dict:
+    """Stores a rule; ``policy`` (the server's ``outbound.WebhookPolicy``) refuses a webhook on the local
+    network at once where its host is an address (names are resolved, and checked, at delivery)."""
     rule = check_rule(**fields)
+    if policy is not None:
+        try:
+            policy.check_url(rule["webhook"])
+        except ValueError as exc:
+            raise RuleError(f"webhook: {exc}") from None
     rule.update(owner=owner, created_at=time.time())
     with store.engine.begin() as conn:
         rule["id"] = conn.execute(alert_rules.insert().values(**rule).returning(alert_rules.c.id)).scalar_one()

@@ -47,6 +47,7 @@ from logetl.monitor import lineage, retention
 from logetl.monitor import compare
 from logetl.monitor.documents import MAX_DEPTH, STATUSES, DocumentError, depth
 from logetl.monitor.store import SESSION_DAYS, SORTABLE, Store
+from logetl.monitor.outbound import WebhookPolicy
 from logetl.monitor.worker import Worker, delivery_log
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -460,9 +461,11 @@ async def api_alert_rules(request: Request) -> Response:
     try:
         rule = alerting.add_rule(store, owner=request.state.user, application=body.get("application"),
                                  kind=body.get("when"), threshold=body.get("threshold"), last=body.get("last"),
-                                 tag=body.get("tag"), webhook=body.get("webhook"))
+                                 tag=body.get("tag"), webhook=body.get("webhook"),
+                                 policy=request.app.state.worker.webhooks)
     except alerting.RuleError as exc:
         raise ApiError(422, "invalid_rule", str(exc)) from None
+
     request.app.state.worker.active = True
     return JSONResponse({"rule": rule}, status_code=201)
 
@@ -573,14 +576,16 @@ async def _server_error(request: Request, exc: Exception) -> Response:
 def create_app(store: Store, require_key: bool = False, host: str = "127.0.0.1",
                allow_public_without_keys: bool = False, *, public_url: str | None = None,
                openlineage_url: str | None = None, openlineage_namespace: str = "logetl",
-               delivery_backoff: float = 2.0, delivery_attempts: int = 5) -> Starlette:
+               delivery_backoff: float = 2.0, delivery_attempts: int = 5, webhook_allow=()) -> Starlette:
     """The app over ``store``; ``host`` is the address the server listens on (loopback or not decides which
     checks a server without keys makes, see ``AuthMiddleware``). While it runs (its lifespan), a background
     worker evaluates alert rules, makes OpenLineage events and delivers both (``worker.py``); ``public_url``
-    is the address alert payloads link runs at."""
+    is the address alert payloads link runs at; ``webhook_allow``: the local-network hosts and networks
+    that webhooks may reach (``outbound.WebhookPolicy``)."""
+    webhooks = WebhookPolicy(webhook_allow)
     worker = Worker(store, public_url=public_url or "http://127.0.0.1:8080", openlineage_url=openlineage_url,
                     openlineage_namespace=openlineage_namespace, backoff=delivery_backoff,
-                    max_attempts=delivery_attempts)
+                    max_attempts=delivery_attempts, webhooks=webhooks)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):

@@ -20,6 +20,7 @@ SQLite store this server serves) are seen too, within a second while the server 
 """
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import threading
@@ -32,6 +33,7 @@ from sqlalchemy import select
 from logetl import __version__
 from logetl.monitor import alerts as alerting
 from logetl.monitor import lineage
+from logetl.monitor.outbound import WebhookPolicy, WebhookRefused
 from logetl.monitor.store import alert_rules, deliveries, delivery_attempts, run_checks, runs, settings
 
 log = logging.getLogger("logetl.monitor")
@@ -45,8 +47,9 @@ RETRY_STATUSES = (408, 429)
 class Worker:
     def __init__(self, store, *, public_url: str, openlineage_url: str | None = None,
                  openlineage_namespace: str = "logetl", backoff: float = 2.0, max_attempts: int = 5,
-                 timeout: float = 5.0, poll: float = 1.0):
+                 timeout: float = 5.0, poll: float = 1.0, webhooks: WebhookPolicy | None = None):
         self.store = store
+        self.webhooks = webhooks or WebhookPolicy()
         self.public_url = public_url.rstrip("/")
         self.ol_url = lineage.endpoint(openlineage_url) if openlineage_url else None
         self.ol_namespace = openlineage_namespace
@@ -200,25 +203,32 @@ class Worker:
 
     def _attempt(self, d) -> None:
         started = time.monotonic()
-        status, error = None, None
-        req = urllib.request.Request(d.url, data=d.payload.encode(), method="POST",
-                                     headers={"Content-Type": "application/json",
-                                              "User-Agent": f"logetl-monitor/{__version__}"})
+        status, error, refused = None, None, False
+        headers = {"Content-Type": "application/json", "User-Agent": f"logetl-monitor/{__version__}"}
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as answer:
-                status = answer.status
-                answer.read(65536)
+            if d.kind == "webhook":   # a URL a user gave: only where the server's policy lets it go
+                status = self.webhooks.post(d.url, d.payload.encode(), headers, self.timeout)
+                if not 200 <= status < 300:
+                    error = f"HTTP {status} {http.client.responses.get(status, '')}".rstrip()
+            else:
+                req = urllib.request.Request(d.url, data=d.payload.encode(), method="POST", headers=headers)
+                with urllib.request.urlopen(req, timeout=self.timeout) as answer:
+                    status = answer.status
+                    answer.read(65536)
+        except WebhookRefused as exc:
+            error, refused = str(exc), True
         except urllib.error.HTTPError as exc:
             status = exc.code
             error = f"HTTP {exc.code} {exc.reason}"
-        except (OSError, ValueError) as exc:   # refused, reset, timed out, DNS, a bad URL
+        except (OSError, ValueError, http.client.HTTPException) as exc:   # refused, reset, timed out, DNS, a bad URL
             error = str(getattr(exc, "reason", None) or exc) or type(exc).__name__
         ms = (time.monotonic() - started) * 1000
         now = time.time()
         attempt = d.attempts + 1
         if status is not None and 200 <= status < 300:
             state, next_at, error = "delivered", now, None
-        elif (status is None or status in RETRY_STATUSES or status >= 500) and attempt < self.max_attempts:
+        elif not refused and (status is None or status in RETRY_STATUSES or status >= 500) \
+                and attempt < self.max_attempts:
             state, next_at = "pending", now + self.backoff * 2 ** (attempt - 1)
         else:
             state, next_at = "failed", now
