@@ -111,7 +111,9 @@ def parse(data, final: bool, columns: bool = True, out: tuple[int, ...] = _ALL) 
     ``out`` (indexes into ``contract.FIELDS``). ``columns=False`` when no operator will need columns: the
     native kernel then only writes the TSV."""
     if _native is None:
-        return parse_python(data, final, columns)
+        from logetl import formats
+
+        return Parser(formats.LEGACY, tuple(contract.FIELDS[i] for i in out), native=False).parse(data, final, columns)
     tsv, views, n, n_lines, n_dash, bad = _native(data, final, columns, out)
     return Parsed(data, tsv, n, n_lines, n_dash, bad, views=views, n_fields=len(out))
 
