@@ -61,16 +61,18 @@ class Batch:
 
     def arrow(self, schema):
         """The records as an Arrow table of ``schema``, converted once however many sinks write them (a
-        kernel batch goes straight from its Arrow columns, without a Polars frame)."""
+        kernel batch goes straight from its Arrow string views, without a Polars frame or a copy; a frame
+        exports Polars' own string views). Cast only where a column's type differs from ``schema``'s."""
         if self._arrow is None or self._arrow.schema != schema:
             import pyarrow as pa
 
             if self.parsed is not None and self._frame is None:
                 names = list(self.fields)
-                table = pa.concat_tables([pa.Table.from_arrays(p.columns(), names=names) for p in self.parsed])
+                tables = [pa.Table.from_arrays(p.columns(), names=names) for p in self.parsed]
+                table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
             else:
-                table = self._frame.to_arrow()
-            self._arrow = table.cast(schema)
+                table = self._frame.to_arrow(compat_level=_pl().CompatLevel.newest())
+            self._arrow = table if table.schema == schema else table.cast(schema)
         return self._arrow
 
     def derive(self, fields, frame) -> "Batch":
@@ -396,24 +398,136 @@ class TsvWriter:
 
 class ParquetWriter:
     """Parquet with the sink's field names, in order, typed by the flow (strings, 64-bit integers,
-    booleans), zstd-compressed; one row group per batch, so memory holds one batch. An empty output is
-    a file with the schema and no rows."""
+    booleans), zstd-compressed, with statistics; one row group per batch, so memory holds one batch. An
+    empty output is a file with the schema and no rows.
+
+    Why it looks like this (bench/output_formats.py, Branch over 2M lines):
+
+    - Strings are written from Arrow string views as they come (the kernel's, or Polars'), not cast to
+      Arrow strings first: the cast copied every string. The file records Parquet's own logical types
+      only (``store_schema=False``), which every reader maps to plain strings, 64-bit integers and
+      booleans; the stored Arrow schema would have said "string_view".
+    - Dictionary encoding only for the columns where it holds: decided on the first batch, a column whose
+      distinct values would pass the dictionary page limit is written plain. Arrow's writer would build
+      that dictionary and abandon it at the limit, for every row group (a log's timestamps: half the
+      encoding time, and a file 3x larger than plain + zstd).
+    - With ``background``, the encoding runs in a thread of its own (pyarrow releases the GIL while it
+      encodes): the parse goes on meanwhile, and pyarrow is imported there too. At most QUEUE batches
+      wait for it, so memory stays bounded (the parse blocks when the queue is full).
+    """
 
     suffix = ".parquet"
+    #: Arrow's writer abandons a column's dictionary when its page passes this (Arrow's default, stated
+    #: here so that the up-front choice in ``_dictionary_columns`` and the writer agree)
+    DICTIONARY_PAGE_LIMIT = 1 << 20
+    #: batches waiting for a background encoder: two keep it busy while the parse makes the next one
+    QUEUE = 2
 
-    def __init__(self, file, fields, types):
+    def __init__(self, file, fields, types, background: bool = False):
+        self.file = file
+        self.fields, self.types = list(fields), types
+        self.writer = None
+        self.thread = None
+        self.error: BaseException | None = None
+        if background:
+            import queue
+            import threading
+
+            self.queue = queue.Queue(self.QUEUE)
+            self.thread = threading.Thread(target=self._encode, name="logetl-parquet", daemon=True)
+            self.thread.start()
+
+    def _schema(self):
         import pyarrow as pa
+
+        kinds = {"string": pa.string_view(), "integer": pa.int64(), "boolean": pa.bool_()}
+        return pa.schema([(f, kinds[self.types[f]]) for f in self.fields])
+
+    def _open(self, first):
+        """Opens the writer, its dictionary columns chosen from ``first`` (a table, or None: no rows)."""
         import pyarrow.parquet as pq
 
-        kinds = {"string": pa.string(), "integer": pa.int64(), "boolean": pa.bool_()}
-        self.schema = pa.schema([(f, kinds[types[f]]) for f in fields])
-        self.writer = pq.ParquetWriter(file, self.schema, compression="zstd")
+        schema = self._schema() if first is None else first.schema
+        dictionary = True if first is None else self._dictionary_columns(first)
+        self.writer = pq.ParquetWriter(self.file, schema, compression="zstd", use_dictionary=dictionary,
+                                       dictionary_pagesize_limit=self.DICTIONARY_PAGE_LIMIT,
+                                       store_schema=False)
+
+    def _dictionary_columns(self, table) -> list[str]:
+        """The columns whose distinct values in ``table`` fit one dictionary page (Parquet's plain encoding
+        of the dictionary: a 4-byte length per string, 8 bytes per integer). Booleans never: Parquet
+        does not dictionary-encode them."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        chosen = []
+        for name, column in zip(table.column_names, table.columns):
+            if pa.types.is_boolean(column.type):
+                continue
+            distinct = pc.unique(column)
+            if pa.types.is_integer(column.type):
+                size = 8 * len(distinct)
+            else:
+                lengths = pc.binary_length(distinct.cast(pa.large_string()))
+                size = 4 * len(distinct) + (pc.sum(lengths).as_py() or 0)
+            if size <= self.DICTIONARY_PAGE_LIMIT:
+                chosen.append(name)
+        return chosen
+
+    def _write(self, batch):
+        table = batch.arrow(self._schema())
+        if self.writer is None:
+            self._open(table)
+        self.writer.write_table(table)
+
+    def _encode(self):
+        """The background encoder: batches from the queue until None. After a failure it keeps taking
+        them (so that ``write`` never blocks on a full queue) and the next ``write`` or ``close`` raises."""
+        while True:
+            batch = self.queue.get()
+            if batch is None:
+                break
+            if self.error is None:
+                try:
+                    self._write(batch)
+                except BaseException as exc:       # raised in the run's thread, by write or close
+                    self.error = exc
+        if self.error is None:
+            try:
+                self._close_writer()
+            except BaseException as exc:
+                self.error = exc
+
+    def _close_writer(self):
+        if self.writer is None:
+            self._open(None)
+        self.writer.close()
+
+    def _raise(self):
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
 
     def write(self, batch):
-        self.writer.write_table(batch.arrow(self.schema))
+        if self.thread is None:
+            self._write(batch)
+            return
+        self._raise()
+        self.queue.put(batch)
 
     def close(self):
-        self.writer.close()
+        if self.thread is None:
+            self._close_writer()
+            return
+        self.abort()
+        self._raise()
+
+    def abort(self):
+        """Ends the background encoder (after what is queued): a run that failed must not leave it
+        waiting."""
+        if self.thread is not None and self.thread.is_alive():
+            self.queue.put(None)
+            self.thread.join()
 
 
 class JsonLinesWriter:
@@ -456,15 +570,20 @@ class SinkOp(Op):
         self.parts: dict[str, int] = {}       # partition -> number of its current part file
         self.path = output.part + self.kind.suffix
         if not node.partition_by and twin is None:
-            self.open[""] = self._start(self.path, "wb")
+            # one file: Parquet encodes in a thread of its own, alongside the parse (a partitioned sink
+            # keeps up to MAX_OPEN_PARTITIONS writers, and threads for each would only compete)
+            self.open[""] = self._start(self.path, "wb", background=self.kind is ParquetWriter)
+            if self.kind is ParquetWriter:
+                self.ctx.state.encoders.append(self.open[""][1])
 
     def copy_from_twin(self) -> None:
         """Its twin wrote the same records: the same bytes, copied (in the kernel where it can)."""
         shutil.copyfile(self.twin.path, self.path)
 
-    def _start(self, path: str, mode: str):
+    def _start(self, path: str, mode: str, background: bool = False):
         f = open(path, mode)
-        return f, self.kind(f, self.node.file_fields, self.node.types)
+        extra = {"background": True} if background else {}
+        return f, self.kind(f, self.node.file_fields, self.node.types, **extra)
 
     def _writer(self, leaf: str):
         found = self.open.pop(leaf, None)
@@ -685,11 +804,14 @@ class LocalRun(RunState):
         self.done_bytes = 0
         self.memory = MemoryBudget(memory_limit, spill_buffers)
         self.spill_root = os.path.join(taps.work.path, "spill")
+        self.encoders: list[ParquetWriter] = []   # background encoders, ended by close whatever happened
 
     def spill_dir(self, name: str) -> SpillDir:
         return SpillDir(self.spill_root, name)
 
     def close(self, ok: bool) -> None:
+        for encoder in self.encoders:
+            encoder.abort()
         if self.trap_file is not None and not self.trap_file.closed:
             self.trap_file.close()
         shutil.rmtree(self.spill_root, ignore_errors=True)
