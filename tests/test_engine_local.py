@@ -104,3 +104,78 @@ def test_an_engine_refuses_an_operator_it_cannot_run_before_running(tmp_path):
         local.LocalEngine().run(flow, Taps(inputs=["/nonexistent"], outputs={"out": str(tmp_path / "o")}),
                                 FlowListener())
     assert not os.path.exists(tmp_path / "o")
+
+
+def _parquet_batch(n: int):
+    """A batch of ``n`` records: ``few`` (3 values), ``many`` (all distinct: 32 bytes each, so a dictionary of
+    them passes 1 MiB from 33,000 records on) and ``n`` (10 integers)."""
+    import polars as pl
+
+    frame = pl.DataFrame({"few": [("GET", "POST", "HEAD")[i % 3] for i in range(n)],
+                          "many": [f"{i:032d}" for i in range(n)],
+                          "n": [i % 10 for i in range(n)]})
+    return local.Batch(frame.columns, frame)
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_parquet_uses_a_dictionary_only_where_it_fits_a_page(tmp_path, background):
+    """Arrow's writer abandons a dictionary past its page limit: a column whose first batch's distinct
+    values pass it is written plain from the start, the others with a dictionary. Same records either way."""
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "p.parquet"
+    batches = [_parquet_batch(40_000), _parquet_batch(10)]
+    with open(path, "wb") as f:
+        writer = local.ParquetWriter(f, ["few", "many", "n"], {"few": "string", "many": "string", "n": "integer"},
+                                     background=background)
+        for b in batches:
+            writer.write(b)
+        writer.close()
+    meta = pq.ParquetFile(path).metadata
+    assert meta.num_row_groups == 2
+    for rg in range(2):
+        chunks = {meta.row_group(rg).column(i).path_in_schema: meta.row_group(rg).column(i) for i in range(3)}
+        assert {k: c.has_dictionary_page for k, c in chunks.items()} == {"few": True, "many": False, "n": True}
+        assert all(c.is_stats_set for c in chunks.values())
+    table = pq.read_table(path)
+    assert [str(t) for t in table.schema.types] == ["string", "string", "int64"]
+    expected = [row for b in batches for row in b.frame().iter_rows()]
+    assert list(zip(*[table.column(i).to_pylist() for i in range(3)])) == expected
+
+
+def test_a_failing_background_parquet_encoder_raises_in_the_run_and_ends(tmp_path):
+    """/dev/full refuses every write (ENOSPC): the error reaches the caller (by write or close), and the
+    encoder's thread is gone; a full queue never blocks the caller meanwhile."""
+    import errno
+
+    with open("/dev/full", "wb", buffering=0) as f:
+        writer = local.ParquetWriter(f, ["few", "many", "n"], {"few": "string", "many": "string", "n": "integer"},
+                                     background=True)
+        with pytest.raises(OSError) as caught:
+            for _ in range(6):
+                writer.write(_parquet_batch(40_000))
+            writer.close()
+    assert caught.value.errno == errno.ENOSPC
+    writer.abort()
+    assert not writer.thread.is_alive()
+
+
+def test_a_run_failing_while_parquet_is_encoded_leaves_no_encoder_behind(tmp_path):
+    """The second input is a corrupt gzip: the run fails mid-step, after the encoder started; it is ended
+    with the run, and nothing is published."""
+    import gzip
+    import threading
+
+    from logetl.job import program_flow, run_flow
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "a.log").write_bytes(corpus("corpus.log") * 200)
+    data = gzip.compress(corpus("corpus.log") * 50)
+    (logs / "b.log.gz").write_bytes(data[: len(data) // 2] + b"\x00" * 64 + data[len(data) // 2 + 64:])
+    flow = program_flow("branch")
+    flow.set_output_format("parquet")
+    with pytest.raises(inputs.InputReadError, match=f"^cannot read input {re.escape(repr(str(logs / 'b.log.gz')))}: "):
+        run_flow(flow, str(logs), {"output1": str(tmp_path / "o1"), "output2": str(tmp_path / "o2")}, monitor=False)
+    assert [t.name for t in threading.enumerate() if t.name == "logetl-parquet"] == []
+    assert not (tmp_path / "o1").exists() and not (tmp_path / "o2").exists()
