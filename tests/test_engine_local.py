@@ -107,8 +107,8 @@ def test_an_engine_refuses_an_operator_it_cannot_run_before_running(tmp_path):
 
 
 def _parquet_batch(n: int):
-    """A batch of ``n`` records: ``few`` (3 values), ``many`` (all distinct: 32 bytes each, so a dictionary of
-    them passes 1 MiB from 33,000 records on) and ``n`` (10 integers)."""
+    """A batch of ``n`` records: ``few`` (3 values in turn: not in order), ``many`` (all distinct and rising:
+    32 bytes each, so a dictionary of them passes 1 MiB from 33,000 records on) and ``n`` (10 integers)."""
     import polars as pl
 
     frame = pl.DataFrame({"few": [("GET", "POST", "HEAD")[i % 3] for i in range(n)],
@@ -118,9 +118,11 @@ def _parquet_batch(n: int):
 
 
 @pytest.mark.parametrize("background", [False, True])
-def test_parquet_uses_a_dictionary_only_where_it_fits_a_page(tmp_path, background):
+def test_parquet_uses_a_dictionary_only_where_it_fits_a_page_and_statistics_where_they_can_prune(
+        tmp_path, background):
     """Arrow's writer abandons a dictionary past its page limit: a column whose first batch's distinct
-    values pass it is written plain from the start, the others with a dictionary. Same records either way."""
+    values pass it is written plain from the start, the others with a dictionary. Statistics for numbers
+    and for strings in order (``many``), not for strings in no order (``few``). Same records either way."""
     import pyarrow.parquet as pq
 
     path = tmp_path / "p.parquet"
@@ -136,7 +138,7 @@ def test_parquet_uses_a_dictionary_only_where_it_fits_a_page(tmp_path, backgroun
     for rg in range(2):
         chunks = {meta.row_group(rg).column(i).path_in_schema: meta.row_group(rg).column(i) for i in range(3)}
         assert {k: c.has_dictionary_page for k, c in chunks.items()} == {"few": True, "many": False, "n": True}
-        assert all(c.is_stats_set for c in chunks.values())
+        assert {k: c.is_stats_set for k, c in chunks.items()} == {"few": False, "many": True, "n": True}
     table = pq.read_table(path)
     assert [str(t) for t in table.schema.types] == ["string", "string", "int64"]
     expected = [row for b in batches for row in b.frame().iter_rows()]
@@ -179,3 +181,37 @@ def test_a_run_failing_while_parquet_is_encoded_leaves_no_encoder_behind(tmp_pat
         run_flow(flow, str(logs), {"output1": str(tmp_path / "o1"), "output2": str(tmp_path / "o2")}, monitor=False)
     assert [t.name for t in threading.enumerate() if t.name == "logetl-parquet"] == []
     assert not (tmp_path / "o1").exists() and not (tmp_path / "o2").exists()
+
+
+@pytest.mark.skipif(not kernel.NATIVE, reason="the native kernel was not built")
+@pytest.mark.parametrize("spec", ["combined", "nginx-issue"])
+def test_the_kernel_builds_arrow_strings_holding_what_its_views_hold(spec):
+    """STRINGS mode (for Parquet sinks): one Arrow string array per field, the same values as the string
+    views over the TSV, the same TSV and counts (the original expression, and a format's program with
+    chosen fields); also for a chunk without records."""
+    import pyarrow as pa
+
+    from format_cases import NGINX_ISSUE
+    from logetl import formats
+
+    if spec == "combined":
+        fmt = formats.compile_format(spec)
+        parser, data = kernel.Parser(fmt, fmt.fields), corpus("corpus.log") + b"\n"
+    else:
+        fmt = formats.compile_format(NGINX_ISSUE)
+        parser = kernel.Parser(fmt, ("x_forwarded_for", "ip", "request_time"))
+        data = b"".join(b'10.0.0.%d - - [17/May/2015:10:05:03 +0000] "GET /%d HTTP/1.1" 200 5 "-" "curl" 0.%03d '
+                        b'"9.9.9.%d"\n' % (i, i, i, i) + (b"garbage\n" if i % 7 == 0 else b"") for i in range(50))
+    for chunk in (data, b"not a log line\n"):
+        views, strings = parser.parse(chunk, True, kernel.VIEWS), parser.parse(chunk, True, kernel.STRINGS)
+        assert strings.tsv == views.tsv and strings.malformed == views.malformed
+        assert (strings.n_records, strings.n_lines, strings.n_dash) == (views.n_records, views.n_lines, views.n_dash)
+        got = strings.columns()
+        for column in got:
+            column.validate(full=True)
+        assert [c.type for c in got] == [pa.string()] * len(parser.keep)
+        assert [c.to_pylist() for c in got] == [c.to_pylist() for c in views.columns()]
+        assert (views.n_records > 0) == (chunk is data)
+    assert views.n_records == 0 and strings.n_records == 0
+    with pytest.raises(ValueError, match="^columns must be 0, 1 or 2$"):
+        kernel.parse(data, True, 3)

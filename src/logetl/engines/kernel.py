@@ -16,6 +16,9 @@ except ImportError:  # no C compiler at install time
     _native = _native_format = None
 
 NATIVE = _native is not None
+#: what a parse builds besides the TSV (``columns``): nothing, Arrow string views over the TSV, or Arrow
+#: strings (the kernel's modes 0, 1 and 2; True and False still mean VIEWS and NONE)
+NONE, VIEWS, STRINGS = 0, 1, 2
 REASON_NAMES = {1: contract.INVALID_UTF8, 2: contract.NO_MATCH, 3: contract.TAB_OR_CR}
 
 
@@ -28,6 +31,7 @@ class Parsed:
     n_dash: int
     malformed: list                # (line index in chunk, start, end, reason code)
     views: bytes | None = None     # native: one Arrow string-view array per field over tsv
+    strings: tuple | None = None   # native, columns=STRINGS: (offsets, data) of one Arrow string array per field
     rows: list | None = None       # fallback: field tuples
     n_fields: int = 5
 
@@ -36,6 +40,10 @@ class Parsed:
         import pyarrow as pa
 
         n, width = self.n_records, self.n_fields
+        if self.strings is not None:
+            offsets, data = pa.py_buffer(self.strings[0]), pa.py_buffer(self.strings[1])
+            return [pa.Array.from_buffers(pa.string(), n, [None, offsets.slice(k * (n + 1) * 4, (n + 1) * 4), data])
+                    for k in range(width)]
         if self.views is not None:
             data = pa.py_buffer(self.tsv)
             views = pa.py_buffer(self.views)
@@ -76,13 +84,21 @@ def parse_python(data, final: bool, columns: bool = True, parser: "Parser | None
                   n_fields=len(parser.out) if parser else 5)
 
 
-def parse(data, final: bool, columns: bool = True) -> Parsed:
-    """Parse a chunk of whole lines (any buffer) with the original expression. ``columns=False`` when no
-    operator will need columns: the native kernel then only writes the TSV."""
+def parse(data, final: bool, columns: int = VIEWS) -> Parsed:
+    """Parse a chunk of whole lines (any buffer) with the original expression. ``columns``: NONE when no
+    operator will need columns (the native kernel then only writes the TSV), VIEWS (string views over the
+    TSV, no copy: what Polars takes), STRINGS (Arrow strings, one copy: what Parquet's writer encodes
+    fastest)."""
     if _native is None:
         return parse_python(data, final, columns)
-    tsv, views, n, n_lines, n_dash, bad = _native(data, final, columns)
-    return Parsed(data, tsv, n, n_lines, n_dash, bad, views=views)
+    tsv, cols, n, n_lines, n_dash, bad = _native(data, final, int(columns))
+    return _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, 5)
+
+
+def _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, width) -> Parsed:
+    if columns == STRINGS:
+        return Parsed(data, tsv, n, n_lines, n_dash, bad, strings=cols, n_fields=width)
+    return Parsed(data, tsv, n, n_lines, n_dash, bad, views=cols, n_fields=width)
 
 
 class Parser:
@@ -103,11 +119,11 @@ class Parser:
             self.size_index = fmt.size_index()
             self._program = fmt.native_program()
 
-    def parse(self, data, final: bool, columns: bool = True) -> Parsed:
+    def parse(self, data, final: bool, columns: int = VIEWS) -> Parsed:
         if self.format.legacy:
             return parse(data, final, columns) if self.native else parse_python(data, final, columns)
         if not self.native:
             return parse_python(data, final, columns, self)
-        tsv, views, n, n_lines, n_dash, bad = _native_format(data, final, columns, self._program, self.out,
-                                                             self.size_index)
-        return Parsed(data, tsv, n, n_lines, n_dash, bad, views=views, n_fields=len(self.out))
+        tsv, cols, n, n_lines, n_dash, bad = _native_format(data, final, int(columns), self._program, self.out,
+                                                            self.size_index)
+        return _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, len(self.out))

@@ -60,11 +60,11 @@ class Batch:
         self.shares_chunk = shares_chunk or parsed is not None
         self._arrow = None
 
-    def arrow(self, schema):
-        """The records as an Arrow table of ``schema``, converted once however many sinks write them (a
-        kernel batch goes straight from its Arrow string views, without a Polars frame or a copy; a frame
-        exports Polars' own string views). Cast only where a column's type differs from ``schema``'s."""
-        if self._arrow is None or self._arrow.schema != schema:
+    def arrow(self, schema=None):
+        """The records as an Arrow table, converted once however many sinks write them: a kernel batch
+        straight from its Arrow columns (strings or string views, without a Polars frame or a copy), a
+        frame with Polars' own string views; cast to ``schema`` when one is given and differs."""
+        if self._arrow is None or (schema is not None and self._arrow.schema != schema):
             import pyarrow as pa
 
             if self.parsed is not None and self._frame is None:
@@ -73,7 +73,7 @@ class Batch:
                 table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
             else:
                 table = self._frame.to_arrow(compat_level=_pl().CompatLevel.newest())
-            self._arrow = table if table.schema == schema else table.cast(schema)
+            self._arrow = table if schema is None or table.schema == schema else table.cast(schema)
         return self._arrow
 
     def derive(self, fields, frame) -> "Batch":
@@ -399,22 +399,25 @@ class TsvWriter:
 
 class ParquetWriter:
     """Parquet with the sink's field names, in order, typed by the flow (strings, 64-bit integers,
-    booleans), zstd-compressed, with statistics; one row group per batch, so memory holds one batch. An
-    empty output is a file with the schema and no rows.
+    booleans), zstd-compressed; one row group per batch, so memory holds one batch. An empty output is a
+    file with the schema and no rows.
 
-    Why it looks like this (bench/output_formats.py, Branch over 2M lines):
+    Why it looks like this (bench/output_formats.py, Branch over 2M lines; Parquet took 2.5x the TSV run):
 
-    - Strings are written from Arrow string views as they come (the kernel's, or Polars'), not cast to
-      Arrow strings first: the cast copied every string. The file records Parquet's own logical types
-      only (``store_schema=False``), which every reader maps to plain strings, 64-bit integers and
-      booleans; the stored Arrow schema would have said "string_view".
+    - Strings come as Arrow strings straight from the parse kernel (``kernel.STRINGS``: one copy there),
+      or as Polars' string views from a frame; neither is cast (Arrow's cast from views cost ~0.15 s of CPU
+      and its writer encodes strings faster than views). Only Parquet's own logical types are recorded
+      (``store_schema=False``): every reader maps them to plain strings, 64-bit integers and booleans.
     - Dictionary encoding only for the columns where it holds: decided on the first batch, a column whose
       distinct values would pass the dictionary page limit is written plain. Arrow's writer would build
       that dictionary and abandon it at the limit, for every row group (a log's timestamps: half the
       encoding time, and a file 3x larger than plain + zstd).
+    - Statistics where a reader can use them to skip row groups: numbers, booleans, and strings in order
+      (``_statistics_columns``); a quarter of the encoding time went into the min and max of strings in no
+      order, which skip nothing.
     - With ``background``, the encoding runs in a thread of its own (pyarrow releases the GIL while it
-      encodes): the parse goes on meanwhile, and pyarrow is imported there too. At most QUEUE batches
-      wait for it, so memory stays bounded (the parse blocks when the queue is full).
+      encodes), which also imports pyarrow: the parse goes on meanwhile. At most QUEUE batches wait for
+      it, so memory stays bounded (the parse blocks when the queue is full).
     """
 
     suffix = ".parquet"
@@ -423,6 +426,9 @@ class ParquetWriter:
     DICTIONARY_PAGE_LIMIT = 1 << 20
     #: batches waiting for a background encoder: two keep it busy while the parse makes the next one
     QUEUE = 2
+    #: a string column counts as in order when this share of neighbours among its first ORDER_SAMPLE
+    #: values are (a log's lines from concurrent requests are a little out of order)
+    IN_ORDER, ORDER_SAMPLE = 0.9, 16_384
 
     def __init__(self, file, fields, types, background: bool = False):
         self.file = file
@@ -438,21 +444,32 @@ class ParquetWriter:
             self.thread = threading.Thread(target=self._encode, name="logetl-parquet", daemon=True)
             self.thread.start()
 
-    def _schema(self):
+    def _schema(self, first=None):
+        """The file's Arrow schema: the flow's types; a string field as ``first`` (a table) has it, Arrow
+        strings or string views (Parquet's type is the same), so that it needs no cast."""
         import pyarrow as pa
 
-        kinds = {"string": pa.string_view(), "integer": pa.int64(), "boolean": pa.bool_()}
-        return pa.schema([(f, kinds[self.types[f]]) for f in self.fields])
+        kinds = {"string": pa.string(), "integer": pa.int64(), "boolean": pa.bool_()}
+        fields = []
+        for f in self.fields:
+            kind = kinds[self.types[f]]
+            if first is not None and kind == pa.string() and first.schema.field(f).type == pa.string_view():
+                kind = pa.string_view()
+            fields.append((f, kind))
+        return pa.schema(fields)
 
     def _open(self, first):
         """Opens the writer, its dictionary columns chosen from ``first`` (a table, or None: no rows)."""
         import pyarrow.parquet as pq
 
-        schema = self._schema() if first is None else first.schema
-        dictionary = True if first is None else self._dictionary_columns(first)
-        self.writer = pq.ParquetWriter(self.file, schema, compression="zstd", use_dictionary=dictionary,
+        self.schema = self._schema(first)
+        dictionary, statistics = True, True
+        if first is not None:
+            first = first if first.schema == self.schema else first.cast(self.schema)
+            dictionary, statistics = self._dictionary_columns(first), self._statistics_columns(first)
+        self.writer = pq.ParquetWriter(self.file, self.schema, compression="zstd", use_dictionary=dictionary,
                                        dictionary_pagesize_limit=self.DICTIONARY_PAGE_LIMIT,
-                                       store_schema=False)
+                                       write_statistics=statistics, store_schema=False)
 
     def _dictionary_columns(self, table) -> list[str]:
         """The columns whose distinct values in ``table`` fit one dictionary page (Parquet's plain encoding
@@ -475,15 +492,43 @@ class ParquetWriter:
                 chosen.append(name)
         return chosen
 
+    def _statistics_columns(self, table) -> list[str]:
+        """The columns whose statistics (min, max, nulls per row group) are written: numbers and booleans
+        (cheap to compare), and strings in order, or nearly, in ``table``'s first rows (a log's time). Not
+        the strings in no order (addresses, requests, sizes as text): their min and max span nearly every
+        value in every row group, so they let a reader skip nothing, and they cost a quarter of the
+        encoding (two string comparisons a value)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        chosen = []
+        for name, column in zip(table.column_names, table.columns):
+            if not (pa.types.is_string(column.type) or pa.types.is_string_view(column.type)):
+                chosen.append(name)
+                continue
+            head = column.slice(0, self.ORDER_SAMPLE).cast(pa.string())
+            if len(head) < 2:
+                chosen.append(name)
+                continue
+            rising = pc.sum(pc.less_equal(head.slice(0, len(head) - 1), head.slice(1))).as_py() or 0
+            if rising >= self.IN_ORDER * (len(head) - 1):
+                chosen.append(name)
+        return chosen
+
     def _write(self, batch):
-        table = batch.arrow(self._schema())
         if self.writer is None:
-            self._open(table)
-        self.writer.write_table(table)
+            self._open(batch.arrow())
+        self.writer.write_table(batch.arrow(self.schema))
 
     def _encode(self):
         """The background encoder: batches from the queue until None. After a failure it keeps taking
         them (so that ``write`` never blocks on a full queue) and the next ``write`` or ``close`` raises."""
+        try:
+            # pyarrow's import (~0.2 s, numpy's included) here, while the parse makes the first batch
+            import pyarrow.compute  # noqa: F401
+            import pyarrow.parquet  # noqa: F401
+        except BaseException as exc:
+            self.error = exc
         while True:
             batch = self.queue.get()
             if batch is None:
@@ -763,7 +808,7 @@ OPS = {
 }
 
 
-def scan(files: list[str], on_bytes=None, threads: int = PARSE_THREADS, columns: bool = True,
+def scan(files: list[str], on_bytes=None, threads: int = PARSE_THREADS, columns: int = kernel.VIEWS,
          chunk: int = inputs.CHUNK, parser: kernel.Parser | None = None, ranges: dict | None = None,
          reached: dict | None = None):
     """Parsed chunks of the input files in order; the kernel runs ahead on ``threads`` threads (with
@@ -912,7 +957,7 @@ class LocalEngine(Engine):
                 local.done_bytes += n
                 ctx.listener.progress(ctx.run, local.done_bytes, total)
 
-            columns = self._needs_columns(flow, step, parse_op.node)
+            columns = self._columns(flow, step, parse_op.node)
             plan = ctx.taps.incremental
             chunk = self.chunk_bytes
             if 0 < total < chunk * PARSE_THREADS:
@@ -953,21 +998,30 @@ class LocalEngine(Engine):
         return None
 
     @staticmethod
-    def _needs_columns(flow, step, parse) -> bool:
-        """False when everything the parse feeds in this step passes records through untouched to sinks."""
-        todo, seen = [parse], set()
+    def _columns(flow, step, parse) -> int:
+        """What the parse must build besides the TSV (``kernel.NONE``, ``VIEWS``, ``STRINGS``): nothing when
+        everything it feeds in this step passes records through untouched to TSV sinks; Arrow strings when
+        what needs columns is only Parquet sinks of one file (Parquet's writer encodes strings faster than
+        views); else string views, which Polars takes without a copy."""
+        todo, seen, strings = [parse], set(), False
         while todo:
             node = todo.pop()
             for child in flow.children(node):
                 if id(child) in seen:
                     continue
                 seen.add(id(child))
+                if isinstance(child, assembly.Sink) and child.format == "parquet" and not child.partition_by \
+                        and child in step.nodes and child not in step.writes:
+                    strings = True
+                    continue
                 if type(child) not in (assembly.Pipe, assembly.Sink) or child not in step.nodes \
                         or child in step.writes or (isinstance(child, assembly.Sink) and (
                             child.format != "tsv" or child.partition_by)):
-                    return True
+                    return kernel.VIEWS
                 todo.append(child)
-        return parse in step.writes
+        if parse in step.writes:
+            return kernel.VIEWS
+        return kernel.STRINGS if strings else kernel.NONE
 
     def finish_trap(self, ctx):
         local: LocalRun = ctx.state
