@@ -424,8 +424,9 @@ class ParquetWriter:
     #: Arrow's writer abandons a column's dictionary when its page passes this (Arrow's default, stated
     #: here so that the up-front choice in ``_dictionary_columns`` and the writer agree)
     DICTIONARY_PAGE_LIMIT = 1 << 20
-    #: batches waiting for a background encoder: two keep it busy while the parse makes the next one
-    QUEUE = 2
+    #: batches waiting for a background encoder: the encoder is the slower side (Branch over 2M lines: the
+    #: parse waits ~0.5 s for it), so one waiting batch keeps it busy; two only added ~15 MB of peak RSS
+    QUEUE = 1
     #: a string column counts as in order when this share of neighbours among its first ORDER_SAMPLE
     #: values are (a log's lines from concurrent requests are a little out of order)
     IN_ORDER, ORDER_SAMPLE = 0.9, 16_384
