@@ -186,9 +186,10 @@ def test_a_run_failing_while_parquet_is_encoded_leaves_no_encoder_behind(tmp_pat
 @pytest.mark.skipif(not kernel.NATIVE, reason="the native kernel was not built")
 @pytest.mark.parametrize("spec", ["combined", "nginx-issue"])
 def test_the_kernel_builds_arrow_strings_holding_what_its_views_hold(spec):
-    """STRINGS mode (for Parquet sinks): one Arrow string array per field, the same values as the string
-    views over the TSV, the same TSV and counts (the original expression, and a format's program with
-    chosen fields); also for a chunk without records."""
+    """STRINGS mode (for steps whose parse feeds only Parquet sinks): one Arrow string array per field
+    instead of the TSV, the same values as the string views over the TSV, the same counts and malformed
+    lines (the original expression, and a format's program with chosen fields); also for a chunk without
+    records."""
     import pyarrow as pa
 
     from format_cases import NGINX_ISSUE
@@ -204,7 +205,7 @@ def test_the_kernel_builds_arrow_strings_holding_what_its_views_hold(spec):
                         b'"9.9.9.%d"\n' % (i, i, i, i) + (b"garbage\n" if i % 7 == 0 else b"") for i in range(50))
     for chunk in (data, b"not a log line\n"):
         views, strings = parser.parse(chunk, True, kernel.VIEWS), parser.parse(chunk, True, kernel.STRINGS)
-        assert strings.tsv == views.tsv and strings.malformed == views.malformed
+        assert strings.tsv is None and strings.malformed == views.malformed
         assert (strings.n_records, strings.n_lines, strings.n_dash) == (views.n_records, views.n_lines, views.n_dash)
         got = strings.columns()
         for column in got:
@@ -215,3 +216,25 @@ def test_the_kernel_builds_arrow_strings_holding_what_its_views_hold(spec):
     assert views.n_records == 0 and strings.n_records == 0
     with pytest.raises(ValueError, match="^columns must be 0, 1 or 2$"):
         kernel.parse(data, True, 3)
+
+
+def test_a_parse_feeding_parquet_and_tsv_sinks_builds_both(tmp_path):
+    """Parquet alone gets Arrow strings without the TSV; beside a TSV sink the parse makes the TSV and
+    views over it: both outputs hold the records."""
+    import pyarrow.parquet as pq
+
+    from logetl.job import program_flow, run_flow
+
+    flow = program_flow("branch")
+    parse = next(n for n in flow.nodes if type(n).__name__ == "Parse")
+    assert local.LocalEngine._columns(flow, flow.steps[0], parse) == kernel.NONE
+    flow.sinks[0].format = "parquet"
+    assert local.LocalEngine._columns(flow, flow.steps[0], parse) == kernel.VIEWS
+    run_flow(flow, CORPUS_LOG, {"output1": str(tmp_path / "a"), "output2": str(tmp_path / "b")}, monitor=False)
+    tsv = corpus("branch.tsv")
+    assert read(tmp_path / "b" / "part-00000") == tsv
+    table = pq.read_table(tmp_path / "a" / "part-00000.parquet")
+    rows = ["\t".join(r) for r in zip(*[table.column(i).to_pylist() for i in range(table.num_columns)])]
+    assert "".join(r + "\n" for r in rows).encode() == tsv
+    flow.sinks[1].format = "parquet"
+    assert local.LocalEngine._columns(flow, flow.steps[0], parse) == kernel.STRINGS

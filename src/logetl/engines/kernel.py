@@ -25,13 +25,13 @@ REASON_NAMES = {1: contract.INVALID_UTF8, 2: contract.NO_MATCH, 3: contract.TAB_
 @dataclass
 class Parsed:
     data: object                   # the raw chunk, a buffer (for trapping malformed lines)
-    tsv: bytes
+    tsv: bytes | None              # None: parsed as STRINGS (for Parquet sinks only), without the TSV
     n_records: int
     n_lines: int
     n_dash: int
     malformed: list                # (line index in chunk, start, end, reason code)
     views: bytes | None = None     # native: one Arrow string-view array per field over tsv
-    strings: tuple | None = None   # native, columns=STRINGS: (offsets, data) of one Arrow string array per field
+    strings: tuple | None = None   # native, columns=STRINGS: (offsets, per-field values) of Arrow string arrays
     rows: list | None = None       # fallback: field tuples
     n_fields: int = 5
 
@@ -41,8 +41,9 @@ class Parsed:
 
         n, width = self.n_records, self.n_fields
         if self.strings is not None:
-            offsets, data = pa.py_buffer(self.strings[0]), pa.py_buffer(self.strings[1])
-            return [pa.Array.from_buffers(pa.string(), n, [None, offsets.slice(k * (n + 1) * 4, (n + 1) * 4), data])
+            offsets, values = pa.py_buffer(self.strings[0]), self.strings[1]
+            return [pa.Array.from_buffers(pa.string(), n, [None, offsets.slice(k * (n + 1) * 4, (n + 1) * 4),
+                                                           pa.py_buffer(values[k])])
                     for k in range(width)]
         if self.views is not None:
             data = pa.py_buffer(self.tsv)
@@ -87,8 +88,8 @@ def parse_python(data, final: bool, columns: bool = True, parser: "Parser | None
 def parse(data, final: bool, columns: int = VIEWS) -> Parsed:
     """Parse a chunk of whole lines (any buffer) with the original expression. ``columns``: NONE when no
     operator will need columns (the native kernel then only writes the TSV), VIEWS (string views over the
-    TSV, no copy: what Polars takes), STRINGS (Arrow strings, one copy: what Parquet's writer encodes
-    fastest)."""
+    TSV, no copy: what Polars takes), STRINGS (Arrow strings instead of the TSV: what Parquet's writer
+    encodes fastest; the pure-Python fallback makes the TSV too)."""
     if _native is None:
         return parse_python(data, final, columns)
     tsv, cols, n, n_lines, n_dash, bad = _native(data, final, int(columns))

@@ -102,9 +102,10 @@ class Batch:
 
     def tsv(self):
         """The records as TSV, in pieces (an iterator)."""
-        if self.parsed is not None and self._frame is None:
+        if self.parsed is not None and self._frame is None and all(p.tsv is not None for p in self.parsed):
             yield from (p.tsv for p in self.parsed)
             return
+        self.frame()     # parsed as kernel.STRINGS, without the TSV (no TSV sink reads this parse)
         # slice by slice, made as they are written: a whole merged frame's text (and getvalue's copy of
         # it) would otherwise be held at once
         for start in range(0, self._frame.height, 65_536):
@@ -1009,11 +1010,11 @@ class LocalEngine(Engine):
 
     @staticmethod
     def _columns(flow, step, parse) -> int:
-        """What the parse must build besides the TSV (``kernel.NONE``, ``VIEWS``, ``STRINGS``): nothing when
-        everything it feeds in this step passes records through untouched to TSV sinks; Arrow strings when
-        what needs columns is only Parquet sinks of one file (Parquet's writer encodes strings faster than
-        views); else string views, which Polars takes without a copy."""
-        todo, seen, strings = [parse], set(), False
+        """What the parse must build (``kernel.NONE``, ``VIEWS``, ``STRINGS``): only the TSV when everything
+        it feeds in this step passes records through untouched to TSV sinks; Arrow strings instead of the
+        TSV when it feeds only Parquet sinks of one file (Parquet's writer encodes strings faster than
+        views); else the TSV and string views over it, which Polars takes without a copy."""
+        todo, seen, strings, tsv = [parse], set(), False, False
         while todo:
             node = todo.pop()
             for child in flow.children(node):
@@ -1028,8 +1029,9 @@ class LocalEngine(Engine):
                         or child in step.writes or (isinstance(child, assembly.Sink) and (
                             child.format != "tsv" or child.partition_by)):
                     return kernel.VIEWS
+                tsv = tsv or isinstance(child, assembly.Sink)
                 todo.append(child)
-        if parse in step.writes:
+        if parse in step.writes or (strings and tsv):
             return kernel.VIEWS
         return kernel.STRINGS if strings else kernel.NONE
 
