@@ -3,7 +3,9 @@
 Why this shape: the parse dominates the cost, so it runs in a native kernel (``_scan.c``) on two threads
 over 4 MiB chunks of whole lines, without the GIL. Records then move as batches: a batch fresh from the
 kernel carries its TSV bytes, so a sink of the unchanged fields (Branch) writes them as they are, and it
-turns into a Polars DataFrame (zero-copy, Arrow string views) only when an operator needs columns.
+turns into a Polars DataFrame (zero-copy, Arrow string views) only when an operator needs columns; a
+parse that feeds only Parquet sinks gets Arrow strings from the kernel instead, which Parquet's encoder
+(in a thread of its own) takes as they are.
 Polars runs the columnar operators (filter, unique, join, sort) in Rust. Streaming operators hold one
 batch; the blocking ones hold what their docstrings in ``logetl.assembly`` say.
 
@@ -405,8 +407,8 @@ class ParquetWriter:
 
     Why it looks like this (bench/output_formats.py, Branch over 2M lines; Parquet took 2.5x the TSV run):
 
-    - Strings come as Arrow strings straight from the parse kernel (``kernel.STRINGS``: one copy there),
-      or as Polars' string views from a frame; neither is cast (Arrow's cast from views cost ~0.15 s of CPU
+    - Strings come as Arrow strings straight from the parse kernel (``kernel.STRINGS``, written in place
+      of the TSV), or as Polars' string views from a frame; neither is cast (Arrow's cast from views cost ~0.15 s of CPU
       and its writer encodes strings faster than views). Only Parquet's own logical types are recorded
       (``store_schema=False``): every reader maps them to plain strings, 64-bit integers and booleans.
     - Dictionary encoding only for the columns where it holds: decided on the first batch, a column whose
