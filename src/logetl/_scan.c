@@ -432,5 +432,8 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "Native pars
 
 PyMODINIT_FUNC PyInit__scan(void) {
     init_classes();
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    /* the columns modes this build knows (0, 1, 2): logetl asks a build from before mode 2 for views */
+    if (m && PyModule_AddIntConstant(m, "COLUMN_MODES", 3) < 0) { Py_DECREF(m); return NULL; }
+    return m;
 }

@@ -12,13 +12,16 @@ from logetl import contract
 try:
     from logetl._scan import parse_chunk as _native
     from logetl._scan import parse_format as _native_format
+    from logetl import _scan
 except ImportError:  # no C compiler at install time
-    _native = _native_format = None
+    _native = _native_format = _scan = None
 
 NATIVE = _native is not None
-#: what a parse builds besides the TSV (``columns``): nothing, Arrow string views over the TSV, or Arrow
-#: strings (the kernel's modes 0, 1 and 2; True and False still mean VIEWS and NONE)
+#: what a parse builds (``columns``): the TSV only, the TSV and Arrow string views over it, or Arrow
+#: strings instead of the TSV (the kernel's modes 0, 1 and 2; True and False still mean VIEWS and NONE)
 NONE, VIEWS, STRINGS = 0, 1, 2
+#: a kernel built before STRINGS existed (a stale build) would take 2 for "true": it is asked for VIEWS
+_STRINGS_BUILT = getattr(_scan, "COLUMN_MODES", 2) > STRINGS
 REASON_NAMES = {1: contract.INVALID_UTF8, 2: contract.NO_MATCH, 3: contract.TAB_OR_CR}
 
 
@@ -92,6 +95,8 @@ def parse(data, final: bool, columns: int = VIEWS) -> Parsed:
     encodes fastest; the pure-Python fallback makes the TSV too)."""
     if _native is None:
         return parse_python(data, final, columns)
+    if columns == STRINGS and not _STRINGS_BUILT:
+        columns = VIEWS
     tsv, cols, n, n_lines, n_dash, bad = _native(data, final, int(columns))
     return _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, 5)
 
@@ -125,6 +130,8 @@ class Parser:
             return parse(data, final, columns) if self.native else parse_python(data, final, columns)
         if not self.native:
             return parse_python(data, final, columns, self)
+        if columns == STRINGS and not _STRINGS_BUILT:
+            columns = VIEWS
         tsv, cols, n, n_lines, n_dash, bad = _native_format(data, final, int(columns), self._program, self.out,
                                                             self.size_index)
         return _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, len(self.out))
