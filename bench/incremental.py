@@ -13,8 +13,8 @@ it (untimed: the outputs' first run); the ``--new`` lines are appended; then, ti
 
 each as the whole command (``python -m logetl``: interpreter start, imports, run) and in this process
 (``logetl.job.run_program``: the run alone). Target: median incremental / median full <= 0.05, measured in the
-same run. Checks that the incremental outputs' parts concatenate to the full run's bytes. Writes
-bench/out/incremental/results.json.
+same run. Checks that the incremental outputs' parts concatenate to the full run's bytes. Prints the load
+average before and after. Writes bench/out/incremental/results.json.
 """
 from __future__ import annotations
 
@@ -82,6 +82,7 @@ def main() -> None:
                                                      "incremental (in process)", "full (in process)",
                                                      "nothing new (in process)")}
     same = True
+    load_before = os.getloadavg()
     for _ in range(args.repeat):
         for how in ("command", "in process"):
             for p in [logs, *inc, *full]:
@@ -110,7 +111,8 @@ def main() -> None:
         "median_s": med, "runs_s": times,
         "ratio_command": med["incremental (command)"] / med["full (command)"],
         "ratio_in_process": med["incremental (in process)"] / med["full (in process)"],
-        "limit": LIMIT, "outputs_identical": same,
+        "limit": LIMIT, "outputs_identical": same, "load_average_before": load_before,
+        "load_average": os.getloadavg(),
     }
     for p in [logs, *inc, *full]:
         shutil.rmtree(p, ignore_errors=True)
@@ -123,6 +125,8 @@ def main() -> None:
     print(f"  incremental / full: whole command {results['ratio_command']:.3f}, in process "
           f"{results['ratio_in_process']:.3f}   (limit {LIMIT})")
     print(f"  incremental parts concatenate to the full run's bytes: {same}")
+    print("  load average before {:.2f} {:.2f} {:.2f}, after {:.2f} {:.2f} {:.2f}".format(
+        *load_before, *results["load_average"]))
 
 
 if __name__ == "__main__":

@@ -174,3 +174,137 @@ def test_a_flow_without_parquet_or_spilling_never_imports_pyarrow(tmp_path):
                        env={**os.environ, "LOGETL_MONITOR": "off"})
     assert p.returncode == 0, p.stderr
     assert p.stdout == "[]\n"
+
+
+def _parquet_batch(n: int):
+    """A batch of ``n`` records: ``few`` (3 values in turn: not in order), ``many`` (all distinct and rising:
+    32 bytes each, so a dictionary of them passes 1 MiB from 33,000 records on) and ``n`` (10 integers)."""
+    import polars as pl
+
+    frame = pl.DataFrame({"few": [("GET", "POST", "HEAD")[i % 3] for i in range(n)],
+                          "many": [f"{i:032d}" for i in range(n)],
+                          "n": [i % 10 for i in range(n)]})
+    return local.Batch(frame.columns, frame)
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_parquet_uses_a_dictionary_only_where_it_fits_a_page_and_statistics_where_they_can_prune(
+        tmp_path, background):
+    """Arrow's writer abandons a dictionary past its page limit: a column whose first batch's distinct
+    values pass it is written plain from the start, the others with a dictionary. Statistics for numbers
+    and for strings in order (``many``), not for strings in no order (``few``). Same records either way."""
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "p.parquet"
+    batches = [_parquet_batch(40_000), _parquet_batch(10)]
+    with open(path, "wb") as f:
+        writer = local.ParquetWriter(f, ["few", "many", "n"], {"few": "string", "many": "string", "n": "integer"},
+                                     background=background)
+        for b in batches:
+            writer.write(b)
+        writer.close()
+    meta = pq.ParquetFile(path).metadata
+    assert meta.num_row_groups == 2
+    for rg in range(2):
+        chunks = {meta.row_group(rg).column(i).path_in_schema: meta.row_group(rg).column(i) for i in range(3)}
+        assert {k: c.has_dictionary_page for k, c in chunks.items()} == {"few": True, "many": False, "n": True}
+        assert {k: c.is_stats_set for k, c in chunks.items()} == {"few": False, "many": True, "n": True}
+    table = pq.read_table(path)
+    assert [str(t) for t in table.schema.types] == ["string", "string", "int64"]
+    expected = [row for b in batches for row in b.frame().iter_rows()]
+    assert list(zip(*[table.column(i).to_pylist() for i in range(3)])) == expected
+
+
+def test_a_failing_background_parquet_encoder_raises_in_the_run_and_ends(tmp_path):
+    """/dev/full refuses every write (ENOSPC): the error reaches the caller (by write or close), and the
+    encoder's thread is gone; a full queue never blocks the caller meanwhile."""
+    import errno
+
+    with open("/dev/full", "wb", buffering=0) as f:
+        writer = local.ParquetWriter(f, ["few", "many", "n"], {"few": "string", "many": "string", "n": "integer"},
+                                     background=True)
+        with pytest.raises(OSError) as caught:
+            for _ in range(6):
+                writer.write(_parquet_batch(40_000))
+            writer.close()
+    assert caught.value.errno == errno.ENOSPC
+    writer.abort()
+    assert not writer.thread.is_alive()
+
+
+def test_a_run_failing_while_parquet_is_encoded_leaves_no_encoder_behind(tmp_path):
+    """The second input is a corrupt gzip: the run fails mid-step, after the encoder started; it is ended
+    with the run, and nothing is published."""
+    import gzip
+    import threading
+
+    from logetl.job import program_flow, run_flow
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "a.log").write_bytes(corpus("corpus.log") * 200)
+    data = gzip.compress(corpus("corpus.log") * 50)
+    (logs / "b.log.gz").write_bytes(data[: len(data) // 2] + b"\x00" * 64 + data[len(data) // 2 + 64:])
+    flow = program_flow("branch")
+    flow.set_output_format("parquet")
+    with pytest.raises(inputs.InputReadError, match=f"^cannot read input {re.escape(repr(str(logs / 'b.log.gz')))}: "):
+        run_flow(flow, str(logs), {"output1": str(tmp_path / "o1"), "output2": str(tmp_path / "o2")}, monitor=False)
+    assert [t.name for t in threading.enumerate() if t.name == "logetl-parquet"] == []
+    assert not (tmp_path / "o1").exists() and not (tmp_path / "o2").exists()
+
+
+@pytest.mark.skipif(not kernel.NATIVE, reason="the native kernel was not built")
+@pytest.mark.parametrize("spec", ["combined", "nginx-issue"])
+def test_the_kernel_builds_arrow_strings_holding_what_its_views_hold(spec):
+    """STRINGS mode (for steps whose parse feeds only Parquet sinks): one Arrow string array per field
+    instead of the TSV, the same values as the string views over the TSV, the same counts and malformed
+    lines (the original expression, and a format's program with chosen fields); also for a chunk without
+    records."""
+    import pyarrow as pa
+
+    from format_cases import NGINX_ISSUE
+    from logetl import formats
+
+    if spec == "combined":
+        fmt = formats.compile_format(spec)
+        parser, data = kernel.Parser(fmt, fmt.fields), corpus("corpus.log") + b"\n"
+    else:
+        fmt = formats.compile_format(NGINX_ISSUE)
+        parser = kernel.Parser(fmt, ("x_forwarded_for", "ip", "request_time"))
+        data = b"".join(b'10.0.0.%d - - [17/May/2015:10:05:03 +0000] "GET /%d HTTP/1.1" 200 5 "-" "curl" 0.%03d '
+                        b'"9.9.9.%d"\n' % (i, i, i, i) + (b"garbage\n" if i % 7 == 0 else b"") for i in range(50))
+    for chunk in (data, b"not a log line\n"):
+        views, strings = parser.parse(chunk, True, kernel.VIEWS), parser.parse(chunk, True, kernel.STRINGS)
+        assert strings.tsv is None and strings.malformed == views.malformed
+        assert (strings.n_records, strings.n_lines, strings.n_dash) == (views.n_records, views.n_lines, views.n_dash)
+        got = strings.columns()
+        for column in got:
+            column.validate(full=True)
+        assert [c.type for c in got] == [pa.string()] * len(parser.keep)
+        assert [c.to_pylist() for c in got] == [c.to_pylist() for c in views.columns()]
+        assert (views.n_records > 0) == (chunk is data)
+    assert views.n_records == 0 and strings.n_records == 0
+    with pytest.raises(ValueError, match="^columns must be 0, 1 or 2$"):
+        kernel.parse(data, True, 3)
+
+
+def test_a_parse_feeding_parquet_and_tsv_sinks_builds_both(tmp_path):
+    """Parquet alone gets Arrow strings without the TSV; beside a TSV sink the parse makes the TSV and
+    views over it: both outputs hold the records."""
+    import pyarrow.parquet as pq
+
+    from logetl.job import program_flow, run_flow
+
+    flow = program_flow("branch")
+    parse = next(n for n in flow.nodes if type(n).__name__ == "Parse")
+    assert local.LocalEngine._columns(flow, flow.steps[0], parse) == kernel.NONE
+    flow.sinks[0].format = "parquet"
+    assert local.LocalEngine._columns(flow, flow.steps[0], parse) == kernel.VIEWS
+    run_flow(flow, CORPUS_LOG, {"output1": str(tmp_path / "a"), "output2": str(tmp_path / "b")}, monitor=False)
+    tsv = corpus("branch.tsv")
+    assert read(tmp_path / "b" / "part-00000") == tsv
+    table = pq.read_table(tmp_path / "a" / "part-00000.parquet")
+    rows = ["\t".join(r) for r in zip(*[table.column(i).to_pylist() for i in range(table.num_columns)])]
+    assert "".join(r + "\n" for r in rows).encode() == tsv
+    flow.sinks[1].format = "parquet"
+    assert local.LocalEngine._columns(flow, flow.steps[0], parse) == kernel.STRINGS

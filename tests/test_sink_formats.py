@@ -126,3 +126,37 @@ def test_output_format_option_and_a_bad_value(tmp_path):
     assert p.returncode == 2 and "'csv' is not one of 'tsv', 'parquet', 'jsonl'" in p.stderr.decode()
     with pytest.raises(L.AssemblyError, match="^sink format 'csv' is not one of tsv, parquet, jsonl$"):
         L.read().write("out", format="csv")
+
+
+def test_the_local_engines_parquet_reads_alike_in_polars_duckdb_and_spark(spark_session, tmp_path):
+    """Written from the kernel's Arrow strings (Branch) and from Polars frames (typed, with nulls), with
+    only Parquet's own types recorded, some columns plain and without statistics: every reader gets the
+    records and types the flow wrote."""
+    import duckdb
+    import polars as pl
+
+    import logetl.programs as programs
+
+    flow = programs.get("branch")
+    flow.set_output_format("parquet")
+    run_flow(flow, CORPUS_LOG, {"output1": str(tmp_path / "a"), "output2": str(tmp_path / "b")}, monitor=False)
+    log = tmp_path / "in.log"
+    log.write_bytes(b'1.2.3.4 - - [17/May/2015:10:05:03 +0000] "GET /a" 200 123 "-" "x"\n'
+                    b'1.2.3.5 - - [17/May/2015:10:05:04 +0000] "GET /b" 200 12a "-" "x"\n'
+                    b'1.2.3.6 - - [17/May/2015:10:05:05 +0000] "GET /c" 200 4096 "-" "x"\n')
+    run_flow(_typed_flow("parquet"), str(log), {"out": str(tmp_path / "t")}, monitor=False)
+    cases = [(tmp_path / "a", tsv_rows(corpus("branch.tsv")), ["string"] * 5, ["VARCHAR"] * 5),
+             (tmp_path / "t", [("1.2.3.4", "GET /a", 123, False), ("1.2.3.5", "GET /b", None, None),
+                               ("1.2.3.6", "GET /c", 4096, True)],
+              ["string", "string", "bigint", "boolean"], ["VARCHAR", "VARCHAR", "BIGINT", "BOOLEAN"])]
+    for out, expected, spark_types, duckdb_types in cases:
+        path = str(out / "part-00000.parquet")
+        frame = pl.read_parquet(path)
+        assert list(frame.iter_rows()) == expected
+        assert [str(t) for t in frame.dtypes] == [{"string": "String", "bigint": "Int64", "boolean": "Boolean"}[t]
+                                                  for t in spark_types]
+        rel = duckdb.sql(f"select * from read_parquet('{path}')")
+        assert rel.fetchall() == expected and [str(t) for t in rel.types] == duckdb_types
+        df = spark_session.read.parquet(path)
+        assert [tuple(r) for r in df.collect()] == expected
+        assert [f.dataType.simpleString() for f in df.schema.fields] == spark_types

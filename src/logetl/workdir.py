@@ -245,8 +245,8 @@ class WorkDir:
                         _clear_checkpoint(d, fs)
             if not fs.exists(self.path):
                 self._create()
-            fs.makedirs(fs.join(self.path, "steps"))
-            fs.makedirs(self.trap_dir)
+            # no steps/ or trap/ yet: made when a step record or trapped line is first written (most runs
+            # have one step, which writes no record, and no trap); each directory made is one more to remove
         except OSError as exc:
             raise WorkDirError(f"cannot use the working directory {self.path!r}: {exc.strerror or exc}") from None
         fs.write_text_atomic(fs.join(self.path, FLOW_FILE), json.dumps(
@@ -257,6 +257,7 @@ class WorkDir:
             fs.remove(fs.join(self.path, COMMITTING))
 
     def step_completed(self, step: str, record: dict) -> None:
+        self.fs.makedirs(self.fs.join(self.path, "steps"))
         self.fs.write_text_atomic(self._step_record(step), json.dumps(record, indent=2))
 
     def forget_step(self, step: str) -> None:

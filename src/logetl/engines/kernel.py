@@ -13,22 +13,29 @@ try:
     from logetl._scan import export_columns as _export
     from logetl._scan import parse_chunk as _native
     from logetl._scan import parse_format as _native_format
+    from logetl import _scan
 except ImportError:  # no C compiler at install time
-    _native = _native_format = _export = None
+    _native = _native_format = _export = _scan = None
 
 NATIVE = _native is not None
+#: what a parse builds (``columns``): the TSV only, the TSV and Arrow string views over it, or Arrow
+#: strings instead of the TSV (the kernel's modes 0, 1 and 2; True and False still mean VIEWS and NONE)
+NONE, VIEWS, STRINGS = 0, 1, 2
+#: a kernel built before STRINGS existed (a stale build) would take 2 for "true": it is asked for VIEWS
+_STRINGS_BUILT = getattr(_scan, "COLUMN_MODES", 2) > STRINGS
 REASON_NAMES = {1: contract.INVALID_UTF8, 2: contract.NO_MATCH, 3: contract.TAB_OR_CR}
 
 
 @dataclass
 class Parsed:
     data: object                   # the raw chunk, a buffer (for trapping malformed lines)
-    tsv: bytes
+    tsv: bytes | None              # None: parsed as STRINGS (for Parquet sinks only), without the TSV
     n_records: int
     n_lines: int
     n_dash: int
     malformed: list                # (line index in chunk, start, end, reason code)
     views: bytes | None = None     # native: one Arrow string-view array per field over tsv
+    strings: tuple | None = None   # native, columns=STRINGS: (offsets, per-field values) of Arrow string arrays
     rows: list | None = None       # fallback: field tuples
     n_fields: int = 5
 
@@ -49,6 +56,11 @@ class Parsed:
         import pyarrow as pa
 
         n, width = self.n_records, self.n_fields
+        if self.strings is not None:
+            offsets, values = pa.py_buffer(self.strings[0]), self.strings[1]
+            return [pa.Array.from_buffers(pa.string(), n, [None, offsets.slice(k * (n + 1) * 4, (n + 1) * 4),
+                                                           pa.py_buffer(values[k])])
+                    for k in range(width)]
         if self.views is not None:
             data = pa.py_buffer(self.tsv)
             views = pa.py_buffer(self.views)
@@ -106,16 +118,26 @@ def parse_python(data, final: bool, columns: bool = True, parser: "Parser | None
 _ALL = tuple(range(len(contract.FIELDS)))
 
 
-def parse(data, final: bool, columns: bool = True, out: tuple[int, ...] = _ALL) -> Parsed:
-    """Parse a chunk of whole lines (any buffer) with the original expression, emitting the fields
-    ``out`` (indexes into ``contract.FIELDS``). ``columns=False`` when no operator will need columns: the
-    native kernel then only writes the TSV."""
+def parse(data, final: bool, columns: int = VIEWS, out: tuple[int, ...] = _ALL) -> Parsed:
+    """Parse a chunk of whole lines (any buffer) with the original expression, emitting the fields ``out``
+    (indexes into ``contract.FIELDS``). ``columns``: NONE when no operator will need columns (the native
+    kernel then only writes the TSV), VIEWS (string views over the TSV, no copy: what Polars takes), STRINGS
+    (Arrow strings instead of the TSV: what Parquet's writer encodes fastest; the pure-Python fallback makes
+    the TSV too)."""
     if _native is None:
         from logetl import formats
 
         return Parser(formats.LEGACY, tuple(contract.FIELDS[i] for i in out), native=False).parse(data, final, columns)
-    tsv, views, n, n_lines, n_dash, bad = _native(data, final, columns, out)
-    return Parsed(data, tsv, n, n_lines, n_dash, bad, views=views, n_fields=len(out))
+    if columns == STRINGS and not _STRINGS_BUILT:
+        columns = VIEWS
+    tsv, cols, n, n_lines, n_dash, bad = _native(data, final, int(columns), out)
+    return _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, len(out))
+
+
+def _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, width) -> Parsed:
+    if columns == STRINGS:
+        return Parsed(data, tsv, n, n_lines, n_dash, bad, strings=cols, n_fields=width)
+    return Parsed(data, tsv, n, n_lines, n_dash, bad, views=cols, n_fields=width)
 
 
 class Parser:
@@ -134,13 +156,15 @@ class Parser:
             self.size_index = fmt.size_index()
             self._program = fmt.native_program()
 
-    def parse(self, data, final: bool, columns: bool = True) -> Parsed:
+    def parse(self, data, final: bool, columns: int = VIEWS) -> Parsed:
         if self.format.legacy:
             if self.native:
                 return parse(data, final, columns, self.out)
             return parse_python(data, final, columns, self if self.out != _ALL else None)
         if not self.native:
             return parse_python(data, final, columns, self)
-        tsv, views, n, n_lines, n_dash, bad = _native_format(data, final, columns, self._program, self.out,
-                                                             self.size_index)
-        return Parsed(data, tsv, n, n_lines, n_dash, bad, views=views, n_fields=len(self.out))
+        if columns == STRINGS and not _STRINGS_BUILT:
+            columns = VIEWS
+        tsv, cols, n, n_lines, n_dash, bad = _native_format(data, final, int(columns), self._program, self.out,
+                                                            self.size_index)
+        return _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, len(self.out))

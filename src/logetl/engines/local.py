@@ -3,7 +3,9 @@
 Why this shape: the parse dominates the cost, so it runs in a native kernel (``_scan.c``) on two threads
 over 4 MiB chunks of whole lines, without the GIL. Records then move as batches: a batch fresh from the
 kernel carries its TSV bytes, so a sink of the unchanged fields (Branch) writes them as they are, and it
-turns into a Polars DataFrame (zero-copy, Arrow string views) only when an operator needs columns.
+turns into a Polars DataFrame (zero-copy, Arrow string views) only when an operator needs columns; a
+parse that feeds only Parquet sinks gets Arrow strings from the kernel instead, which Parquet's encoder
+(in a thread of its own) takes as they are.
 Polars runs the columnar operators (filter, unique, join, sort) in Rust. Streaming operators hold one
 batch; the blocking ones hold what their docstrings in ``logetl.assembly`` say.
 
@@ -33,6 +35,7 @@ from logetl.io.outputs import StagedOutput, partition_name
 from logetl.listener import StepRun
 
 PARSE_THREADS = 2
+MIN_SPLIT_CHUNK = 256 << 10   # a small read is split between the parse threads down to chunks this big
 BATCH_ROWS = 131_072          # kernel chunks are coalesced into batches this big: Polars calls pay per call
 STORE_ROWS = 131_072          # rows buffered before a stored part is written
 
@@ -59,18 +62,20 @@ class Batch:
         self.shares_chunk = shares_chunk or parsed is not None
         self._arrow = None
 
-    def arrow(self, schema):
-        """The records as an Arrow table of ``schema``, converted once however many sinks write them (a
-        kernel batch goes straight from its Arrow columns, without a Polars frame)."""
-        if self._arrow is None or self._arrow.schema != schema:
+    def arrow(self, schema=None):
+        """The records as an Arrow table, converted once however many sinks write them: a kernel batch
+        straight from its Arrow columns (strings or string views, without a Polars frame or a copy), a
+        frame with Polars' own string views; cast to ``schema`` when one is given and differs."""
+        if self._arrow is None or (schema is not None and self._arrow.schema != schema):
             import pyarrow as pa
 
             if self.parsed is not None and self._frame is None:
                 names = list(self.fields)
-                table = pa.concat_tables([pa.Table.from_arrays(p.columns(), names=names) for p in self.parsed])
+                tables = [pa.Table.from_arrays(p.columns(), names=names) for p in self.parsed]
+                table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
             else:
-                table = self._frame.to_arrow()
-            self._arrow = table.cast(schema)
+                table = self._frame.to_arrow(compat_level=_pl().CompatLevel.newest())
+            self._arrow = table if schema is None or table.schema == schema else table.cast(schema)
         return self._arrow
 
     def derive(self, fields, frame) -> "Batch":
@@ -96,9 +101,10 @@ class Batch:
 
     def tsv(self):
         """The records as TSV, in pieces (an iterator)."""
-        if self.parsed is not None and self._frame is None:
+        if self.parsed is not None and self._frame is None and all(p.tsv is not None for p in self.parsed):
             yield from (p.tsv for p in self.parsed)
             return
+        self.frame()     # parsed as kernel.STRINGS, without the TSV (no TSV sink reads this parse)
         # slice by slice, made as they are written: a whole merged frame's text (and getvalue's copy of
         # it) would otherwise be held at once
         for start in range(0, self._frame.height, 65_536):
@@ -393,24 +399,191 @@ class TsvWriter:
 
 class ParquetWriter:
     """Parquet with the sink's field names, in order, typed by the flow (strings, 64-bit integers,
-    booleans), zstd-compressed; one row group per batch, so memory holds one batch. An empty output is
-    a file with the schema and no rows."""
+    booleans), zstd-compressed; one row group per batch, so memory holds one batch. An empty output is a
+    file with the schema and no rows.
+
+    Why it looks like this (bench/output_formats.py, Branch over 2M lines; Parquet took 2.5x the TSV run):
+
+    - Strings come as Arrow strings straight from the parse kernel (``kernel.STRINGS``, written in place
+      of the TSV), or as Polars' string views from a frame; neither is cast (Arrow's cast from views cost ~0.15 s of CPU
+      and its writer encodes strings faster than views). Only Parquet's own logical types are recorded
+      (``store_schema=False``): every reader maps them to plain strings, 64-bit integers and booleans.
+    - Dictionary encoding only for the columns where it holds: decided on the first batch, a column whose
+      distinct values would pass the dictionary page limit is written plain. Arrow's writer would build
+      that dictionary and abandon it at the limit, for every row group (a log's timestamps: half the
+      encoding time, and a file 3x larger than plain + zstd).
+    - Statistics where a reader can use them to skip row groups: numbers, booleans, and strings in order
+      (``_statistics_columns``); a quarter of the encoding time went into the min and max of strings in no
+      order, which skip nothing.
+    - With ``background``, the encoding runs in a thread of its own (pyarrow releases the GIL while it
+      encodes), which also imports pyarrow: the parse goes on meanwhile. At most QUEUE batches wait for
+      it, so memory stays bounded (the parse blocks when the queue is full).
+    """
 
     suffix = ".parquet"
+    #: Arrow's writer abandons a column's dictionary when its page passes this (Arrow's default, stated
+    #: here so that the up-front choice in ``_dictionary_columns`` and the writer agree)
+    DICTIONARY_PAGE_LIMIT = 1 << 20
+    #: batches waiting for a background encoder: the encoder is the slower side (Branch over 2M lines: the
+    #: parse waits ~0.5 s for it), so one waiting batch keeps it busy; two only added ~15 MB of peak RSS
+    QUEUE = 1
+    #: a string column counts as in order when this share of neighbours among its first ORDER_SAMPLE
+    #: values are (a log's lines from concurrent requests are a little out of order)
+    IN_ORDER, ORDER_SAMPLE = 0.9, 16_384
 
-    def __init__(self, file, fields, types):
+    def __init__(self, file, fields, types, background: bool = False):
+        self.file = file
+        self.fields, self.types = list(fields), types
+        self.writer = None
+        self.thread = None
+        self.error: BaseException | None = None
+        if background:
+            import queue
+            import threading
+
+            self.queue = queue.Queue(self.QUEUE)
+            self.thread = threading.Thread(target=self._encode, name="logetl-parquet", daemon=True)
+            self.thread.start()
+
+    def _schema(self, first=None):
+        """The file's Arrow schema: the flow's types; a string field as ``first`` (a table) has it, Arrow
+        strings or string views (Parquet's type is the same), so that it needs no cast."""
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         kinds = {"string": pa.string(), "integer": pa.int64(), "boolean": pa.bool_()}
-        self.schema = pa.schema([(f, kinds[types[f]]) for f in fields])
-        self.writer = pq.ParquetWriter(file, self.schema, compression="zstd")
+        fields = []
+        for f in self.fields:
+            kind = kinds[self.types[f]]
+            if first is not None and kind == pa.string() and first.schema.field(f).type == pa.string_view():
+                kind = pa.string_view()
+            fields.append((f, kind))
+        return pa.schema(fields)
 
-    def write(self, batch):
+    def _open(self, first):
+        """Opens the writer, its dictionary columns chosen from ``first`` (a table, or None: no rows)."""
+        import pyarrow.parquet as pq
+
+        self.schema = self._schema(first)
+        dictionary, statistics = True, True
+        if first is not None:
+            first = first if first.schema == self.schema else first.cast(self.schema)
+            dictionary, statistics = self._dictionary_columns(first), self._statistics_columns(first)
+        self.writer = pq.ParquetWriter(self.file, self.schema, compression="zstd", use_dictionary=dictionary,
+                                       dictionary_pagesize_limit=self.DICTIONARY_PAGE_LIMIT,
+                                       write_statistics=statistics, store_schema=False)
+
+    def _dictionary_columns(self, table) -> list[str]:
+        """The columns whose distinct values in ``table`` fit one dictionary page (Parquet's plain encoding
+        of the dictionary: a 4-byte length per string, 8 bytes per integer). Booleans never: Parquet
+        does not dictionary-encode them."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        chosen = []
+        for name, column in zip(table.column_names, table.columns):
+            if pa.types.is_boolean(column.type):
+                continue
+            distinct = pc.unique(column)
+            if pa.types.is_integer(column.type):
+                size = 8 * len(distinct)
+            else:
+                lengths = pc.binary_length(distinct.cast(pa.large_string()))
+                size = 4 * len(distinct) + (pc.sum(lengths).as_py() or 0)
+            if size <= self.DICTIONARY_PAGE_LIMIT:
+                chosen.append(name)
+        return chosen
+
+    def _statistics_columns(self, table) -> list[str]:
+        """The columns whose statistics (min, max, nulls per row group) are written: numbers and booleans
+        (cheap to compare), and strings in order, or nearly, in ``table``'s first rows (a log's time). Not
+        the strings in no order (addresses, requests, sizes as text): their min and max span nearly every
+        value in every row group, so they let a reader skip nothing, and they cost a quarter of the
+        encoding (two string comparisons a value)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        chosen = []
+        for name, column in zip(table.column_names, table.columns):
+            if not (pa.types.is_string(column.type) or pa.types.is_string_view(column.type)):
+                chosen.append(name)
+                continue
+            head = column.slice(0, self.ORDER_SAMPLE).cast(pa.string())
+            if len(head) < 2:
+                chosen.append(name)
+                continue
+            rising = pc.sum(pc.less_equal(head.slice(0, len(head) - 1), head.slice(1))).as_py() or 0
+            if rising >= self.IN_ORDER * (len(head) - 1):
+                chosen.append(name)
+        return chosen
+
+    def _write(self, batch):
+        if self.writer is None:
+            self._open(batch.arrow())
         self.writer.write_table(batch.arrow(self.schema))
 
-    def close(self):
+    def _encode(self):
+        """The background encoder: batches from the queue until None. After a failure it keeps taking
+        them (so that ``write`` never blocks on a full queue) and the next ``write`` or ``close`` raises."""
+        import gc
+
+        collecting = gc.isenabled()
+        try:
+            # pyarrow's import (~0.17 s of CPU, numpy's included) here, while the parse makes the first
+            # batch; without the cyclic collector, which would walk the new modules' objects again and
+            # again (~8 % of the import)
+            gc.disable()
+            import pyarrow.compute  # noqa: F401
+            import pyarrow.parquet  # noqa: F401
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            if collecting:
+                gc.enable()
+        while True:
+            batch = self.queue.get()
+            if batch is None:
+                break
+            if self.error is None:
+                try:
+                    self._write(batch)
+                except BaseException as exc:       # raised in the run's thread, by write or close
+                    self.error = exc
+        if self.error is None:
+            try:
+                self._close_writer()
+            except BaseException as exc:
+                self.error = exc
+
+    def _close_writer(self):
+        if self.writer is None:
+            self._open(None)
         self.writer.close()
+
+    def _raise(self):
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+
+    def write(self, batch):
+        if self.thread is None:
+            self._write(batch)
+            return
+        self._raise()
+        self.queue.put(batch)
+
+    def close(self):
+        if self.thread is None:
+            self._close_writer()
+            return
+        self.abort()
+        self._raise()
+
+    def abort(self):
+        """Ends the background encoder (after what is queued): a run that failed must not leave it
+        waiting."""
+        if self.thread is not None and self.thread.is_alive():
+            self.queue.put(None)
+            self.thread.join()
 
 
 class JsonLinesWriter:
@@ -453,15 +626,20 @@ class SinkOp(Op):
         self.parts: dict[str, int] = {}       # partition -> number of its current part file
         self.path = output.part + self.kind.suffix
         if not node.partition_by and twin is None:
-            self.open[""] = self._start(self.path, "wb")
+            # one file: Parquet encodes in a thread of its own, alongside the parse (a partitioned sink
+            # keeps up to MAX_OPEN_PARTITIONS writers, and threads for each would only compete)
+            self.open[""] = self._start(self.path, "wb", background=self.kind is ParquetWriter)
+            if self.kind is ParquetWriter:
+                self.ctx.state.encoders.append(self.open[""][1])
 
     def copy_from_twin(self) -> None:
         """Its twin wrote the same records: the same bytes, copied (in the kernel where it can)."""
         shutil.copyfile(self.twin.path, self.path)
 
-    def _start(self, path: str, mode: str):
+    def _start(self, path: str, mode: str, background: bool = False):
         f = open(path, mode)
-        return f, self.kind(f, self.node.file_fields, self.node.types)
+        extra = {"background": True} if background else {}
+        return f, self.kind(f, self.node.file_fields, self.node.types, **extra)
 
     def _writer(self, leaf: str):
         found = self.open.pop(leaf, None)
@@ -650,7 +828,7 @@ class Scan:
     caller iterates: a step starts its scans before it builds its operators, whose first use of Polars
     imports it (~0.13 s, holding the GIL, which the kernel does not need)."""
 
-    def __init__(self, files: list[str], on_bytes=None, threads: int = PARSE_THREADS, columns: bool = True,
+    def __init__(self, files: list[str], on_bytes=None, threads: int = PARSE_THREADS, columns: int = kernel.VIEWS,
                  chunk: int = inputs.CHUNK, parser: kernel.Parser | None = None, ranges: dict | None = None,
                  reached: dict | None = None):
         self.parse = parser.parse if parser is not None else kernel.parse
@@ -751,11 +929,14 @@ class LocalRun(RunState):
         self.done_bytes = 0
         self.memory = MemoryBudget(memory_limit, spill_buffers)
         self.spill_root = os.path.join(taps.work.path, "spill")
+        self.encoders: list[ParquetWriter] = []   # background encoders, ended by close whatever happened
 
     def spill_dir(self, name: str) -> SpillDir:
         return SpillDir(self.spill_root, name)
 
     def close(self, ok: bool) -> None:
+        for encoder in self.encoders:
+            encoder.abort()
         if self.trap_file is not None and not self.trap_file.closed:
             self.trap_file.close()
         shutil.rmtree(self.spill_root, ignore_errors=True)
@@ -816,9 +997,14 @@ class LocalEngine(Engine):
             ctx.listener.progress(ctx.run, local.done_bytes, total)
 
         plan = ctx.taps.incremental
-        return Scan(ctx.taps.inputs, on_bytes, columns=self._needs_columns(ctx.flow, step, node),
-                    chunk=self.chunk_bytes, parser=kernel.Parser(node.format, node.fields),
-                    ranges=ctx.taps.ranges, reached=plan.reached if plan is not None else None)
+        chunk = self.chunk_bytes
+        if 0 < total < chunk * PARSE_THREADS:
+            # a small read (an incremental run's new lines, a small file) in whole chunks would leave a
+            # parse thread idle: split it between them (20,000 new lines: 4.3 MB, one chunk and a sliver)
+            chunk = max(MIN_SPLIT_CHUNK, -(-total // PARSE_THREADS))
+        return Scan(ctx.taps.inputs, on_bytes, columns=self._columns(ctx.flow, step, node), chunk=chunk,
+                    parser=kernel.Parser(node.format, node.fields), ranges=ctx.taps.ranges,
+                    reached=plan.reached if plan is not None else None)
 
     def _execute(self, ctx, step, state, scans):
         flow = ctx.flow
@@ -833,6 +1019,7 @@ class LocalEngine(Engine):
             if isinstance(node, assembly.Parse):
                 if local.trap and local.trap_file is None:
                     # trapped lines belong to the step that parses: kept with it, for a restart
+                    os.makedirs(local.work.trap_dir, exist_ok=True)
                     local.trap_file = open(local.work.trap_part, "wb")
                 op = ParseOp(node, ctx, state, n_in, trap_file=local.trap_file)
                 parse_ops.append((op, node.previous[0]))
@@ -876,8 +1063,7 @@ class LocalEngine(Engine):
             if isinstance(op, SinkOp) and op.twin is not None:
                 op.copy_from_twin()
         if parse_ops and local.trap_file is not None:
-            local.trap_file.flush()
-            os.fsync(local.trap_file.fileno())
+            local.trap_file.flush()     # in the kernel's hands: a killed process loses none of it (no fsync, fs.py)
 
     @staticmethod
     def _twin(step, sink, ops):
@@ -902,21 +1088,31 @@ class LocalEngine(Engine):
         return None
 
     @staticmethod
-    def _needs_columns(flow, step, parse) -> bool:
-        """False when everything the parse feeds in this step passes records through untouched to sinks."""
-        todo, seen = [parse], set()
+    def _columns(flow, step, parse) -> int:
+        """What the parse must build (``kernel.NONE``, ``VIEWS``, ``STRINGS``): only the TSV when everything
+        it feeds in this step passes records through untouched to TSV sinks; Arrow strings instead of the
+        TSV when it feeds only Parquet sinks of one file (Parquet's writer encodes strings faster than
+        views); else the TSV and string views over it, which Polars takes without a copy."""
+        todo, seen, strings, tsv = [parse], set(), False, False
         while todo:
             node = todo.pop()
             for child in flow.children(node):
                 if id(child) in seen:
                     continue
                 seen.add(id(child))
+                if isinstance(child, assembly.Sink) and child.format == "parquet" and not child.partition_by \
+                        and child in step.nodes and child not in step.writes:
+                    strings = True
+                    continue
                 if type(child) not in (assembly.Pipe, assembly.Sink) or child not in step.nodes \
                         or child in step.writes or (isinstance(child, assembly.Sink) and (
                             child.format != "tsv" or child.partition_by)):
-                    return True
+                    return kernel.VIEWS
+                tsv = tsv or isinstance(child, assembly.Sink)
                 todo.append(child)
-        return parse in step.writes
+        if parse in step.writes or (strings and tsv):
+            return kernel.VIEWS
+        return kernel.STRINGS if strings else kernel.NONE
 
     def finish_trap(self, ctx):
         local: LocalRun = ctx.state
