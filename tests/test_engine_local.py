@@ -308,3 +308,34 @@ def test_a_parse_feeding_parquet_and_tsv_sinks_builds_both(tmp_path):
     assert "".join(r + "\n" for r in rows).encode() == tsv
     flow.sinks[1].format = "parquet"
     assert local.LocalEngine._columns(flow, flow.steps[0], parse) == kernel.STRINGS
+
+
+def test_per_record_operators_run_in_the_parse_threads_with_the_same_bytes_and_counters(tmp_path, monkeypatch):
+    """The per-record operators right after a parse (here derive, filter, select) run in the parse threads
+    chunk by chunk; what they write and count is what they write and count run one batch at a time here
+    (some chunks are parsed before the operators exist and take that path: both meet in input order)."""
+    import logetl.api as L
+    from logetl.job import run_flow
+
+    monkeypatch.setattr(local.LocalEngine, "chunk_bytes", 97)
+    monkeypatch.setattr(local, "BATCH_ROWS", 3)
+
+    def flow():
+        p = (L.read(None, fields=("ip", "time", "response"))
+             .derive(hour=L.hour(L.col("time")), name="hour")
+             .filter(L.col("hour").is_not_null() & (L.col("response") != "404"), name="kept")
+             .select("hour", "ip", name="cut"))
+        return L.Flow("fused", [p.write("out")])
+
+    fused_chains = []
+    real_fuse = local.ParseOp.fuse
+    monkeypatch.setattr(local.ParseOp, "fuse", lambda self, chain: fused_chains.append(
+        [op.node.name for op in chain]) or real_fuse(self, chain))
+    fused = run_flow(flow(), CORPUS_LOG, {"out": str(tmp_path / "a")})
+    assert fused_chains == [["hour", "kept", "cut"]]
+    monkeypatch.setattr(local.ParseOp, "fusable", lambda self: [])
+    plain = run_flow(flow(), CORPUS_LOG, {"out": str(tmp_path / "b")})
+    assert read(tmp_path / "a" / "part-00000") == read(tmp_path / "b" / "part-00000")
+    assert read(tmp_path / "a" / "part-00000").count(b"\n") > 10
+    counters = lambda r: {s.name: s.counters for s in r.steps}   # noqa: E731
+    assert counters(fused) == counters(plain)
