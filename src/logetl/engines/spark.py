@@ -43,16 +43,23 @@ import os
 import re
 import shutil
 import socket
-from functools import reduce
+import sys
+from functools import partial, reduce
 from itertools import count
 
-from logetl import assembly, contract
+from logetl import __version__, assembly, contract
+from logetl.errors import UsageError
 from logetl.engines.base import Engine, EngineUnavailable, RunState, StepContext, partitioned_taps
 from logetl.engines.spark_expressions import AGGREGATES, COMPILE, Compiler, column
 from logetl.io.fs import LocalFS
 
 SPARK_PATTERN = "(?s)" + contract.PATTERN
 MASTER_ENV = "LOGETL_SPARK_MASTER"
+PARSE_CONF = "logetl.parse"
+#: logetl's settings given with --conf (never passed to Spark): name -> the values it takes
+LOGETL_CONF = {PARSE_CONF: ("auto", "native", "builtin")}
+#: what the session's check found, by Spark application: (the executors can run the kernel, why not)
+_NATIVE_CHECKS: dict[str, tuple[bool, str]] = {}
 ORDER = "_order"
 _OBSERVATIONS = count()     # observation names are unique within the session: numbered, whatever the run
 
@@ -220,6 +227,23 @@ def _check_master(master: str) -> None:
 
 def _raw(value) -> bytes:
     return value.encode("utf-8", "surrogateescape") if isinstance(value, str) else bytes(value)
+
+
+def _worker_failure(exc: Exception) -> str:
+    """One line from a failed job of the check: the cause Spark reports for its task (the Python worker's
+    exception, or why it could not start), without Spark's stack traces."""
+    lines = [l.strip() for l in str(exc).splitlines() if l.strip()]
+    for l in lines:   # a Python exception in the worker: its last line is "SomeError: message"
+        m = re.match(r"^(?:pyspark\.errors\.exceptions\.\w+\.)?(\w+(?:Error|Exception)): (.+)$", l)
+        if m and not m.group(1).startswith(("Py4J", "SparkException")):
+            last = f"{m.group(1)}: {m.group(2)}"
+    m = re.search(r"(Cannot run program [^\n]*)", str(exc))
+    if m:
+        return m.group(1).strip()
+    try:
+        return last
+    except NameError:
+        return lines[0] if lines else type(exc).__name__
 
 
 def _metrics(observation) -> dict:
@@ -404,9 +428,21 @@ class SparkEngine(Engine):
     def __init__(self, master: str | None = None, conf: dict | None = None, **options):
         super().__init__(**options)
         self.master = master
-        self.conf = dict(conf or {})
+        conf = dict(conf or {})
+        # logetl's own settings ride on --conf too; they never reach Spark
+        ours = {k: conf.pop(k) for k in list(conf) if k.startswith("logetl.")}
+        unknown = sorted(set(ours) - set(LOGETL_CONF))
+        if unknown:
+            raise UsageError(f"unknown setting --conf {unknown[0]}={ours[unknown[0]]} "
+                             f"(logetl's are {', '.join(sorted(LOGETL_CONF))})")
+        self.parse_mode = ours.get(PARSE_CONF, "auto")
+        if self.parse_mode not in LOGETL_CONF[PARSE_CONF]:
+            raise UsageError(f"--conf {PARSE_CONF}={self.parse_mode}: choose from "
+                             f"{', '.join(LOGETL_CONF[PARSE_CONF])}")
+        self.conf = conf
         self._spark = None
         self._owns_session = False
+        self.native = False      # the parse path of this engine's runs, chosen by prepare
 
     # --- the session ------------------------------------------------------------------------------------
 
@@ -441,6 +477,11 @@ class SparkEngine(Engine):
         }
         if master and master.startswith("local") and "SPARK_LOCAL_IP" not in os.environ:
             os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"   # a local run binds to loopback only
+        if master and master.startswith("local") and "PYSPARK_PYTHON" not in os.environ \
+                and "spark.pyspark.python" not in conf:
+            # local executors run on this machine: their Python workers (the native parse path) are this
+            # interpreter, with logetl and its kernel, rather than PySpark's default, whatever python3 is
+            os.environ["PYSPARK_PYTHON"] = sys.executable
         for k, v in conf.items():
             builder = builder.config(k, v)
         self._owns_session = active is None and not under_submit
@@ -469,7 +510,52 @@ class SparkEngine(Engine):
     # --- running ------------------------------------------------------------------------------------------
 
     def prepare(self, ctx: StepContext) -> SparkRun:
-        return SparkRun(HadoopFS(self.session()), ctx.taps, partitioned_taps(ctx.flow))
+        run = SparkRun(HadoopFS(self.session()), ctx.taps, partitioned_taps(ctx.flow))
+        if any(isinstance(n, assembly.Parse) for n in ctx.flow.nodes):
+            self.native, notice = self.choose_parse()
+            self._notice(ctx.run, ctx.listener, notice)
+        return run
+
+    def choose_parse(self) -> tuple[bool, str]:
+        """The parse path of this engine's runs, and the notice that says which and why: logetl's native
+        kernel when the executors can run it (``--conf logetl.parse=auto``, the default), or as forced."""
+        builtin = "Spark parses with its built-in regular expressions"
+        native = "Spark parses with logetl's native kernel on the executors"
+        if self.parse_mode == "builtin":
+            return False, f"{builtin} (--conf {PARSE_CONF}=builtin)"
+        ok, why = self.native_check()
+        if self.parse_mode == "native":
+            if not ok:
+                raise EngineUnavailable(f"--conf {PARSE_CONF}=native, but the executors cannot run logetl's "
+                                        f"kernel: {why}")
+            return True, f"{native} (--conf {PARSE_CONF}=native)"
+        if not ok:
+            return False, f"{builtin}: the executors cannot run logetl's kernel ({why})"
+        return True, native
+
+    def native_check(self) -> tuple[bool, str]:
+        """Whether the executors' Python workers can import logetl's kernel (and pyarrow), in the driver's
+        logetl version: one task of one tiny job, once per Spark application (then remembered)."""
+        spark = self.session()
+        sc = spark.sparkContext
+        key = sc.applicationId
+        if key not in _NATIVE_CHECKS:
+            from logetl.engines.spark_native import probe
+
+            sc.setJobDescription("logetl: can the executors run logetl's kernel?")
+            try:
+                found = sc.parallelize([0], 1).map(probe).collect()[0]
+            except Exception as exc:   # the worker did not even start (no such python, another version)
+                found = ("missing", _worker_failure(exc))
+            finally:
+                sc.setJobDescription(None)
+            if found[0] != "ok":
+                _NATIVE_CHECKS[key] = (False, found[1])
+            elif found[1] != __version__:
+                _NATIVE_CHECKS[key] = (False, f"they have logetl {found[1]}, the driver {__version__}")
+            else:
+                _NATIVE_CHECKS[key] = (True, "")
+        return _NATIVE_CHECKS[key]
 
     def _parse(self, ctx: StepContext, node, observations: list, persist: bool):
         """(records, malformed) of the input: records with the format's fields and ``_order``; malformed
@@ -482,6 +568,59 @@ class SparkEngine(Engine):
         reads = [spark.read.option("lineSep", "\n").text(f).select(
             "value", F.col("_metadata.file_path").alias("_file")) for f in ctx.taps.inputs]
         raw = reduce(lambda a, b: a.union(b), reads).withColumn(ORDER, F.monotonically_increasing_id())
+        if self.native:
+            checked, fields = self._parse_native(raw, node)
+        else:
+            checked, fields = self._parse_builtin(raw, node)
+        kept = F.col("_reason").isNull() & ~F.col("_dash")
+        obs = Observation(f"parse_{node.name}")
+        checked = checked.observe(
+            obs, F.count(F.lit(1)).alias("lines"),
+            *[F.sum(F.when(F.col("_reason") == r, 1).otherwise(0)).alias(r) for r in contract.REASONS],
+            F.sum(F.when(F.col("_dash"), 1).otherwise(0)).alias("dash"),
+            F.sum(F.when(kept, 1).otherwise(0)).alias("kept"))
+        if persist:   # one scan of the input serves all of the step's actions
+            checked = checked.persist(StorageLevel.MEMORY_AND_DISK)
+            ctx.state.persisted.append(checked)
+        observations.append((node, obs))
+        records = checked.filter(kept).select(*[fields[f].alias(f) for f in node.fields], ORDER)
+        malformed = checked.filter(F.col("_reason").isNotNull()).select("value", "_file", "_reason", ORDER)
+        return records, malformed
+
+    @staticmethod
+    def _parse_native(raw, node):
+        """The lines parsed by logetl's kernel on the executors (``spark_native``): ``raw`` with the
+        fields, ``_reason`` and ``_dash``; the fields by name."""
+        from pyspark.sql import functions as F
+
+        from logetl.engines.spark_native import STATUS, field_column, parse_batches
+
+        fmt = node.format
+        if fmt.legacy:
+            spec = (None, tuple(range(5)), 4)
+        else:
+            spec = (fmt.native_program(), tuple(fmt.fields.index(f) for f in node.fields), fmt.size_index())
+        columns = [field_column(i) for i in range(len(node.fields))]
+        schema = ", ".join([f"{c} string" for c in columns]
+                           + [f"{STATUS} tinyint", "value binary", "_file string", f"{ORDER} bigint"])
+        # the raw bytes as binary (a cast that keeps them, invalid UTF-8 included) reach the kernel
+        lines = raw.select(F.col("value").cast("binary").alias("value"), "_file", ORDER)
+        parsed = lines.mapInArrow(partial(parse_batches, spec), schema)
+        status = F.col(STATUS)
+        invalid_utf8, no_match, tab_or_cr = contract.REASONS     # the kernel's codes 1, 2, 3
+        reason = (F.when(status == 1, F.lit(invalid_utf8)).when(status == 2, F.lit(no_match))
+                  .when(status == 3, F.lit(tab_or_cr)))
+        # the trap writes text: the raw bytes go back into a string column, unchanged (as read.text's)
+        checked = parsed.select(*columns, F.col("value").cast("string").alias("value"), "_file", ORDER,
+                                reason.alias("_reason"), (status == 4).alias("_dash"))
+        return checked, {f: F.col(c) for f, c in zip(node.fields, columns)}
+
+    @staticmethod
+    def _parse_builtin(raw, node):
+        """The lines parsed by Spark's regular expressions (Java's): ``raw`` with the fields' TSV,
+        ``_reason`` and ``_dash``; the fields by name."""
+        from pyspark.sql import functions as F
+
         line = F.regexp_replace("value", r"\r\z", "")
         fmt = node.format
         # the format's fields as TSV: a field holds a TAB or CR exactly when that TSV holds a CR or more
@@ -502,22 +641,9 @@ class SparkEngine(Engine):
             is_dash = F.coalesce(F.get(F.split(F.col("_tsv"), "\t"), F.lit(size)) == "-", F.lit(False))
         else:
             is_dash = F.lit(False)
-        dash = F.col("_reason").isNull() & is_dash
-        kept = F.col("_reason").isNull() & ~is_dash
-        obs = Observation(f"parse_{node.name}")
-        checked = checked.observe(
-            obs, F.count(F.lit(1)).alias("lines"),
-            *[F.sum(F.when(F.col("_reason") == r, 1).otherwise(0)).alias(r) for r in contract.REASONS],
-            F.sum(F.when(dash, 1).otherwise(0)).alias("dash"), F.sum(F.when(kept, 1).otherwise(0)).alias("kept"))
-        if persist:   # one scan of the input serves all of the step's actions
-            checked = checked.persist(StorageLevel.MEMORY_AND_DISK)
-            ctx.state.persisted.append(checked)
-        observations.append((node, obs))
+        checked = checked.withColumn("_dash", F.col("_reason").isNull() & is_dash)
         fields = F.split(F.col("_tsv"), "\t")
-        records = checked.filter(kept).select(
-            *[fields.getItem(fmt.fields.index(f)).alias(f) for f in node.fields], ORDER)
-        malformed = checked.filter(F.col("_reason").isNotNull()).select("value", "_file", "_reason", ORDER)
-        return records, malformed
+        return checked, {f: fields.getItem(fmt.fields.index(f)) for f in node.fields}
 
     def _apply(self, node, inputs):
         """The DataFrame of ``node`` from those of its inputs (``OPERATORS``)."""
