@@ -51,6 +51,7 @@ from logetl import __version__, assembly, contract
 from logetl.errors import UsageError
 from logetl.engines.base import Engine, EngineUnavailable, RunState, StepContext, partitioned_taps
 from logetl.engines.spark_expressions import AGGREGATES, COMPILE, Compiler, column
+from logetl.engines.spark_native import DASH, KEPT, STATUS
 from logetl.io.fs import LocalFS
 
 SPARK_PATTERN = "(?s)" + contract.PATTERN
@@ -230,20 +231,17 @@ def _raw(value) -> bytes:
 
 
 def _worker_failure(exc: Exception) -> str:
-    """One line from a failed job of the check: the cause Spark reports for its task (the Python worker's
-    exception, or why it could not start), without Spark's stack traces."""
-    lines = [l.strip() for l in str(exc).splitlines() if l.strip()]
-    for l in lines:   # a Python exception in the worker: its last line is "SomeError: message"
-        m = re.match(r"^(?:pyspark\.errors\.exceptions\.\w+\.)?(\w+(?:Error|Exception)): (.+)$", l)
-        if m and not m.group(1).startswith(("Py4J", "SparkException")):
-            last = f"{m.group(1)}: {m.group(2)}"
-    m = re.search(r"(Cannot run program [^\n]*)", str(exc))
+    """One line from a failed job of the check: why the Python worker could not start (Spark's message for
+    a missing interpreter), or the last exception it raised, without Spark's stack traces."""
+    text = str(exc)
+    m = re.search(r"Cannot run program [^\n]*", text)
     if m:
-        return m.group(1).strip()
-    try:
-        return last
-    except NameError:
-        return lines[0] if lines else type(exc).__name__
+        return m.group(0).strip()
+    found = re.findall(r"^\s*(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$", text, re.M)
+    found = [(name, msg) for name, msg in found if not name.startswith(("Py4J", "Spark"))]
+    if found:
+        return f"{found[-1][0]}: {found[-1][1].strip()}"
+    return (text.strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _metrics(observation) -> dict:
@@ -542,12 +540,25 @@ class SparkEngine(Engine):
         if key not in _NATIVE_CHECKS:
             from logetl.engines.spark_native import probe
 
+            try:   # what PySpark's mapInArrow itself requires on the driver
+                from pyspark.sql.pandas.utils import require_minimum_pandas_version, require_minimum_pyarrow_version
+
+                require_minimum_pandas_version()
+                require_minimum_pyarrow_version()
+            except Exception as exc:
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                _NATIVE_CHECKS[key] = (False, f"the driver cannot use mapInArrow: {first}")
+                return _NATIVE_CHECKS[key]
             sc.setJobDescription("logetl: can the executors run logetl's kernel?")
+            # a worker that cannot start fails the task, and Spark would log its stack traces: the notice
+            # says it in one line instead
+            sc.setLogLevel("OFF")
             try:
                 found = sc.parallelize([0], 1).map(probe).collect()[0]
             except Exception as exc:   # the worker did not even start (no such python, another version)
                 found = ("missing", _worker_failure(exc))
             finally:
+                sc.setLogLevel(os.environ.get("LOGETL_SPARK_LOG_LEVEL", "ERROR"))
                 sc.setJobDescription(None)
             if found[0] != "ok":
                 _NATIVE_CHECKS[key] = (False, found[1])
@@ -572,28 +583,33 @@ class SparkEngine(Engine):
             checked, fields = self._parse_native(raw, node)
         else:
             checked, fields = self._parse_builtin(raw, node)
-        kept = F.col("_reason").isNull() & ~F.col("_dash")
+        # _status: 0 kept, 1 2 3 the reasons of contract.REASONS (in their order), 4 dropped (size "-"): a
+        # small integer, cheap to count, to cache and to filter on; the reason's name only for malformed lines
+        status = F.col(STATUS)
         obs = Observation(f"parse_{node.name}")
         checked = checked.observe(
             obs, F.count(F.lit(1)).alias("lines"),
-            *[F.sum(F.when(F.col("_reason") == r, 1).otherwise(0)).alias(r) for r in contract.REASONS],
-            F.sum(F.when(F.col("_dash"), 1).otherwise(0)).alias("dash"),
-            F.sum(F.when(kept, 1).otherwise(0)).alias("kept"))
+            *[F.count_if(status == code).alias(r) for code, r in enumerate(contract.REASONS, 1)],
+            F.count_if(status == DASH).alias("dash"), F.count_if(status == KEPT).alias("kept"))
         if persist:   # one scan of the input serves all of the step's actions
             checked = checked.persist(StorageLevel.MEMORY_AND_DISK)
             ctx.state.persisted.append(checked)
         observations.append((node, obs))
-        records = checked.filter(kept).select(*[fields[f].alias(f) for f in node.fields], ORDER)
-        malformed = checked.filter(F.col("_reason").isNotNull()).select("value", "_file", "_reason", ORDER)
+        records = checked.filter(status == KEPT).select(*[fields[f].alias(f) for f in node.fields], ORDER)
+        reason = (F.when(status == 1, F.lit(contract.INVALID_UTF8)).when(status == 2, F.lit(contract.NO_MATCH))
+                  .when(status == 3, F.lit(contract.TAB_OR_CR)))
+        # (the native path's raw line is binary: as a string again it holds the same bytes, as read.text's)
+        malformed = checked.filter(status.between(1, len(contract.REASONS))).select(
+            F.col("value").cast("string").alias("value"), "_file", reason.alias("_reason"), ORDER)
         return records, malformed
 
     @staticmethod
     def _parse_native(raw, node):
         """The lines parsed by logetl's kernel on the executors (``spark_native``): ``raw`` with the
-        fields, ``_reason`` and ``_dash``; the fields by name."""
+        fields and ``_status``; the fields by name."""
         from pyspark.sql import functions as F
 
-        from logetl.engines.spark_native import STATUS, field_column, parse_batches
+        from logetl.engines.spark_native import field_column, parse_batches
 
         fmt = node.format
         if fmt.legacy:
@@ -605,20 +621,13 @@ class SparkEngine(Engine):
                            + [f"{STATUS} tinyint", "value binary", "_file string", f"{ORDER} bigint"])
         # the raw bytes as binary (a cast that keeps them, invalid UTF-8 included) reach the kernel
         lines = raw.select(F.col("value").cast("binary").alias("value"), "_file", ORDER)
-        parsed = lines.mapInArrow(partial(parse_batches, spec), schema)
-        status = F.col(STATUS)
-        invalid_utf8, no_match, tab_or_cr = contract.REASONS     # the kernel's codes 1, 2, 3
-        reason = (F.when(status == 1, F.lit(invalid_utf8)).when(status == 2, F.lit(no_match))
-                  .when(status == 3, F.lit(tab_or_cr)))
-        # the trap writes text: the raw bytes go back into a string column, unchanged (as read.text's)
-        checked = parsed.select(*columns, F.col("value").cast("string").alias("value"), "_file", ORDER,
-                                reason.alias("_reason"), (status == 4).alias("_dash"))
+        checked = lines.mapInArrow(partial(parse_batches, spec), schema)
         return checked, {f: F.col(c) for f, c in zip(node.fields, columns)}
 
     @staticmethod
     def _parse_builtin(raw, node):
-        """The lines parsed by Spark's regular expressions (Java's): ``raw`` with the fields' TSV,
-        ``_reason`` and ``_dash``; the fields by name."""
+        """The lines parsed by Spark's regular expressions (Java's): ``raw`` with the fields' TSV and
+        ``_status``; the fields by name."""
         from pyspark.sql import functions as F
 
         line = F.regexp_replace("value", r"\r\z", "")
@@ -629,10 +638,7 @@ class SparkEngine(Engine):
         n_fields = len(fmt.fields)
         tsv = F.regexp_replace(line, pattern, "\t".join(f"${i + 1}" for i in range(n_fields)))
         tabs = F.length(F.col("_tsv")) - F.length(F.regexp_replace(F.col("_tsv"), "\t", ""))
-        reason = (F.when(~F.expr("is_valid_utf8(value)"), F.lit(contract.INVALID_UTF8))
-                  .when(~line.rlike(pattern), F.lit(contract.NO_MATCH))
-                  .when((F.instr(F.col("_tsv"), "\r") > 0) | (tabs != n_fields - 1), F.lit(contract.TAB_OR_CR)))
-        checked = raw.withColumn("_tsv", tsv).withColumn("_reason", reason)
+        with_tsv = raw.withColumn("_tsv", tsv)
         size = fmt.size_index() if not fmt.legacy else 4
         if fmt.legacy:
             is_dash = F.col("_tsv").endswith("\t-")
@@ -641,7 +647,12 @@ class SparkEngine(Engine):
             is_dash = F.coalesce(F.get(F.split(F.col("_tsv"), "\t"), F.lit(size)) == "-", F.lit(False))
         else:
             is_dash = F.lit(False)
-        checked = checked.withColumn("_dash", F.col("_reason").isNull() & is_dash)
+        # the reasons in contract.REASONS' order (the first that applies), then the dropped records
+        status = (F.when(~F.expr("is_valid_utf8(value)"), F.lit(1))
+                  .when(~line.rlike(pattern), F.lit(2))
+                  .when((F.instr(F.col("_tsv"), "\r") > 0) | (tabs != n_fields - 1), F.lit(3))
+                  .when(is_dash, F.lit(DASH)).otherwise(F.lit(KEPT)))
+        checked = with_tsv.withColumn(STATUS, status.cast("tinyint"))
         fields = F.split(F.col("_tsv"), "\t")
         return checked, {f: fields.getItem(fmt.fields.index(f)) for f in node.fields}
 

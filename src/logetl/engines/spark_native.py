@@ -65,10 +65,10 @@ def probe(_):
     """Run by one task of the session's check: can this worker take the native path? Pickled by value
     (``__module__`` is set to ``__main__`` below), so it reaches a worker that cannot import logetl."""
     try:
-        import pyarrow  # noqa: F401
-
         import logetl
         from logetl._scan import parse_arrow  # noqa: F401
+
+        import pyarrow  # noqa: F401
     except Exception as exc:   # the notice names it: ModuleNotFoundError, ImportError of the .so, ...
         return ("missing", f"{type(exc).__name__}: {exc}")
     return ("ok", logetl.__version__)
