@@ -1,7 +1,10 @@
 """The distributed engine: runs the same flow definitions on Apache Spark (``--hdfs``).
 
-Each step compiles to Spark DataFrame operations with built-in functions only on the per-record path (no
-Python UDFs, so records never leave the JVM). Paths are whatever Hadoop's FileSystem accepts (``hdfs://``,
+Each step compiles to Spark DataFrame operations with built-in functions only on the per-record path after
+the parse (no Python UDFs). The parse runs logetl's native kernel on the executors over Arrow batches
+(``spark_native``, ``mapInArrow``) when their Python can import it, checked once per Spark application
+(``native_check``), else Spark's regular expressions; ``--conf logetl.parse=auto|native|builtin`` forces
+one, and each run says which in a notice. Paths are whatever Hadoop's FileSystem accepts (``hdfs://``,
 ``file://``, ``s3a://`` when configured); plain paths use the cluster's default file system.
 
 How the contract and the orderings are kept, so that outputs are byte-identical to the local engine's:
@@ -9,6 +12,8 @@ How the contract and the orderings are kept, so that outputs are byte-identical 
 - Lines: ``spark.read.text`` with ``lineSep="\\n"`` (Spark's default also splits on ``\\r``); the raw
   bytes are kept, so ``is_valid_utf8`` finds invalid UTF-8; one trailing ``\\r`` is cut with
   ``\\r\\z``; Java's regex engine has ASCII classes by default, and ``(?s)`` makes ``.`` match anything.
+  The native path casts the raw bytes to binary and the kernel applies the contract itself; both paths
+  give each line a ``_status`` (0 kept, 1-3 the reasons in ``contract.REASONS`` order, 4 size ``-``).
 - Input order: one ``read.text`` per input file, unioned in input order (Spark orders the splits of a
   multi-file read by size); within a file, splits keep their offset order. So partition order is input
   order, ``monotonically_increasing_id`` is a global input-order key (``_order``), and a sink of unsorted
