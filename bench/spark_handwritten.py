@@ -3,10 +3,15 @@ user would write them without logetl: the speed reference for the Spark engine.
 
     python bench/spark_handwritten.py branch IN OUT1 OUT2
     python bench/spark_handwritten.py join IN OUT CHECKPOINT_DIR
+    python bench/spark_handwritten.py session      (starts the session and stops it: its start-up time)
+
+The master is local[*], or HANDWRITTEN_MASTER (bench/spark.py's standalone cluster); further settings
+come as spark-submit's, in PYSPARK_SUBMIT_ARGS.
 
 Same line contract (lines split on \\n only, invalid UTF-8 and TAB/CR in fields left out), built-in
 functions only. No counting of malformed lines, no trap, no restartable state: just the records.
 """
+import os
 import sys
 
 from pyspark.sql import SparkSession
@@ -27,12 +32,14 @@ def parse(spark, path):
 
 
 def main():
-    spark = (SparkSession.builder.appName("handwritten").master("local[*]")
+    spark = (SparkSession.builder.appName("handwritten").master(os.environ.get("HANDWRITTEN_MASTER", "local[*]"))
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     job = sys.argv[1]
-    if job == "branch":
+    if job == "session":
+        pass
+    elif job == "branch":
         _, _, inp, o1, o2 = sys.argv
         out = parse(spark, inp).select(F.concat_ws("\t", *FIELDS)).cache()
         out.write.text(o1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from conftest import CORPUS, corpus, free_port, parts, require, spark_missing
+from conftest import CORPUS, HERE, corpus, free_port, parts, require, spark_missing
 
 CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
 
@@ -44,6 +45,9 @@ def standalone_cluster(tmp_path_factory):
     port, ui, worker_ui = free_port(), free_port(), free_port()
     env = {**os.environ, "SPARK_HOME": home, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1",
            "SPARK_LOG_DIR": str(logs), "SPARK_WORKER_DIR": str(logs / "work")}
+    # as on a real cluster, the executors' Python sees no source tree of the driver's (a developer's
+    # PYTHONPATH=src would otherwise reach every Python worker the Worker starts)
+    env.pop("PYTHONPATH", None)
     procs = []
 
     def start(args, name):
@@ -79,8 +83,42 @@ def standalone_cluster(tmp_path_factory):
                 os.killpg(p.pid, 9)
 
 
-def logetl(*args):
-    return subprocess.run([sys.executable, "-m", "logetl", *args], capture_output=True, timeout=600)
+def logetl(*args, env: dict | None = None):
+    return subprocess.run([sys.executable, "-m", "logetl", *args], capture_output=True, timeout=600,
+                          env={**os.environ, **(env or {})})
+
+
+def notices(stderr: bytes) -> list[str]:
+    return [l for l in stderr.decode().splitlines() if l.startswith("logetl: Spark parses")]
+
+
+@pytest.fixture(scope="module")
+def packed_venv(tmp_path_factory):
+    """What a user ships to a cluster's executors: a virtual environment holding logetl, packed with
+    venv-pack, as Spark's "Python Package Management" page describes. Built once per module from this
+    source tree (so its C kernel is this one), holding only what the executors run: logetl itself (no
+    dependencies: the executors import its kernel and nothing else of it) and pyarrow (mapInArrow's
+    workers need it), at the driver's version."""
+    missing = spark_missing()
+    require(missing is None, missing or "")
+    import pyarrow
+    import venv_pack
+
+    root = os.path.dirname(HERE)
+    where = tmp_path_factory.mktemp("packed")
+    source = where / "source"   # a copy: pip must not leave build/ and egg-info in the checkout
+    shutil.copytree(os.path.join(root, "src"), source / "src",
+                    ignore=shutil.ignore_patterns("*.so", "*.egg-info", "__pycache__"))
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy(os.path.join(root, name), source / name)
+    venv = where / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*pip, "--no-deps", str(source)], check=True)
+    subprocess.run([*pip, f"pyarrow=={pyarrow.__version__}"], check=True)
+    archive = where / "logetl-env.tar.gz"
+    venv_pack.pack(prefix=str(venv), output=str(archive))
+    return archive
 
 
 def test_three_programs_on_a_standalone_cluster(standalone_cluster, tmp_path):
@@ -104,6 +142,49 @@ def test_three_programs_on_a_standalone_cluster(standalone_cluster, tmp_path):
     assert {a["name"] for a in state["completedapps"]} == {"logetl"}
     executors = os.listdir(standalone_cluster["logs"] / "work")
     assert len(executors) >= 3, "each application had executors launched by the worker"
+
+
+def test_native_parse_on_the_cluster_with_a_packed_venv(standalone_cluster, packed_venv, tmp_path):
+    """logetl shipped to the executors with spark.archives (--archives of spark-submit): each executor
+    unpacks the venv into its working directory as ./environment, and PYSPARK_PYTHON points its Python
+    workers there. The session's check finds the kernel, the runs take the native path, same bytes."""
+    master = standalone_cluster["master"]
+    env = {"PYSPARK_PYTHON": "./environment/bin/python"}
+    common = ["--hdfs", "--master", master, "--conf", "spark.executor.memory=1g", "--conf", "spark.cores.max=2",
+              "--conf", f"spark.archives={packed_venv}#environment"]
+    p = logetl("branch", *common, "--input", CORPUS_LOG, "--output1", str(tmp_path / "b1"),
+               "--output2", str(tmp_path / "b2"), "--trap", str(tmp_path / "trap"), env=env)
+    assert p.returncode == 0, p.stderr.decode()[-3000:]
+    assert notices(p.stderr) == ["logetl: Spark parses with logetl's native kernel on the executors"]
+    assert parts(tmp_path / "b1") == corpus("branch.tsv") == parts(tmp_path / "b2")
+    assert parts(tmp_path / "trap") == corpus("trap.log")
+    p = logetl("join", *common, "--conf", "logetl.parse=native", CORPUS_LOG, str(tmp_path / "j"), env=env)
+    assert p.returncode == 0, p.stderr.decode()[-3000:]
+    assert notices(p.stderr) == ["logetl: Spark parses with logetl's native kernel on the executors "
+                                 "(--conf logetl.parse=native)"]
+    assert parts(tmp_path / "j") == corpus("join.tsv")
+    # the executors, in their own JVMs under the worker, unpacked the venv and ran its Python
+    app = sorted(os.listdir(standalone_cluster["logs"] / "work"))[-1]
+    executors = standalone_cluster["logs"] / "work" / app
+    unpacked = [executors / e / "environment" for e in os.listdir(executors)]
+    assert unpacked and all((u / "bin" / "python").exists() for u in unpacked), unpacked
+
+
+def test_fallback_on_a_cluster_whose_executors_lack_logetl(standalone_cluster, tmp_path):
+    """The executors' Python is a bare one (no logetl): the session's check sees it, the run takes the
+    built-in path and says why in one line; the same bytes."""
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    master = standalone_cluster["master"]
+    p = logetl("branch", "--hdfs", "--master", master, "--conf", "spark.executor.memory=1g", "--conf",
+               "spark.cores.max=2", "--input", CORPUS_LOG, "--output1", str(tmp_path / "b1"), "--output2",
+               str(tmp_path / "b2"), "--trap", str(tmp_path / "trap"), env={"PYSPARK_PYTHON": str(bare / "bin" / "python")})
+    assert p.returncode == 0, p.stderr.decode()[-3000:]
+    assert notices(p.stderr) == ["logetl: Spark parses with its built-in regular expressions: the executors "
+                                 "cannot run logetl's kernel (ModuleNotFoundError: No module named 'logetl')"]
+    assert "Traceback" not in p.stderr.decode()
+    assert parts(tmp_path / "b1") == corpus("branch.tsv") == parts(tmp_path / "b2")
+    assert parts(tmp_path / "trap") == corpus("trap.log")
 
 
 def test_unreachable_master_is_one_line_exit_2(tmp_path):

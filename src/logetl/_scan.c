@@ -406,40 +406,168 @@ static PyObject *parse_chunk(PyObject *self, PyObject *args) {
     return run_scan(&in, final, columns, NULL, out, n_out);
 }
 
+/* Reads a token program (see parse_format) into pg; 0 on success, -1 with an exception set (pg->tokens
+ * freed). The literals point into prog_t, which the caller keeps alive for as long as pg is used. */
+static int build_program(PyObject *prog_t, PyObject *out_t, int size_index, program *pg) {
+    Py_ssize_t n_tok = PyTuple_GET_SIZE(prog_t);
+    memset(pg, 0, sizeof *pg);
+    pg->tokens = calloc(n_tok ? n_tok : 1, sizeof(token));
+    if (!pg->tokens) { PyErr_NoMemory(); return -1; }
+    pg->n_tokens = (int)n_tok;
+    pg->clean_literals = 1;
+    for (Py_ssize_t i = 0; i < n_tok; i++) {
+        int kind, stop; const char *lit; Py_ssize_t lit_len;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(prog_t, i), "iy#i", &kind, &lit, &lit_len, &stop)) goto bad;
+        if (kind < T_LIT || kind > T_REST) { PyErr_SetString(PyExc_ValueError, "bad token kind"); goto bad; }
+        pg->tokens[i] = (token){kind, (const unsigned char *)lit, lit_len, (unsigned char)stop};
+        if (kind != T_LIT) pg->n_fields++;
+        else if (memchr(lit, '\t', lit_len) || memchr(lit, '\r', lit_len)) pg->clean_literals = 0;
+    }
+    if (pg->n_fields > MAX_FIELDS || size_index >= pg->n_fields) {
+        PyErr_SetString(PyExc_ValueError, "bad program: too many fields or bad indexes");
+        goto bad;
+    }
+    pg->size_index = size_index;
+    if ((pg->n_out = read_out(out_t, pg->n_fields, pg->out)) < 0) goto bad;
+    return 0;
+bad:
+    free(pg->tokens);
+    pg->tokens = NULL;
+    return -1;
+}
+
 static PyObject *parse_format(PyObject *self, PyObject *args) {
     Py_buffer in;
     int final = 0, columns = 1, size_index = -1;
     PyObject *prog_t, *out_t;
     if (!PyArg_ParseTuple(args, "y*piO!O!i", &in, &final, &columns, &PyTuple_Type, &prog_t, &PyTuple_Type,
                           &out_t, &size_index)) return NULL;
-    program pg = {0};
-    Py_ssize_t n_tok = PyTuple_GET_SIZE(prog_t);
-    pg.tokens = calloc(n_tok ? n_tok : 1, sizeof(token));
-    if (!pg.tokens) { PyBuffer_Release(&in); return PyErr_NoMemory(); }
-    pg.n_tokens = (int)n_tok;
-    pg.clean_literals = 1;
-    for (Py_ssize_t i = 0; i < n_tok; i++) {
-        int kind, stop; const char *lit; Py_ssize_t lit_len;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(prog_t, i), "iy#i", &kind, &lit, &lit_len, &stop)) goto bad;
-        if (kind < T_LIT || kind > T_REST) { PyErr_SetString(PyExc_ValueError, "bad token kind"); goto bad; }
-        pg.tokens[i] = (token){kind, (const unsigned char *)lit, lit_len, (unsigned char)stop};
-        if (kind != T_LIT) pg.n_fields++;
-        else if (memchr(lit, '\t', lit_len) || memchr(lit, '\r', lit_len)) pg.clean_literals = 0;
-    }
-    if (pg.n_fields > MAX_FIELDS || size_index >= pg.n_fields) {
-        PyErr_SetString(PyExc_ValueError, "bad program: too many fields or bad indexes");
-        goto bad;
-    }
-    pg.size_index = size_index;
-    if ((pg.n_out = read_out(out_t, pg.n_fields, pg.out)) < 0) goto bad;
+    program pg;
+    if (build_program(prog_t, out_t, size_index, &pg) < 0) { PyBuffer_Release(&in); return NULL; }
     /* the token tuple (and so the literals) stays alive: prog_t is borrowed from args for the call */
     PyObject *result = run_scan(&in, final, columns, &pg, pg.out, pg.n_out);
     free(pg.tokens);
     return result;
-bad:
-    free(pg.tokens);
-    PyBuffer_Release(&in);
-    return NULL;
+}
+
+/* parse_arrow(offsets, data, offset, length, wide, program, out, size_index)
+ * The lines of an Arrow binary array (what Spark's mapInArrow hands a Python worker: no separators, each
+ * line its own element, one trailing '\r' still to cut), without copying them: offsets and data are the
+ * array's buffers, offset/length its slice, wide = 1 for 64-bit offsets (large_binary). program is None
+ * for the original expression (out, when given, the indexes of its five fields kept, as parse_chunk's; size_index is
+ * ignored), else a token program as for
+ * parse_format. Returns (status, n_malformed, fields):
+ * status: one byte a line, 0 kept, 1/2/3 malformed (as parse_chunk's reasons), 4 dropped for a size "-";
+ * fields: per field written, (offsets, data) of an Arrow utf8 array with one element a line: the field
+ * of a kept line, "" for the others (the caller keeps only status 0). */
+enum { ST_KEPT = 0, ST_DASH = 4 };
+
+static PyObject *parse_arrow(PyObject *self, PyObject *args) {
+    Py_buffer ob, db;
+    Py_ssize_t offset, length;
+    int wide, size_index = -1;
+    PyObject *prog_o, *out_o = Py_None;
+    if (!PyArg_ParseTuple(args, "y*y*nnpO|Oi", &ob, &db, &offset, &length, &wide, &prog_o, &out_o, &size_index))
+        return NULL;
+    program pg, *pgp = NULL;
+    PyObject *status = NULL, *fields = NULL, *result = NULL;
+    PyObject *bufs[2 * MAX_FIELDS] = {0};
+    Py_ssize_t width = wide ? 8 : 4, n_bad = 0;
+    int n_out = 5, legacy_out[MAX_FIELDS] = {0, 1, 2, 3, 4};
+    const int *outs = legacy_out;
+    if (prog_o != Py_None) {
+        if (!PyTuple_Check(prog_o) || !PyTuple_Check(out_o)) {
+            PyErr_SetString(PyExc_TypeError, "program and out must be tuples");
+            goto release;
+        }
+        if (build_program(prog_o, out_o, size_index, &pg) < 0) goto release;
+        pgp = &pg;
+        n_out = pg.n_out;
+        outs = pg.out;
+    } else if (out_o != Py_None) {   /* the original expression's fields kept, as parse_chunk's out */
+        if (!PyTuple_Check(out_o)) {
+            PyErr_SetString(PyExc_TypeError, "out must be a tuple");
+            goto release;
+        }
+        if ((n_out = read_out(out_o, 5, legacy_out)) < 0) goto release;
+    }
+    if (offset < 0 || length < 0 || (offset + length + 1) * width > ob.len) {
+        PyErr_SetString(PyExc_ValueError, "offsets buffer shorter than the slice");
+        goto done;
+    }
+    const unsigned char *data = db.buf;
+    int64_t first, last;
+    if (wide) { const int64_t *o = ob.buf; first = o[offset]; last = o[offset + length]; }
+    else { const int32_t *o = ob.buf; first = o[offset]; last = o[offset + length]; }
+    if (first < 0 || last < first || last > db.len) {
+        PyErr_SetString(PyExc_ValueError, "offsets outside the data buffer");
+        goto done;
+    }
+    if (last - first > INT32_MAX) {   /* a field array's offsets are 32-bit, as Spark's strings */
+        PyErr_SetString(PyExc_ValueError, "batch larger than 2 GiB");
+        goto done;
+    }
+    if (!(status = PyBytes_FromStringAndSize(NULL, length))) goto done;
+    /* each field's data is at most the batch's bytes (every field is a piece of its line) */
+    for (int k = 0; k < n_out; k++) {
+        if (!(bufs[2 * k] = PyBytes_FromStringAndSize(NULL, (length + 1) * 4))) goto done;
+        if (!(bufs[2 * k + 1] = PyBytes_FromStringAndSize(NULL, last - first))) goto done;
+    }
+    {
+        unsigned char *st = (unsigned char *)PyBytes_AS_STRING(status);
+        int32_t *offs[MAX_FIELDS]; char *out[MAX_FIELDS]; int32_t pos[MAX_FIELDS];
+        for (int k = 0; k < n_out; k++) {
+            offs[k] = (int32_t *)PyBytes_AS_STRING(bufs[2 * k]);
+            out[k] = PyBytes_AS_STRING(bufs[2 * k + 1]);
+            pos[k] = 0;
+            offs[k][0] = 0;
+        }
+        int bad_offsets = 0;
+        Py_BEGIN_ALLOW_THREADS
+        span f[MAX_FIELDS];
+        for (Py_ssize_t i = 0; i < length; i++) {
+            int64_t s, e;
+            if (wide) { const int64_t *o = ob.buf; s = o[offset + i]; e = o[offset + i + 1]; }
+            else { const int32_t *o = ob.buf; s = o[offset + i]; e = o[offset + i + 1]; }
+            if (s < first || e < s || e > last) { bad_offsets = 1; break; }
+            const unsigned char *p = data + s, *le = data + e;
+            const unsigned char *ce = (le > p && le[-1] == '\r') ? le - 1 : le;
+            int reason = pgp ? parse_program_line(pgp, p, ce, f) : parse_line(p, ce, f);
+            if (reason == LINE_OK) {
+                int si = pgp ? pgp->size_index : 4;
+                if (si >= 0 && f[si].e - f[si].s == 1 && f[si].s[0] == '-') reason = ST_DASH;
+            }
+            st[i] = (unsigned char)reason;
+            if (reason >= LINE_UTF8 && reason <= LINE_TABCR) n_bad++;
+            for (int k = 0; k < n_out; k++) {
+                if (reason == ST_KEPT) {
+                    int src = outs[k];
+                    Py_ssize_t len = f[src].e - f[src].s;
+                    memcpy(out[k] + pos[k], f[src].s, len);
+                    pos[k] += (int32_t)len;
+                }
+                offs[k][i + 1] = pos[k];
+            }
+        }
+        Py_END_ALLOW_THREADS
+        if (bad_offsets) { PyErr_SetString(PyExc_ValueError, "offsets not increasing"); goto done; }
+        for (int k = 0; k < n_out; k++)
+            if (_PyBytes_Resize(&bufs[2 * k + 1], pos[k]) < 0) { bufs[2 * k + 1] = NULL; goto done; }
+    }
+    if (!(fields = PyTuple_New(n_out))) goto done;
+    for (int k = 0; k < n_out; k++) {
+        PyObject *pair = PyTuple_Pack(2, bufs[2 * k], bufs[2 * k + 1]);
+        if (!pair) goto done;
+        PyTuple_SET_ITEM(fields, k, pair);
+    }
+    result = Py_BuildValue("(OnO)", status, n_bad, fields);
+done:
+    if (pgp) free(pg.tokens);
+    Py_XDECREF(status); Py_XDECREF(fields);
+    for (int k = 0; k < 2 * MAX_FIELDS; k++) Py_XDECREF(bufs[k]);
+release:
+    PyBuffer_Release(&ob); PyBuffer_Release(&db);
+    return result;
 }
 
 /* --- Arrow C data interface: a chunk's columns for Polars (or any Arrow consumer) without pyarrow ---------
@@ -610,6 +738,8 @@ static PyMethodDef methods[] = {
      "parse_format(buf, final, columns, program, out, size_index) -> same as parse_chunk"},
     {"export_columns", export_columns, METH_VARARGS,
      "export_columns(tsv, views, n_records, names) -> (arrow_schema capsule, arrow_array capsule)"},
+    {"parse_arrow", parse_arrow, METH_VARARGS,
+     "parse_arrow(offsets, data, offset, length, wide, program, out=None, size_index=-1) -> (status, n_malformed, fields)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "Native parse kernel for the logetl line contract.", -1, methods};

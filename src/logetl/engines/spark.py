@@ -1,7 +1,10 @@
 """The distributed engine: runs the same flow definitions on Apache Spark (``--hdfs``).
 
-Each step compiles to Spark DataFrame operations with built-in functions only on the per-record path (no
-Python UDFs, so records never leave the JVM). Paths are whatever Hadoop's FileSystem accepts (``hdfs://``,
+Each step compiles to Spark DataFrame operations with built-in functions only on the per-record path after
+the parse (no Python UDFs). The parse runs logetl's native kernel on the executors over Arrow batches
+(``spark_native``, ``mapInArrow``) when their Python can import it, checked once per Spark application
+(``native_check``), else Spark's regular expressions; ``--conf logetl.parse=auto|native|builtin`` forces
+one, and each run says which in a notice. Paths are whatever Hadoop's FileSystem accepts (``hdfs://``,
 ``file://``, ``s3a://`` when configured); plain paths use the cluster's default file system.
 
 How the contract and the orderings are kept, so that outputs are byte-identical to the local engine's:
@@ -9,6 +12,8 @@ How the contract and the orderings are kept, so that outputs are byte-identical 
 - Lines: ``spark.read.text`` with ``lineSep="\\n"`` (Spark's default also splits on ``\\r``); the raw
   bytes are kept, so ``is_valid_utf8`` finds invalid UTF-8; one trailing ``\\r`` is cut with
   ``\\r\\z``; Java's regex engine has ASCII classes by default, and ``(?s)`` makes ``.`` match anything.
+  The native path casts the raw bytes to binary and the kernel applies the contract itself; both paths
+  give each line a ``_status`` (0 kept, 1-3 the reasons in ``contract.REASONS`` order, 4 size ``-``).
 - Input order: one ``read.text`` per input file, unioned in input order (Spark orders the splits of a
   multi-file read by size); within a file, splits keep their offset order. So partition order is input
   order, ``monotonically_increasing_id`` is a global input-order key (``_order``), and a sink of unsorted
@@ -43,16 +48,25 @@ import os
 import re
 import shutil
 import socket
-from functools import reduce
+import sys
+from functools import partial, reduce
 from itertools import count
 
-from logetl import assembly, contract
+from logetl import __version__, assembly, contract
+from logetl.errors import UsageError
 from logetl.engines.base import Engine, EngineUnavailable, RunState, StepContext, partitioned_taps
 from logetl.engines.spark_expressions import AGGREGATES, COMPILE, Compiler, column
+from logetl.engines.spark_native import DASH, KEPT, STATUS
 from logetl.io.fs import LocalFS
 
 SPARK_PATTERN = "(?s)" + contract.PATTERN
 MASTER_ENV = "LOGETL_SPARK_MASTER"
+PARSE_CONF = "logetl.parse"
+CACHE_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
+#: logetl's settings given with --conf (never passed to Spark): name -> the values it takes
+LOGETL_CONF = {PARSE_CONF: ("auto", "native", "builtin")}
+#: what the session's check found, by Spark application: (the executors can run the kernel, why not)
+_NATIVE_CHECKS: dict[str, tuple[bool, str]] = {}
 ORDER = "_order"
 _OBSERVATIONS = count()     # observation names are unique within the session: numbered, whatever the run
 
@@ -220,6 +234,20 @@ def _check_master(master: str) -> None:
 
 def _raw(value) -> bytes:
     return value.encode("utf-8", "surrogateescape") if isinstance(value, str) else bytes(value)
+
+
+def _worker_failure(exc: Exception) -> str:
+    """One line from a failed job of the check: why the Python worker could not start (Spark's message for
+    a missing interpreter), or the last exception it raised, without Spark's stack traces."""
+    text = str(exc)
+    m = re.search(r"Cannot run program [^\n]*", text)
+    if m:
+        return m.group(0).strip()
+    found = re.findall(r"^\s*(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$", text, re.M)
+    found = [(name, msg) for name, msg in found if not name.startswith(("Py4J", "Spark"))]
+    if found:
+        return f"{found[-1][0]}: {found[-1][1].strip()}"
+    return (text.strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _metrics(observation) -> dict:
@@ -404,9 +432,21 @@ class SparkEngine(Engine):
     def __init__(self, master: str | None = None, conf: dict | None = None, **options):
         super().__init__(**options)
         self.master = master
-        self.conf = dict(conf or {})
+        conf = dict(conf or {})
+        # logetl's own settings ride on --conf too; they never reach Spark
+        ours = {k: conf.pop(k) for k in list(conf) if k.startswith("logetl.")}
+        unknown = sorted(set(ours) - set(LOGETL_CONF))
+        if unknown:
+            raise UsageError(f"unknown setting --conf {unknown[0]}={ours[unknown[0]]} "
+                             f"(logetl's are {', '.join(sorted(LOGETL_CONF))})")
+        self.parse_mode = ours.get(PARSE_CONF, "auto")
+        if self.parse_mode not in LOGETL_CONF[PARSE_CONF]:
+            raise UsageError(f"--conf {PARSE_CONF}={self.parse_mode}: choose from "
+                             f"{', '.join(LOGETL_CONF[PARSE_CONF])}")
+        self.conf = conf
         self._spark = None
         self._owns_session = False
+        self.native = False      # the parse path of this engine's runs, chosen by prepare
 
     # --- the session ------------------------------------------------------------------------------------
 
@@ -441,6 +481,11 @@ class SparkEngine(Engine):
         }
         if master and master.startswith("local") and "SPARK_LOCAL_IP" not in os.environ:
             os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"   # a local run binds to loopback only
+        if master and master.startswith("local") and "PYSPARK_PYTHON" not in os.environ \
+                and "spark.pyspark.python" not in conf:
+            # local executors run on this machine: their Python workers (the native parse path) are this
+            # interpreter, with logetl and its kernel, rather than PySpark's default, whatever python3 is
+            os.environ["PYSPARK_PYTHON"] = sys.executable
         for k, v in conf.items():
             builder = builder.config(k, v)
         self._owns_session = active is None and not under_submit
@@ -469,7 +514,65 @@ class SparkEngine(Engine):
     # --- running ------------------------------------------------------------------------------------------
 
     def prepare(self, ctx: StepContext) -> SparkRun:
-        return SparkRun(HadoopFS(self.session()), ctx.taps, partitioned_taps(ctx.flow))
+        run = SparkRun(HadoopFS(self.session()), ctx.taps, partitioned_taps(ctx.flow))
+        if any(isinstance(n, assembly.Parse) for n in ctx.flow.nodes):
+            self.native, notice = self.choose_parse()
+            self._notice(ctx.run, ctx.listener, notice)
+        return run
+
+    def choose_parse(self) -> tuple[bool, str]:
+        """The parse path of this engine's runs, and the notice that says which and why: logetl's native
+        kernel when the executors can run it (``--conf logetl.parse=auto``, the default), or as forced."""
+        builtin = "Spark parses with its built-in regular expressions"
+        native = "Spark parses with logetl's native kernel on the executors"
+        if self.parse_mode == "builtin":
+            return False, f"{builtin} (--conf {PARSE_CONF}=builtin)"
+        ok, why = self.native_check()
+        if self.parse_mode == "native":
+            if not ok:
+                raise EngineUnavailable(f"--conf {PARSE_CONF}=native, but the executors cannot run logetl's "
+                                        f"kernel: {why}")
+            return True, f"{native} (--conf {PARSE_CONF}=native)"
+        if not ok:
+            return False, f"{builtin}: the executors cannot run logetl's kernel ({why})"
+        return True, native
+
+    def native_check(self) -> tuple[bool, str]:
+        """Whether the executors' Python workers can import logetl's kernel (and pyarrow), in the driver's
+        logetl version: one task of one tiny job, once per Spark application (then remembered)."""
+        spark = self.session()
+        sc = spark.sparkContext
+        key = sc.applicationId
+        if key not in _NATIVE_CHECKS:
+            from logetl.engines.spark_native import probe
+
+            try:   # what PySpark's mapInArrow itself requires on the driver
+                from pyspark.sql.pandas.utils import require_minimum_pandas_version, require_minimum_pyarrow_version
+
+                require_minimum_pandas_version()
+                require_minimum_pyarrow_version()
+            except Exception as exc:
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                _NATIVE_CHECKS[key] = (False, f"the driver cannot use mapInArrow: {first}")
+                return _NATIVE_CHECKS[key]
+            sc.setJobDescription("logetl: can the executors run logetl's kernel?")
+            # a worker that cannot start fails the task, and Spark would log its stack traces: the notice
+            # says it in one line instead
+            sc.setLogLevel("OFF")
+            try:
+                found = sc.parallelize([0], 1).map(probe).collect()[0]
+            except Exception as exc:   # the worker did not even start (no such python, another version)
+                found = ("missing", _worker_failure(exc))
+            finally:
+                sc.setLogLevel(os.environ.get("LOGETL_SPARK_LOG_LEVEL", "ERROR"))
+                sc.setJobDescription(None)
+            if found[0] != "ok":
+                _NATIVE_CHECKS[key] = (False, found[1])
+            elif found[1] != __version__:
+                _NATIVE_CHECKS[key] = (False, f"they have logetl {found[1]}, the driver {__version__}")
+            else:
+                _NATIVE_CHECKS[key] = (True, "")
+        return _NATIVE_CHECKS[key]
 
     def _parse(self, ctx: StepContext, node, observations: list, persist: bool):
         """(records, malformed) of the input: records with the format's fields and ``_order``; malformed
@@ -482,6 +585,57 @@ class SparkEngine(Engine):
         reads = [spark.read.option("lineSep", "\n").text(f).select(
             "value", F.col("_metadata.file_path").alias("_file")) for f in ctx.taps.inputs]
         raw = reduce(lambda a, b: a.union(b), reads).withColumn(ORDER, F.monotonically_increasing_id())
+        if self.native:
+            checked, fields = self._parse_native(raw, node)
+        else:
+            checked, fields = self._parse_builtin(raw, node)
+        # _status: 0 kept, 1 2 3 the reasons of contract.REASONS (in their order), 4 dropped (size "-"): a
+        # small integer, cheap to count, to cache and to filter on; the reason's name only for malformed lines
+        status = F.col(STATUS)
+        obs = Observation(f"parse_{node.name}")
+        checked = checked.observe(
+            obs, F.count(F.lit(1)).alias("lines"),
+            *[F.count_if(status == code).alias(r) for code, r in enumerate(contract.REASONS, 1)],
+            F.count_if(status == DASH).alias("dash"), F.count_if(status == KEPT).alias("kept"))
+        if persist:   # one scan of the input serves all of the step's actions
+            checked = checked.persist(StorageLevel.MEMORY_AND_DISK)
+            ctx.state.persisted.append(checked)
+        observations.append((node, obs))
+        records = checked.filter(status == KEPT).select(*[fields[f].alias(f) for f in node.fields], ORDER)
+        reason = (F.when(status == 1, F.lit(contract.INVALID_UTF8)).when(status == 2, F.lit(contract.NO_MATCH))
+                  .when(status == 3, F.lit(contract.TAB_OR_CR)))
+        # (the native path's raw line is binary: as a string again it holds the same bytes, as read.text's)
+        malformed = checked.filter(status.between(1, len(contract.REASONS))).select(
+            F.col("value").cast("string").alias("value"), "_file", reason.alias("_reason"), ORDER)
+        return records, malformed
+
+    @staticmethod
+    def _parse_native(raw, node):
+        """The lines parsed by logetl's kernel on the executors (``spark_native``): ``raw`` with the
+        fields and ``_status``; the fields by name."""
+        from pyspark.sql import functions as F
+
+        from logetl.engines.spark_native import field_column, parse_batches
+
+        fmt = node.format
+        if fmt.legacy:
+            spec = (None, tuple(contract.FIELDS.index(f) for f in node.fields), 4)
+        else:
+            spec = (fmt.native_program(), tuple(fmt.fields.index(f) for f in node.fields), fmt.size_index())
+        columns = [field_column(i) for i in range(len(node.fields))]
+        schema = ", ".join([f"{c} string" for c in columns]
+                           + [f"{STATUS} tinyint", "value binary", "_file string", f"{ORDER} bigint"])
+        # the raw bytes as binary (a cast that keeps them, invalid UTF-8 included) reach the kernel
+        lines = raw.select(F.col("value").cast("binary").alias("value"), "_file", ORDER)
+        checked = lines.mapInArrow(partial(parse_batches, spec), schema)
+        return checked, {f: F.col(c) for f, c in zip(node.fields, columns)}
+
+    @staticmethod
+    def _parse_builtin(raw, node):
+        """The lines parsed by Spark's regular expressions (Java's): ``raw`` with the fields' TSV and
+        ``_status``; the fields by name."""
+        from pyspark.sql import functions as F
+
         line = F.regexp_replace("value", r"\r\z", "")
         fmt = node.format
         # the format's fields as TSV: a field holds a TAB or CR exactly when that TSV holds a CR or more
@@ -490,10 +644,7 @@ class SparkEngine(Engine):
         n_fields = len(fmt.fields)
         tsv = F.regexp_replace(line, pattern, "\t".join(f"${i + 1}" for i in range(n_fields)))
         tabs = F.length(F.col("_tsv")) - F.length(F.regexp_replace(F.col("_tsv"), "\t", ""))
-        reason = (F.when(~F.expr("is_valid_utf8(value)"), F.lit(contract.INVALID_UTF8))
-                  .when(~line.rlike(pattern), F.lit(contract.NO_MATCH))
-                  .when((F.instr(F.col("_tsv"), "\r") > 0) | (tabs != n_fields - 1), F.lit(contract.TAB_OR_CR)))
-        checked = raw.withColumn("_tsv", tsv).withColumn("_reason", reason)
+        with_tsv = raw.withColumn("_tsv", tsv)
         size = fmt.size_index() if not fmt.legacy else 4
         if fmt.legacy:
             is_dash = F.col("_tsv").endswith("\t-")
@@ -502,22 +653,14 @@ class SparkEngine(Engine):
             is_dash = F.coalesce(F.get(F.split(F.col("_tsv"), "\t"), F.lit(size)) == "-", F.lit(False))
         else:
             is_dash = F.lit(False)
-        dash = F.col("_reason").isNull() & is_dash
-        kept = F.col("_reason").isNull() & ~is_dash
-        obs = Observation(f"parse_{node.name}")
-        checked = checked.observe(
-            obs, F.count(F.lit(1)).alias("lines"),
-            *[F.sum(F.when(F.col("_reason") == r, 1).otherwise(0)).alias(r) for r in contract.REASONS],
-            F.sum(F.when(dash, 1).otherwise(0)).alias("dash"), F.sum(F.when(kept, 1).otherwise(0)).alias("kept"))
-        if persist:   # one scan of the input serves all of the step's actions
-            checked = checked.persist(StorageLevel.MEMORY_AND_DISK)
-            ctx.state.persisted.append(checked)
-        observations.append((node, obs))
+        # the reasons in contract.REASONS' order (the first that applies), then the dropped records
+        status = (F.when(~F.expr("is_valid_utf8(value)"), F.lit(1))
+                  .when(~line.rlike(pattern), F.lit(2))
+                  .when((F.instr(F.col("_tsv"), "\r") > 0) | (tabs != n_fields - 1), F.lit(3))
+                  .when(is_dash, F.lit(DASH)).otherwise(F.lit(KEPT)))
+        checked = with_tsv.withColumn(STATUS, status.cast("tinyint"))
         fields = F.split(F.col("_tsv"), "\t")
-        records = checked.filter(kept).select(
-            *[fields.getItem(fmt.fields.index(f)).alias(f) for f in node.fields], ORDER)
-        malformed = checked.filter(F.col("_reason").isNotNull()).select("value", "_file", "_reason", ORDER)
-        return records, malformed
+        return checked, {f: fields.getItem(fmt.fields.index(f)) for f in node.fields}
 
     def _apply(self, node, inputs):
         """The DataFrame of ``node`` from those of its inputs (``OPERATORS``)."""
@@ -554,18 +697,27 @@ class SparkEngine(Engine):
             ("sink", n) for n in step.nodes if isinstance(n, assembly.Sink)]
         trap = run.trap is not None and any(isinstance(n, assembly.Parse) for n in step.nodes)
         persist = len(actions) + (1 if trap else 0) > 1
-        for stored in step.reads:
-            frames[id(stored)] = self._counted(self._read_store(run, stored.name), ("read", stored), counts)
-        for node in step.nodes:
-            if isinstance(node, (assembly.Source, assembly.Sink)):
-                continue
-            if isinstance(node, assembly.Parse):
-                frames[id(node)], bad = self._parse(ctx, node, observations, persist)
-                malformed.append(bad)
-            else:
-                df = self._apply(node, [frames[id(p)] for p in node.previous])
-                frames[id(node)] = self._counted(df, node, counts)
+        spark = self.session()
+        compressed = spark.conf.get(CACHE_COMPRESSED, None)
+        if persist:
+            # The persisted parse lives for this step only. Compressing its string columns costs more than
+            # parsing them natively (2M lines, local[*]: 15.3 s of executor CPU for the action that builds
+            # the cache, 8.0 s uncompressed), so this cache is not compressed. Spark takes the setting when
+            # the frame is persisted (or when the first action builds it): it is set before the parse and
+            # the session's own value is back once the step ends.
+            spark.conf.set(CACHE_COMPRESSED, "false")
         try:
+            for stored in step.reads:
+                frames[id(stored)] = self._counted(self._read_store(run, stored.name), ("read", stored), counts)
+            for node in step.nodes:
+                if isinstance(node, (assembly.Source, assembly.Sink)):
+                    continue
+                if isinstance(node, assembly.Parse):
+                    frames[id(node)], bad = self._parse(ctx, node, observations, persist)
+                    malformed.append(bad)
+                else:
+                    df = self._apply(node, [frames[id(p)] for p in node.previous])
+                    frames[id(node)] = self._counted(df, node, counts)
             for kind, node in actions:
                 if kind == "store":
                     self._store(run, node, frames[id(node)])
@@ -606,6 +758,11 @@ class SparkEngine(Engine):
             for df in run.persisted:
                 df.unpersist()
             run.persisted = []
+            if persist:
+                if compressed is None:
+                    spark.conf.unset(CACHE_COMPRESSED)
+                else:
+                    spark.conf.set(CACHE_COMPRESSED, compressed)
 
     @staticmethod
     def _account(ctx, node, metrics, state) -> None:

@@ -1,0 +1,262 @@
+"""The Spark engine's native parse path (logetl's kernel on the executors, over Arrow batches) and its
+choice: the kernel's Arrow entry point against the line kernel, both Spark parse paths against the
+checked-in expected bytes, the notices, ``--conf logetl.parse``, and the fallback when the executors'
+Python cannot import logetl. (Shipping logetl to a standalone cluster in a packed venv:
+tests/test_spark_cluster.py.)"""
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import CORPUS, corpus, logetl, parts, read, require, spark_missing
+from format_cases import CASES, NGINX_ISSUE
+from logetl import contract, formats
+from logetl.engines import kernel
+from logetl.job import run_program
+from logetl.listener import SUCCESSFUL
+from test_formats import FORMAT_IDS, near_lines
+
+pa = pytest.importorskip("pyarrow")
+scan = pytest.importorskip("logetl._scan", reason="the native kernel is not built (no C compiler)")
+
+CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
+NATIVE = "Spark parses with logetl's native kernel on the executors"
+BUILTIN = "Spark parses with its built-in regular expressions"
+
+
+# --- the kernel's Arrow entry point -------------------------------------------------------------------------
+
+def arrow_parse(fmt, keep, lines: list[bytes], large: bool = False, cut: tuple[int, int] | None = None):
+    """What ``parse_arrow`` makes of ``lines`` as one Arrow binary array (optionally a slice of a larger
+    one): the kept records' TSV, the malformed (line index, reason code) and the dash count, i.e. what
+    ``kernel.Parser`` reports for the same lines."""
+    from logetl.engines.spark_native import parse_batches
+
+    spec = (None, tuple(range(5)), 4) if fmt.legacy else \
+        (fmt.native_program(), tuple(fmt.fields.index(f) for f in keep), fmt.size_index())
+    array = pa.array(lines, pa.large_binary() if large else pa.binary())
+    if cut:
+        array = array.slice(*cut)
+    batch = pa.RecordBatch.from_arrays([array, pa.array(["f"] * len(array)), pa.array(range(len(array)), pa.int64())],
+                                       names=["value", "_file", "_order"])
+    out, = list(parse_batches(spec, iter([batch])))
+    columns = [c.to_pylist() for c in out.columns[:len(keep)]]
+    status = out.column("_status").to_pylist()
+    tsv = b"".join("\t".join(c[i] for c in columns).encode() + b"\n" for i, s in enumerate(status) if s == 0)
+    bad = [(i, s) for i, s in enumerate(status) if 1 <= s <= 3]
+    # the raw line and its file come back for malformed lines only, the order for every line
+    assert out.column("value").to_pylist() == [array[i].as_py() if 1 <= s <= 3 else None for i, s in enumerate(status)]
+    assert out.column("_file").to_pylist() == ["f" if 1 <= s <= 3 else None for s in status]
+    assert out.column("_order").to_pylist() == list(range(len(array)))
+    assert out.schema.field(0).type == (pa.large_string() if large else pa.string())
+    return tsv, bad, status.count(4)
+
+
+def line_parse(fmt, keep, lines: list[bytes]):
+    p = kernel.Parser(fmt, keep).parse(b"".join(line + b"\n" for line in lines), True)
+    return p.tsv, [(i, code) for i, _, _, code in p.malformed], p.n_dash
+
+
+def corpus_lines() -> list[bytes]:
+    return contract.split_lines(corpus("corpus.log"))
+
+
+@pytest.mark.parametrize("large", [False, True], ids=["binary", "large_binary"])
+def test_arrow_kernel_equals_the_line_kernel_on_the_corpus(large):
+    fmt = formats.compile_format(None)
+    lines = corpus_lines()
+    assert arrow_parse(fmt, contract.FIELDS, lines, large) == line_parse(fmt, contract.FIELDS, lines)
+    # a slice of a larger array (Arrow's offset): the lines of the slice only
+    got = arrow_parse(fmt, contract.FIELDS, [b"x"] * 3 + lines + [b"y"], large, cut=(3, len(lines)))
+    assert got == line_parse(fmt, contract.FIELDS, lines)
+
+
+def test_arrow_kernel_equals_the_line_kernel_on_the_real_sample(sample):
+    fmt = formats.compile_format(None)
+    lines = contract.split_lines(read(sample))
+    assert arrow_parse(fmt, contract.FIELDS, lines) == line_parse(fmt, contract.FIELDS, lines)
+
+
+@pytest.mark.parametrize("spec", list(CASES), ids=[FORMAT_IDS.get(s, s) for s in CASES])
+def test_arrow_kernel_equals_the_line_kernel_on_the_format_cases(spec):
+    fmt = formats.compile_format(spec)
+    lines = [raw for _, raw, _ in CASES[spec]]
+    for keep in (fmt.fields, tuple(reversed(fmt.fields[:3]))):   # all fields; some, in another order
+        assert arrow_parse(fmt, keep, lines) == line_parse(fmt, keep, lines)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_arrow_kernel_equals_the_line_kernel_on_generated_lines(data):
+    fmt = formats.compile_format(NGINX_ISSUE)
+    lines = [line.replace(b"\n", b"") for line in data.draw(st.lists(near_lines(fmt), max_size=8))]
+    assert arrow_parse(fmt, fmt.fields, lines) == line_parse(fmt, fmt.fields, lines)
+
+
+def test_arrow_kernel_refuses_offsets_that_do_not_fit_its_buffers():
+    array = pa.array([b"abc", b"de"], pa.binary())
+    _, offsets, data = array.buffers()
+    with pytest.raises(ValueError, match="offsets buffer shorter than the slice"):
+        scan.parse_arrow(offsets, data, 1, 2, False, None)
+    with pytest.raises(ValueError, match="offsets outside the data buffer"):
+        scan.parse_arrow(offsets, data.slice(0, 2), 0, 2, False, None)
+
+
+# --- both Spark parse paths, the same bytes -----------------------------------------------------------------
+
+PARSES = ["native", "builtin"]
+
+
+def spark_run(program, input_path, outs, parse, **kw):
+    return run_program(program, input_path, outs, engine="spark",
+                       engine_options={"conf": {"logetl.parse": parse}}, **kw)
+
+
+@pytest.mark.parametrize("parse", PARSES)
+def test_branch_and_join_on_the_corpus(spark_session, tmp_path, parse):
+    outs = {"output1": str(tmp_path / "b1"), "output2": str(tmp_path / "b2")}
+    result = spark_run("branch", CORPUS_LOG, outs, parse, trap=str(tmp_path / "trap"))
+    assert result.status == SUCCESSFUL
+    assert result.notices == [f"{NATIVE} (--conf logetl.parse=native)" if parse == "native"
+                              else f"{BUILTIN} (--conf logetl.parse=builtin)"]
+    assert parts(outs["output1"]) == corpus("branch.tsv") == parts(outs["output2"])
+    assert parts(tmp_path / "trap") == corpus("trap.log")
+    counts = json.loads(corpus("counts.json"))
+    assert (result.lines_read, result.malformed, result.dropped_size_dash) == \
+        (counts["lines"], counts["malformed"], counts["dropped_size_dash"])
+    from corpus_cases import CASES as CORPUS_CASES
+
+    first = [(expected, contract.display(raw)) for _, raw, expected in CORPUS_CASES if isinstance(expected, str)][:5]
+    assert [(reason, text) for _, reason, text in result.malformed_samples] == first
+    result = spark_run("join", CORPUS_LOG, {"output": str(tmp_path / "j")}, parse, trap=str(tmp_path / "jt"))
+    assert parts(tmp_path / "j") == corpus("join.tsv")
+    assert parts(tmp_path / "jt") == corpus("trap.log")
+
+
+@pytest.mark.parametrize("parse", PARSES)
+def test_the_real_sample_gives_the_local_engines_bytes(spark_session, tmp_path, sample, parse):
+    for program in ("branch", "join"):
+        outs = {"output1": str(tmp_path / f"{program}1"), "output2": str(tmp_path / f"{program}2")} \
+            if program == "branch" else {"output": str(tmp_path / program)}
+        local = {k: str(tmp_path / f"local-{k}-{program}") for k in outs}
+        run_program(program, sample, local, engine="local", trap=str(tmp_path / f"local-trap-{program}"))
+        spark_run(program, sample, outs, parse, trap=str(tmp_path / f"trap-{program}"))
+        for k in outs:
+            assert parts(outs[k]) == parts(local[k])
+        assert parts(tmp_path / f"trap-{program}") == parts(tmp_path / f"local-trap-{program}")
+
+
+@pytest.mark.parametrize("parse", PARSES)
+@pytest.mark.parametrize("spec", list(CASES), ids=[FORMAT_IDS.get(s, s) for s in CASES])
+def test_format_cases_on_both_paths(spark_session, tmp_path, spec, parse):
+    """Each format's hand-worked lines as one log through a flow that keeps some fields in another order
+    (the token program's output indexes), on both paths: the local engine's bytes and counters."""
+    import logetl.api as L
+
+    fmt = formats.compile_format(spec)
+    keep = tuple(reversed(fmt.fields[:3]))
+    log = tmp_path / "cases.log"
+    log.write_bytes(b"\n".join(raw for _, raw, _ in CASES[spec]) + b"\r\n")
+    flow = L.Flow("cases", [L.read(fmt, fields=keep).write("output")])
+    from logetl.job import run_flow
+
+    got = run_flow(flow, str(log), {"output": str(tmp_path / "s")}, engine="spark", trap=str(tmp_path / "st"),
+                   engine_options={"conf": {"logetl.parse": parse}})
+    want = run_flow(flow, str(log), {"output": str(tmp_path / "l")}, engine="local", trap=str(tmp_path / "lt"))
+    assert parts(tmp_path / "s") == parts(tmp_path / "l")
+    assert parts(tmp_path / "st") == parts(tmp_path / "lt")
+    assert (got.lines_read, got.malformed, got.dropped_size_dash) == \
+        (want.lines_read, want.malformed, want.dropped_size_dash)
+
+
+def test_auto_takes_the_native_path_when_the_executors_can(spark_session, tmp_path, monkeypatch):
+    """The test session's executors run this interpreter (a local master: the engine sets PYSPARK_PYTHON),
+    which has logetl: the default (auto) takes the native path and says so; the check runs once a session."""
+    from logetl.engines import spark as spark_engine
+
+    sc = spark_session.sparkContext
+    monkeypatch.delitem(spark_engine._NATIVE_CHECKS, sc.applicationId, raising=False)
+    jobs = []   # the check is the only RDD job (the runs are DataFrame jobs)
+    parallelize = sc.parallelize
+    monkeypatch.setattr(sc, "parallelize", lambda *a, **k: jobs.append(a) or parallelize(*a, **k))
+    for out in ("f", "g"):
+        result = run_program("filter", CORPUS_LOG, {"output": str(tmp_path / out)}, engine="spark")
+        assert result.notices == [NATIVE]
+        assert parts(tmp_path / out) == corpus("filter.tsv")
+    assert len(jobs) == 1
+    assert spark_engine._NATIVE_CHECKS[sc.applicationId] == (True, "")
+
+
+# --- the command line: the setting, the notices, the fallback -----------------------------------------------
+
+@pytest.mark.parametrize("conf,message", [
+    ("logetl.parse=fast", "Error: --conf logetl.parse=fast: choose from auto, native, builtin"),
+    ("logetl.prase=native", "Error: unknown setting --conf logetl.prase=native (logetl's are logetl.parse)"),
+])
+def test_bad_logetl_setting_is_one_line_exit_2(tmp_path, conf, message):
+    p = logetl("filter", "--hdfs", "--conf", conf, "--input", CORPUS_LOG, "--output", str(tmp_path / "o"))
+    assert p.returncode == 2
+    assert p.stderr.decode().splitlines() == [message]
+    assert not os.path.exists(tmp_path / "o")
+
+
+def python_without_logetl(tmp_path) -> str:
+    """An interpreter for the executors that cannot import logetl: a bare virtual environment (no logetl,
+    no pyarrow), behind a wrapper that drops this source tree from the PYTHONPATH Spark hands its workers
+    (which must keep PySpark's own entries)."""
+    import logetl as pkg
+
+    missing = spark_missing()
+    require(missing is None, missing or "")
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    src = os.path.dirname(os.path.dirname(os.path.abspath(pkg.__file__)))
+    wrapper = tmp_path / "python-without-logetl"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f"PYTHONPATH=$(printf %s \"$PYTHONPATH\" | tr : '\\n' | grep -vxF '{src}' | paste -sd: -)\n"
+        f"export PYTHONPATH\nexec {venv}/bin/python \"$@\"\n")
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    return str(wrapper)
+
+
+def notices(stderr: bytes) -> list[str]:
+    return [l for l in stderr.decode().splitlines() if l.startswith("logetl: Spark parses")]
+
+
+def test_fallback_when_the_executors_cannot_import_logetl(tmp_path):
+    python = python_without_logetl(tmp_path)
+    env = {"PYSPARK_PYTHON": python}
+    p = logetl("branch", "--hdfs", "--master", "local[1]", "--input", CORPUS_LOG, "--output1", str(tmp_path / "b1"),
+               "--output2", str(tmp_path / "b2"), "--trap", str(tmp_path / "t"), env=env)
+    assert p.returncode == 0, p.stderr.decode()[-3000:]
+    assert notices(p.stderr) == [f"logetl: {BUILTIN}: the executors cannot run logetl's kernel "
+                                 "(ModuleNotFoundError: No module named 'logetl')"]
+    assert "Traceback" not in p.stderr.decode()
+    assert parts(tmp_path / "b1") == corpus("branch.tsv")
+    assert parts(tmp_path / "t") == corpus("trap.log")
+    # forced, the native path refuses to run without it: one line, exit 2 (the engine cannot be used here)
+    p = logetl("filter", "--hdfs", "--master", "local[1]", "--conf", "logetl.parse=native", "--input", CORPUS_LOG,
+               "--output", str(tmp_path / "f"), env=env)
+    assert p.returncode == 2
+    errors = [l for l in p.stderr.decode().splitlines() if l.startswith("Error")]
+    assert errors == ["Error: --conf logetl.parse=native, but the executors cannot run logetl's kernel: "
+                      "ModuleNotFoundError: No module named 'logetl'"]
+    assert "Traceback" not in p.stderr.decode()
+    assert not os.path.exists(tmp_path / "f")
+
+
+def test_notice_on_the_command_line(tmp_path):
+    missing = spark_missing()
+    require(missing is None, missing or "")
+    p = logetl("filter", "--hdfs", "--master", "local[1]", "--input", CORPUS_LOG, "--output", str(tmp_path / "f"))
+    assert p.returncode == 0, p.stderr.decode()[-3000:]
+    assert notices(p.stderr) == [f"logetl: {NATIVE}"]
+    assert parts(tmp_path / "f") == corpus("filter.tsv")
