@@ -311,6 +311,29 @@ def test_a_parse_feeding_parquet_and_tsv_sinks_builds_both(tmp_path):
     assert local.LocalEngine._columns(flow, flow.steps[0], parse) == kernel.STRINGS
 
 
+def test_fused_chunks_are_passed_on_by_the_records_parsed_not_by_the_records_kept(tmp_path, monkeypatch):
+    """A fused frame is a view into its whole chunk: a filter that keeps 1 record in 50 must not hold
+    the chunks until its kept records fill a batch (Filter's memory grew with its input that way). The
+    chunks held are those of one batch of parsed records; the output is the kept records in order."""
+    import logetl.api as L
+    from logetl.job import run_flow
+
+    monkeypatch.setattr(local.LocalEngine, "chunk_bytes", 1000)
+    monkeypatch.setattr(local, "BATCH_ROWS", 30)
+    log = tmp_path / "access.log"
+    log.write_bytes(b"".join(b'10.0.%d.%d - - [17/May/2015:10:05:03 +0000] "GET /%s HTTP/1.1" 200 5 "-" "c"\n'
+                             % (i // 256, i % 256, b"images/a" if i % 50 == 0 else b"b") for i in range(2000)))
+    held = []
+    real_flush = local.ParseOp._flush_fused
+    monkeypatch.setattr(local.ParseOp, "_flush_fused", lambda self: held.append(len(self.fused)) or real_flush(self))
+    flow = L.Flow("few", [L.read(None, fields=("ip", "request")).filter(L.col("request").starts_with("GET /images/"))
+                          .select("ip").write("out")])
+    run_flow(flow, str(log), {"out": str(tmp_path / "out")}, monitor=False)
+    assert read(tmp_path / "out" / "part-00000") == b"".join(b"10.0.%d.%d\n" % (i // 256, i % 256)
+                                                             for i in range(0, 2000, 50))
+    assert len(held) > 20 and max(held) <= 3
+
+
 def test_per_record_operators_run_in_the_parse_threads_with_the_same_bytes_and_counters(tmp_path, monkeypatch):
     """The per-record operators right after a parse (here derive, filter, select) run in the parse threads
     chunk by chunk; what they write and count is what they write and count run one batch at a time here
