@@ -28,9 +28,11 @@ def _layout(program: str, root):
     scratch.mkdir()
     (root / "notes.txt").write_bytes(b"the user's")
     (scratch / "keep.txt").write_bytes(b"also the user's")
-    if program == "branch":
+    if program.startswith("branch"):
         (root / "in.log").write_bytes(LOG)
         cmd = ["branch", "-q", "--input", "in.log", "--output1", "o1", "--output2", "o2", "--trap", "trap"]
+        if program == "branch-parquet":     # written by the parallel encoders: the rerun's bytes too
+            cmd += ["--output-format", "parquet"]
         outs = ["o1", "o2", "trap"]
         user = {"notes.txt": b"the user's", "scratch/keep.txt": b"also the user's", "in.log": LOG}
     else:
@@ -55,7 +57,7 @@ def _tree(root) -> list[str]:
     return sorted(os.path.relpath(os.path.join(d, n), root) for d, ds, fs in os.walk(root) for n in ds + fs)
 
 
-@pytest.mark.parametrize("program", ["branch", "join"])
+@pytest.mark.parametrize("program", ["branch", "branch-parquet", "join"])
 def test_a_kill_at_every_file_system_mutation_loses_nothing_and_the_rerun_gives_the_same_bytes(
         tmp_path, program):
     ref = tmp_path / "reference"
