@@ -57,6 +57,7 @@ from logetl.errors import UsageError
 from logetl.engines.base import Engine, EngineUnavailable, RunState, StepContext, partitioned_taps
 from logetl.engines.spark_expressions import AGGREGATES, COMPILE, Compiler, column
 from logetl.engines.spark_native import DASH, KEPT, STATUS
+from logetl.engines.spark_progress import StepProgress
 from logetl.io.fs import LocalFS
 
 SPARK_PATTERN = "(?s)" + contract.PATTERN
@@ -718,14 +719,15 @@ class SparkEngine(Engine):
                 else:
                     df = self._apply(node, [frames[id(p)] for p in node.previous])
                     frames[id(node)] = self._counted(df, node, counts)
-            for kind, node in actions:
-                if kind == "store":
-                    self._store(run, node, frames[id(node)])
-                else:
-                    self._sink(ctx, node, frames[id(node.previous[0])], state)
-            if trap:
-                run.fs.rmtree(run.work.trap_dir)
-                reduce(lambda a, b: a.union(b), malformed).select("value").write.text(run.work.trap_dir)
+            with self._progress(ctx, state):
+                for kind, node in actions:
+                    if kind == "store":
+                        self._store(run, node, frames[id(node)])
+                    else:
+                        self._sink(ctx, node, frames[id(node.previous[0])], state)
+                if trap:
+                    run.fs.rmtree(run.work.trap_dir)
+                    reduce(lambda a, b: a.union(b), malformed).select("value").write.text(run.work.trap_dir)
             outs: dict = {}
             for node, obs in observations:
                 metrics = _metrics(obs)
@@ -763,6 +765,11 @@ class SparkEngine(Engine):
                     spark.conf.unset(CACHE_COMPRESSED)
                 else:
                     spark.conf.set(CACHE_COMPRESSED, compressed)
+
+    def _progress(self, ctx: StepContext, state) -> StepProgress:
+        """Around the step's actions: its tasks done, told to the run's listeners as they finish."""
+        return StepProgress(self.session().sparkContext, f"logetl-{ctx.run.run_id}-{state.name}",
+                            lambda done, total: ctx.listener.step_progress(ctx.run, state, done, total, "tasks"))
 
     @staticmethod
     def _account(ctx, node, metrics, state) -> None:
