@@ -475,6 +475,10 @@ class SparkEngine(Engine):
             builder = builder.master(master)
         log4j = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
         java_options = [f"-Dlog4j2.configurationFile=file:{log4j}"]
+        if master and master.startswith("local"):
+            # the executors run in this JVM: the throughput collector spends less CPU than the default
+            # (G1) on a batch's short-lived rows (2M-line Branch, local[*]: ~4 s less wall, 5-10 s less CPU)
+            java_options.append("-XX:+UseParallelGC")
         from pyspark import SparkContext
 
         if self.cds and SparkContext._gateway is None and not under_submit and active is None \
