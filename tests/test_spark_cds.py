@@ -18,6 +18,7 @@ CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
 def archive(tmp_path, monkeypatch):
     require(spark_missing() is None, spark_missing() or "")
     made = []
+    monkeypatch.setattr(spark_cds, "_RECORDING", spark_cds._RECORDING)   # this process's own stays its own
 
     def make():
         a = spark_cds.ClassArchive({}, str(tmp_path))
@@ -113,3 +114,18 @@ def test_a_process_that_ran_no_step_leaves_no_archive(tmp_path):
                        env={**os.environ, "LOGETL_CACHE_DIR": str(cache)})
     assert p.returncode == 0, p.stderr.decode()
     assert [n for n in os.listdir(cache) if n.endswith(".jsa")] == []
+
+
+def test_a_process_whose_session_another_engine_used_keeps_its_archive(tmp_path):
+    """As in a test session: one engine starts the session and keeps it, others run the steps on it."""
+    require(spark_missing() is None, spark_missing() or "")
+    cache = tmp_path / "cache"
+    code = ("import sys; from logetl.engines.spark import SparkEngine; from logetl.job import run_program; "
+            "s = SparkEngine(master='local[1]').keep_session(); "
+            "run_program('filter', sys.argv[1], {'output': sys.argv[2]}, engine='spark', quiet=True, monitor=False); "
+            "s.stop()")
+    p = subprocess.run([sys.executable, "-c", code, CORPUS_LOG, str(tmp_path / "out")], capture_output=True,
+                       timeout=300, env={**os.environ, "LOGETL_CACHE_DIR": str(cache)})
+    assert p.returncode == 0, p.stderr.decode()
+    assert len([n for n in os.listdir(cache) if n.endswith(".jsa")]) == 1, os.listdir(cache)
+    assert [n for n in os.listdir(cache) if n.endswith(".tmp")] == []

@@ -771,8 +771,9 @@ class SparkEngine(Engine):
                     why = formats_of[0].why(_raw(row["value"])) \
                         if row["_reason"] == contract.NO_MATCH and len(formats_of) == 1 else None
                     ctx.run.malformed_samples.append((row["_file"], row["_reason"], f"{why}: {text}" if why else text))
-            if self._archive is not None:
-                self._archive.worth_keeping = True   # this JVM loaded what a run loads: worth archiving
+            from logetl.engines.spark_cds import step_ran
+
+            step_ran()   # the JVM loaded what a run loads: if it records its class archive, worth keeping
         finally:
             for df in run.persisted:
                 df.unpersist()

@@ -75,6 +75,16 @@ def key(conf: dict) -> str | None:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
 
 
+#: the archive this process's JVM records, if any: whichever engine of the process runs a step (a test
+#: session's engines share one JVM) makes it worth keeping
+_RECORDING: "ClassArchive | None" = None
+
+
+def step_ran() -> None:
+    if _RECORDING is not None:
+        _RECORDING.worth_keeping = True
+
+
 class ClassArchive:
     """The archive of one installation pair: the JVM options for the next launch, and, when this process
     records it, the finishing at exit."""
@@ -116,6 +126,8 @@ class ClassArchive:
         except OSError:
             self.recording = None
             return []
+        global _RECORDING
+        _RECORDING = self
         atexit.register(self.finish)
         return [f"-XX:ArchiveClassesAtExit={self.recording}", QUIET]
 
