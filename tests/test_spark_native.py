@@ -198,7 +198,8 @@ def test_auto_takes_the_native_path_when_the_executors_can(spark_session, tmp_pa
 
 @pytest.mark.parametrize("conf,message", [
     ("logetl.parse=fast", "Error: --conf logetl.parse=fast: choose from auto, native, builtin"),
-    ("logetl.prase=native", "Error: unknown setting --conf logetl.prase=native (logetl's are logetl.parse)"),
+    ("logetl.jvm.cds=on", "Error: --conf logetl.jvm.cds=on: choose from auto, off"),
+    ("logetl.prase=native", "Error: unknown setting --conf logetl.prase=native (logetl's are logetl.jvm.cds, logetl.parse)"),
 ])
 def test_bad_logetl_setting_is_one_line_exit_2(tmp_path, conf, message):
     p = logetl("filter", "--hdfs", "--conf", conf, "--input", CORPUS_LOG, "--output", str(tmp_path / "o"))

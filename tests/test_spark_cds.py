@@ -1,0 +1,131 @@
+"""The Spark driver JVM's class archive (``logetl.engines.spark_cds``): when a run records it, uses it or
+starts without it; that recording and using it change nothing a user sees (the outputs' bytes, stderr)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import CORPUS, logetl, parts, require, spark_missing
+from logetl.engines import spark_cds
+
+CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
+
+
+@pytest.fixture
+def archive(tmp_path, monkeypatch):
+    require(spark_missing() is None, spark_missing() or "")
+    made = []
+    monkeypatch.setattr(spark_cds, "_RECORDING", spark_cds._RECORDING)   # this process's own stays its own
+
+    def make():
+        a = spark_cds.ClassArchive({}, str(tmp_path))
+        made.append(a)
+        return a
+
+    yield make
+    for a in made:
+        a.recording = None    # nothing to finish at this test process's exit
+
+
+def dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_no_archive_records_one_and_claims_it(archive, tmp_path):
+    a = archive()
+    assert a.path.startswith(str(tmp_path / "spark-driver-")) and a.path.endswith(".jsa")
+    assert a.options() == [f"-XX:ArchiveClassesAtExit={a.path}.{os.getpid()}.tmp", "-Xlog:cds*=off"]
+    assert sorted(os.listdir(tmp_path)) == [os.path.basename(f"{a.path}.{os.getpid()}.tmp")]
+    # while that process runs, another one records nothing: it starts without the archive
+    assert archive().options() == []
+
+
+def test_a_recording_whose_process_died_is_removed(archive, tmp_path):
+    a = archive()
+    stale = f"{a.path}.{dead_pid()}.tmp"
+    open(stale, "wb").write(b"half an archive")
+    assert a.options() == [f"-XX:ArchiveClassesAtExit={a.path}.{os.getpid()}.tmp", "-Xlog:cds*=off"]
+    assert not os.path.exists(stale)
+
+
+def test_an_archive_in_place_is_used(archive):
+    a = archive()
+    os.makedirs(os.path.dirname(a.path), exist_ok=True)
+    open(a.path, "wb").close()
+    assert a.options() == [f"-XX:SharedArchiveFile={a.path}", "-Xlog:cds*=off"]
+    assert a.recording is None
+
+
+def test_the_key_follows_the_spark_installation(archive, tmp_path, monkeypatch):
+    a = archive()
+    jars = tmp_path / "spark" / "jars"
+    jars.mkdir(parents=True)
+    (jars / "a.jar").write_bytes(b"x")
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path / "spark"))
+    one = spark_cds.key({})
+    assert one != os.path.basename(a.path)[len("spark-driver-"):-len(".jsa")]
+    (jars / "a.jar").write_bytes(b"xy")
+    assert spark_cds.key({}) != one
+    assert spark_cds.key({"spark.jars": "/x.jar"}) != spark_cds.key({})
+
+
+def test_the_first_run_records_the_archive_and_the_next_uses_it_with_the_same_results(tmp_path):
+    """Three real runs of Branch: without the archive (logetl.jvm.cds=off), the one that records it, the
+    one that uses it. Same output bytes; the same stderr apart from the timings; exactly one archive."""
+    require(spark_missing() is None, spark_missing() or "")
+    cache = tmp_path / "cache"
+    env = {"LOGETL_CACHE_DIR": str(cache)}
+
+    def run(name, *extra):
+        out = tmp_path / name
+        p = logetl("branch", "--hdfs", "--master", "local[2]", *extra, "--input", CORPUS_LOG,
+                   "--output1", str(out / "1"), "--output2", str(out / "2"), env=env)
+        assert p.returncode == 0, p.stderr.decode()
+        assert p.stdout == b""
+        # the timings vary from run to run; the JVM's own start-up lines are Spark's, as without the archive
+        lines = [line.replace(str(out), "OUT") for line in p.stderr.decode().splitlines()
+                 if " s" not in line and "INFO" not in line]
+        return parts(out / "1") + parts(out / "2"), lines
+
+    without, err_without = run("off", "--conf", "logetl.jvm.cds=off")
+    assert not cache.exists()
+    recording, err_recording = run("recording")
+    archives = os.listdir(cache)
+    assert len(archives) == 1 and archives[0].startswith("spark-driver-") and archives[0].endswith(".jsa"), archives
+    stamp = os.stat(cache / archives[0]).st_mtime_ns
+    using, err_using = run("using")
+    assert os.listdir(cache) == archives and os.stat(cache / archives[0]).st_mtime_ns == stamp
+    assert recording == using == without and without
+    assert err_recording == err_using == err_without
+    assert not any("cds" in line.lower() or "[warning]" in line for line in err_using)
+
+
+def test_a_process_that_ran_no_step_leaves_no_archive(tmp_path):
+    require(spark_missing() is None, spark_missing() or "")
+    cache = tmp_path / "cache"
+    code = ("from logetl.engines.spark import SparkEngine; e = SparkEngine(master='local[1]'); "
+            "e.session(); e.shutdown()")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300,
+                       env={**os.environ, "LOGETL_CACHE_DIR": str(cache)})
+    assert p.returncode == 0, p.stderr.decode()
+    assert [n for n in os.listdir(cache) if n.endswith(".jsa")] == []
+
+
+def test_a_process_whose_session_another_engine_used_keeps_its_archive(tmp_path):
+    """As in a test session: one engine starts the session and keeps it, others run the steps on it."""
+    require(spark_missing() is None, spark_missing() or "")
+    cache = tmp_path / "cache"
+    code = ("import sys; from logetl.engines.spark import SparkEngine; from logetl.job import run_program; "
+            "s = SparkEngine(master='local[1]').keep_session(); "
+            "run_program('filter', sys.argv[1], {'output': sys.argv[2]}, engine='spark', quiet=True, monitor=False); "
+            "s.stop()")
+    p = subprocess.run([sys.executable, "-c", code, CORPUS_LOG, str(tmp_path / "out")], capture_output=True,
+                       timeout=300, env={**os.environ, "LOGETL_CACHE_DIR": str(cache)})
+    assert p.returncode == 0, p.stderr.decode()
+    assert len([n for n in os.listdir(cache) if n.endswith(".jsa")]) == 1, os.listdir(cache)
+    assert [n for n in os.listdir(cache) if n.endswith(".tmp")] == []
