@@ -464,7 +464,7 @@ class ParquetWriter:
         self.pool = None
         if background:
             self.pool = ThreadPoolExecutor(self.ENCODERS, thread_name_prefix="logetl-parquet")
-            self.pool.submit(self._import)    # its failure is met again by the first encoding
+            self.pending_import = self.pool.submit(self._import)
 
     @staticmethod
     def _import():
