@@ -29,7 +29,7 @@ from logetl.engines.local_expressions import AGGREGATES, COMPILE, Compiler, _dty
 from logetl.engines.base import Engine, RunState, StepContext, partitioned_taps
 from logetl.engines.spill import (
     DEFAULT_LIMIT, ExternalSort, HashPartitions, MemoryBudget, MemoryLimitExceeded, SpillDir, frame_bytes)
-from logetl.io import inputs, parquet
+from logetl.io import inputs
 from logetl.io.fs import LOCAL
 from logetl.io.outputs import StagedOutput, partition_name
 from logetl.listener import StepRun
@@ -413,18 +413,11 @@ class TsvWriter:
 
 class ParquetWriter:
     """Parquet with the sink's field names, in order, typed by the flow (strings, 64-bit integers,
-    booleans), zstd-compressed; one row group per batch. An empty output is a file with the schema and
-    no rows.
+    booleans), zstd-compressed; one row group per batch, so memory holds one batch. An empty output is a
+    file with the schema and no rows.
 
     Why it looks like this (bench/output_formats.py, Branch over 2M lines; Parquet took 2.5x the TSV run):
 
-    - With ``background``, batches are encoded by ENCODERS threads at once, each batch as a Parquet file
-      of its own in memory (pyarrow releases the GIL while it encodes), which ``io.parquet.Assembler``
-      appends to the output in input order under one footer. Arrow's writer encodes one row group after
-      the other in one thread, and that thread was the run's critical path (the parse waited for it);
-      pyarrow does not expose Arrow's column-parallel option. At most IN_FLIGHT batches are held for
-      the encoders, so memory stays bounded (``write`` waits for the oldest when they are all busy).
-      The encoders' first task imports pyarrow, while the parse makes the first batch.
     - Strings come as Arrow strings straight from the parse kernel (``kernel.STRINGS``, written in place
       of the TSV), or as Polars' string views from a frame; neither is cast (Arrow's cast from views cost ~0.15 s of CPU
       and its writer encodes strings faster than views). Only Parquet's own logical types are recorded
@@ -432,55 +425,39 @@ class ParquetWriter:
     - Dictionary encoding only for the columns where it holds: decided on the first batch, a column whose
       distinct values would pass the dictionary page limit is written plain. Arrow's writer would build
       that dictionary and abandon it at the limit, for every row group (a log's timestamps: half the
-      encoding time, and a file 3x larger than plain + zstd). Every batch follows the first's choice, so
-      a file's bytes do not depend on which encoder finished first.
+      encoding time, and a file 3x larger than plain + zstd).
     - Statistics where a reader can use them to skip row groups: numbers, booleans, and strings in order
       (``_statistics_columns``); a quarter of the encoding time went into the min and max of strings in no
       order, which skip nothing.
+    - With ``background``, the encoding runs in a thread of its own (pyarrow releases the GIL while it
+      encodes), which also imports pyarrow: the parse goes on meanwhile. At most QUEUE batches wait for
+      it, so memory stays bounded (the parse blocks when the queue is full).
     """
 
     suffix = ".parquet"
     #: Arrow's writer abandons a column's dictionary when its page passes this (Arrow's default, stated
     #: here so that the up-front choice in ``_dictionary_columns`` and the writer agree)
     DICTIONARY_PAGE_LIMIT = 1 << 20
-    #: threads encoding batches of one file at once (the machine's two cores: the parse threads only
-    #: run ahead as far as their lookahead, so the encoders take the cores when the parse waits)
-    ENCODERS = 2
-    #: batches given to the encoders and not yet appended: one each, and one waiting
-    IN_FLIGHT = ENCODERS + 1
+    #: batches waiting for a background encoder: the encoder is the slower side (Branch over 2M lines: the
+    #: parse waits ~0.5 s for it), so one waiting batch keeps it busy; two only added ~15 MB of peak RSS
+    QUEUE = 1
     #: a string column counts as in order when this share of neighbours among its first ORDER_SAMPLE
     #: values are (a log's lines from concurrent requests are a little out of order)
     IN_ORDER, ORDER_SAMPLE = 0.9, 16_384
 
     def __init__(self, file, fields, types, background: bool = False):
-        import threading
-
         self.file = file
         self.fields, self.types = list(fields), types
-        self.assembler = parquet.Assembler(file)
-        self.options = None                       # the writer's options, chosen on the first batch
-        self.chosen = threading.Event()
-        self.pending: deque = deque()             # futures of the pieces, in input order
-        self.pool = None
+        self.writer = None
+        self.thread = None
+        self.error: BaseException | None = None
         if background:
-            self.pool = ThreadPoolExecutor(self.ENCODERS, thread_name_prefix="logetl-parquet")
-            self.pending_import = self.pool.submit(self._import)
+            import queue
+            import threading
 
-    @staticmethod
-    def _import():
-        """pyarrow's import (~0.17 s of CPU, numpy's included), in an encoder while the parse makes the
-        first batch; without the cyclic collector, which would walk the new modules' objects again and
-        again (~8 % of the import)."""
-        import gc
-
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            import pyarrow.compute  # noqa: F401
-            import pyarrow.parquet  # noqa: F401
-        finally:
-            if collecting:
-                gc.enable()
+            self.queue = queue.Queue(self.QUEUE)
+            self.thread = threading.Thread(target=self._encode, name="logetl-parquet", daemon=True)
+            self.thread.start()
 
     def _schema(self, first=None):
         """The file's Arrow schema: the flow's types; a string field as ``first`` (a table) has it, Arrow
@@ -496,13 +473,18 @@ class ParquetWriter:
             fields.append((f, kind))
         return pa.schema(fields)
 
-    def _writer(self, sink, schema, options):
+    def _open(self, first):
+        """Opens the writer, its dictionary columns chosen from ``first`` (a table, or None: no rows)."""
         import pyarrow.parquet as pq
 
-        dictionary, statistics = options
-        return pq.ParquetWriter(sink, schema, compression="zstd", use_dictionary=dictionary,
-                                dictionary_pagesize_limit=self.DICTIONARY_PAGE_LIMIT,
-                                write_statistics=statistics, store_schema=False)
+        self.schema = self._schema(first)
+        dictionary, statistics = True, True
+        if first is not None:
+            first = first if first.schema == self.schema else first.cast(self.schema)
+            dictionary, statistics = self._dictionary_columns(first), self._statistics_columns(first)
+        self.writer = pq.ParquetWriter(self.file, self.schema, compression="zstd", use_dictionary=dictionary,
+                                       dictionary_pagesize_limit=self.DICTIONARY_PAGE_LIMIT,
+                                       write_statistics=statistics, store_schema=False)
 
     def _dictionary_columns(self, table) -> list[str]:
         """The columns whose distinct values in ``table`` fit one dictionary page (Parquet's plain encoding
@@ -548,60 +530,74 @@ class ParquetWriter:
                 chosen.append(name)
         return chosen
 
-    def _encode(self, batch, first: bool):
-        """One batch as a Parquet file in memory (its bytes). The first batch chooses the options; the
-        others wait for that choice (it is made before the first batch is encoded)."""
-        import pyarrow as pa
+    def _write(self, batch):
+        if self.writer is None:
+            self._open(batch.arrow())
+        self.writer.write_table(batch.arrow(self.schema))
 
-        table = batch.arrow()
-        schema = self._schema(table)
-        if first:
+    def _encode(self):
+        """The background encoder: batches from the queue until None. After a failure it keeps taking
+        them (so that ``write`` never blocks on a full queue) and the next ``write`` or ``close`` raises."""
+        import gc
+
+        collecting = gc.isenabled()
+        try:
+            # pyarrow's import (~0.17 s of CPU, numpy's included) here, while the parse makes the first
+            # batch; without the cyclic collector, which would walk the new modules' objects again and
+            # again (~8 % of the import)
+            gc.disable()
+            import pyarrow.compute  # noqa: F401
+            import pyarrow.parquet  # noqa: F401
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            if collecting:
+                gc.enable()
+        while True:
+            batch = self.queue.get()
+            if batch is None:
+                break
+            if self.error is None:
+                try:
+                    self._write(batch)
+                except BaseException as exc:       # raised in the run's thread, by write or close
+                    self.error = exc
+        if self.error is None:
             try:
-                typed = table if table.schema == schema else table.cast(schema)
-                self.options = (self._dictionary_columns(typed), self._statistics_columns(typed))
-            finally:
-                self.chosen.set()       # a failure here is raised by this piece; the others go on
-        else:
-            self.chosen.wait()
-        sink = pa.BufferOutputStream()
-        writer = self._writer(sink, schema, self.options or (True, True))
-        writer.write_table(table if table.schema == schema else table.cast(schema))
-        writer.close()
-        return sink.getvalue()
+                self._close_writer()
+            except BaseException as exc:
+                self.error = exc
 
-    def _append_oldest(self):
-        self.assembler.append(self.pending.popleft().result())
+    def _close_writer(self):
+        if self.writer is None:
+            self._open(None)
+        self.writer.close()
+
+    def _raise(self):
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
 
     def write(self, batch):
-        first = self.assembler.empty and not self.pending
-        if self.pool is None:
-            self.assembler.append(self._encode(batch, first))
+        if self.thread is None:
+            self._write(batch)
             return
-        self.pending.append(self.pool.submit(self._encode, batch, first))
-        while len(self.pending) > self.IN_FLIGHT or (self.pending and self.pending[0].done()):
-            self._append_oldest()
+        self._raise()
+        self.queue.put(batch)
 
     def close(self):
-        try:
-            while self.pending:
-                self._append_oldest()
-            if self.assembler.empty:          # no rows: a file with the schema alone
-                writer = self._writer(self.file, self._schema(), (True, True))
-                writer.close()
-            else:
-                self.assembler.close()
-        finally:
-            self.abort()
+        if self.thread is None:
+            self._close_writer()
+            return
+        self.abort()
+        self._raise()
 
     def abort(self):
-        """Ends the encoders (after what they are encoding; what waits is dropped): a run that failed
-        must not leave them behind."""
-        for future in self.pending:
-            future.cancel()
-        self.pending.clear()
-        self.chosen.set()           # an encoder waiting for a first batch that never came
-        if self.pool is not None:
-            self.pool.shutdown(wait=True)
+        """Ends the background encoder (after what is queued): a run that failed must not leave it
+        waiting."""
+        if self.thread is not None and self.thread.is_alive():
+            self.queue.put(None)
+            self.thread.join()
 
 
 class JsonLinesWriter:
