@@ -31,7 +31,7 @@ def _layout(program: str, root):
     if program.startswith("branch"):
         (root / "in.log").write_bytes(LOG)
         cmd = ["branch", "-q", "--input", "in.log", "--output1", "o1", "--output2", "o2", "--trap", "trap"]
-        if program == "branch-parquet":     # written by the parallel encoders: the rerun's bytes too
+        if program == "branch-parquet":     # written by the background encoder: the rerun's bytes too
             cmd += ["--output-format", "parquet"]
         outs = ["o1", "o2", "trap"]
         user = {"notes.txt": b"the user's", "scratch/keep.txt": b"also the user's", "in.log": LOG}
