@@ -51,6 +51,32 @@ def test_a_spark_step_reports_how_many_of_its_tasks_are_done(small_splits, tmp_p
     assert recorder.calls[-1][1:3] == (3 * splits, 3 * splits)
 
 
+def test_a_spark_run_with_progress_is_recorded_in_the_monitor(small_splits, tmp_path, monkeypatch):
+    """The progress comes from a thread of its own while the step's actions run; the embedded monitor
+    stores those documents too (its SQLite connection was tied to the driving thread, so the monitor
+    gave up and the run stayed RUNNING in the store), and the run ends recorded as SUCCESSFUL."""
+    from logetl.monitor import reporter
+    from logetl.monitor.store import Store
+
+    monkeypatch.setattr(spark_progress, "INTERVAL", 0.02)
+    monkeypatch.setattr(reporter, "LIVE_AFTER", 0.0)          # every progress report becomes a document
+    monkeypatch.setattr(reporter, "PROGRESS_EVERY", 0.0)
+    home = tmp_path / "home"
+    monkeypatch.setenv("LOGETL_HOME", str(home))
+    log = tmp_path / "access.log"
+    log.write_bytes((corpus("corpus.log") + b"\n") * 120)
+    sent = []
+    real_send = reporter.EmbeddedSink.send
+    monkeypatch.setattr(reporter.EmbeddedSink, "send", lambda self, doc: sent.append(doc["run"]["progress"]) or
+                        real_send(self, doc))
+    result = run_flow(program_flow("branch"), str(log), {"output1": str(tmp_path / "o1"),
+                                                        "output2": str(tmp_path / "o2")},
+                      engine="spark", monitor=True, quiet=True)
+    stored = Store(f"sqlite:///{home}/monitor.db").get_run(result.run_id)
+    assert stored["status"] == "SUCCESSFUL"
+    assert any(p and p["unit"] == "tasks" for p in sent), sent
+
+
 def test_progress_is_never_worth_a_failed_run(spark_session):
     """A report that raises stops the reports, not the step; the group is put back (here: none)."""
     attempts = []

@@ -185,8 +185,11 @@ def current_step(run: FlowRun) -> StepRun | None:
 
 
 class FlowListener:
-    """Receives a run's progress. Override what you need; every hook is optional. Hooks are called on the
-    thread that drives the run and must return quickly (hand slow work to a thread of your own)."""
+    """Receives a run's progress. Override what you need; every hook is optional. Hooks are called one at
+    a time and must return quickly (hand slow work to a thread of your own): on the thread that drives
+    the run, except ``step_progress`` on Spark, which comes from a thread of logetl's while the driving
+    thread waits for Spark (``engines.spark_progress``). So a listener must not tie what it holds to one
+    thread (an SQLite connection, say, needs ``check_same_thread=False``)."""
 
     def flow_started(self, run: FlowRun) -> None: ...
 

@@ -65,7 +65,9 @@ class EmbeddedSink:
 
             os.makedirs(self.directory, mode=0o700, exist_ok=True)
             private_file(self.path)
-            conn = sqlite3.connect(self.path, timeout=30)
+            # used from the thread that drives the run and, while it waits in a Spark action, from the
+            # thread that reports the step's progress (never both at once: listener.FlowListener)
+            conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
             try:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
