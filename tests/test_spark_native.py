@@ -44,17 +44,19 @@ def arrow_parse(fmt, keep, lines: list[bytes], large: bool = False, cut: tuple[i
     array = pa.array(lines, pa.large_binary() if large else pa.binary())
     if cut:
         array = array.slice(*cut)
-    batch = pa.RecordBatch.from_arrays([array, pa.array(["f"] * len(array)), pa.array(range(len(array)), pa.int64())],
-                                       names=["value", "_file", "_order"])
+    batch = pa.RecordBatch.from_arrays([array], names=["value"])
     out, = list(parse_batches(spec, iter([batch])))
     columns = [c.to_pylist() for c in out.columns[:len(keep)]]
     status = out.column("_status").to_pylist()
     tsv = b"".join("\t".join(c[i] for c in columns).encode() + b"\n" for i, s in enumerate(status) if s == 0)
     bad = [(i, s) for i, s in enumerate(status) if 1 <= s <= 3]
-    # the raw line and its file come back for malformed lines only, the order for every line
+    # one row per line, in order; the raw line comes back for malformed lines only (the file and the order
+    # key are added in the JVM, after the parse); the first five malformed lines are marked as samples
+    assert out.num_rows == len(array)
+    assert out.schema.names == [f"__logetl_f{i}" for i in range(len(keep))] + ["_status", "value", "_sample"]
     assert out.column("value").to_pylist() == [array[i].as_py() if 1 <= s <= 3 else None for i, s in enumerate(status)]
-    assert out.column("_file").to_pylist() == ["f" if 1 <= s <= 3 else None for s in status]
-    assert out.column("_order").to_pylist() == list(range(len(array)))
+    malformed = [i for i, s in enumerate(status) if 1 <= s <= 3]
+    assert [i for i, x in enumerate(out.column("_sample").to_pylist()) if x] == malformed[:5]
     assert out.schema.field(0).type == (pa.large_string() if large else pa.string())
     return tsv, bad, status.count(4)
 
@@ -181,17 +183,34 @@ def test_auto_takes_the_native_path_when_the_executors_can(spark_session, tmp_pa
     which has logetl: the default (auto) takes the native path and says so; the check runs once a session."""
     from logetl.engines import spark as spark_engine
 
+    from logetl.engines import spark_native
+
     sc = spark_session.sparkContext
     monkeypatch.delitem(spark_engine._NATIVE_CHECKS, sc.applicationId, raising=False)
-    jobs = []   # the check is the only RDD job (the runs are DataFrame jobs)
+    jobs = []   # on a cluster the check is an RDD job (the runs are DataFrame jobs); on a local master, none
     parallelize = sc.parallelize
     monkeypatch.setattr(sc, "parallelize", lambda *a, **k: jobs.append(a) or parallelize(*a, **k))
+    asked = []  # a local master's check: a process of the interpreter its workers run
+    probe_in = spark_native.probe_in
+    monkeypatch.setattr(spark_native, "probe_in", lambda python: asked.append(python) or probe_in(python))
     for out in ("f", "g"):
         result = run_program("filter", CORPUS_LOG, {"output": str(tmp_path / out)}, engine="spark")
         assert result.notices == [NATIVE]
         assert parts(tmp_path / out) == corpus("filter.tsv")
-    assert len(jobs) == 1
+    assert (jobs, asked) == ([], [sc.pythonExec])
+    assert sc.pythonExec == sys.executable
     assert spark_engine._NATIVE_CHECKS[sc.applicationId] == (True, "")
+
+
+def test_the_local_check_runs_the_workers_interpreter(tmp_path):
+    """``probe_in`` answers as a worker would: this interpreter has logetl (in the driver's version); a
+    missing interpreter is named in one line."""
+    from logetl import __version__
+    from logetl.engines.spark_native import probe_in
+
+    assert probe_in(sys.executable) == ("ok", __version__)
+    missing = str(tmp_path / "no-such-python")
+    assert probe_in(missing) == ("missing", f"cannot run {missing!r}: No such file or directory")
 
 
 # --- the command line: the setting, the notices, the fallback -----------------------------------------------

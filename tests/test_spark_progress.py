@@ -31,8 +31,8 @@ def small_splits(spark_session):
 
 def test_a_spark_step_reports_how_many_of_its_tasks_are_done(small_splits, tmp_path, monkeypatch):
     """Branch on Spark over a ~400 KB log: its one step reports tasks, never more done than there are,
-    and ends with all of them done: one task per input split for each of its two outputs (the second
-    reads the step's cache, a stage of its own) and the trap. The job group the caller had is back."""
+    and ends with all of them done: one task per input split (the step writes its two outputs and the
+    trap in one pass). The job group the caller had is back."""
     monkeypatch.setattr(spark_progress, "INTERVAL", 0.02)
     log = tmp_path / "access.log"
     log.write_bytes((corpus("corpus.log") + b"\n") * 120)
@@ -48,7 +48,7 @@ def test_a_spark_step_reports_how_many_of_its_tasks_are_done(small_splits, tmp_p
     assert recorder.calls, "no progress was reported"
     assert {c[0] for c in recorder.calls} == {"parse"} and {c[3] for c in recorder.calls} == {"tasks"}
     assert all(0 <= done <= total for _, done, total, _ in recorder.calls)
-    assert recorder.calls[-1][1:3] == (3 * splits, 3 * splits)
+    assert recorder.calls[-1][1:3] == (splits, splits)
 
 
 def test_a_spark_run_with_progress_is_recorded_in_the_monitor(small_splits, tmp_path, monkeypatch):

@@ -131,7 +131,7 @@ def _hour(c, e):
 
 
 COMPILE = {
-    E.Col: lambda c, e: column(e.name),
+    E.Col: lambda c, e: c.field(e.name),
     E.Lit: lambda c, e: _value(e.value),
     E.Compare: _compare,
     E.And: lambda c, e: c(e.args[0]) & c(e.args[1]),           # three-valued in Spark SQL
@@ -163,9 +163,18 @@ COMPILE = {
 
 
 class Compiler(E.Compiler):
-    """Compiles one operator's expressions to a Spark Column (``logetl.expressions.Compiler``)."""
+    """Compiles one operator's expressions to a Spark Column (``logetl.expressions.Compiler``). A field is
+    its column by name, or, given ``fields`` (name -> Column), that Column: how the engine composes a chain
+    of per-record operators into expressions over the frame at its start (its one-pass write)."""
 
     table = COMPILE
+
+    def __init__(self, types: dict[str, str], fields: dict | None = None):
+        super().__init__(types)
+        self.fields = fields
+
+    def field(self, name: str):
+        return column(name) if self.fields is None else self.fields[name]
 
 
 def _count(c, agg):
