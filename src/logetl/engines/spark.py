@@ -736,7 +736,9 @@ class SparkEngine(Engine):
         counts.append((key, obs))
         return df.observe(obs, F.count(F.lit(1)).alias("n"))
 
-    #: the operators a step written in one pass may hold between its parse and its sinks (per record)
+    #: the operators a step written in one pass may hold between its parse and its sinks (per record);
+    #: ``_execute_one_pass`` composes each as expressions, besides its entry in ``OPERATORS``: a new
+    #: per-record operator needs both (tests/test_spark_one_pass.py compares them with the local engine)
     ONE_PASS_OPERATORS = (assembly.Pipe, assembly.Filter, assembly.Select, assembly.Rename, assembly.Derive)
 
     def _in_one_pass(self, ctx: StepContext, step: assembly.Step) -> bool:
