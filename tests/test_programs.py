@@ -118,8 +118,12 @@ def test_directory_input_reads_visible_files_in_name_order(engine, tmp_path):
     (d / "_SUCCESS").write_bytes(b"not a log line\n")
     (d / ".hidden").write_bytes(b"not a log line\n")
     (d / "_logs").mkdir()
-    _, outs = run("branch", str(d), tmp_path, engine)
+    result, outs = run("branch", str(d), tmp_path, engine)
     assert part(outs["output1"]) == corpus("branch.tsv")
+    # the malformed-line samples: the first ones of the input, as on the local engine
+    (tmp_path / "ref").mkdir()
+    reference, _ = run("branch", str(d), tmp_path / "ref", "local")
+    assert [s[1:] for s in result.malformed_samples] == [s[1:] for s in reference.malformed_samples]
 
 
 def test_glob_and_compressed_inputs(engine, tmp_path):

@@ -1,6 +1,7 @@
-"""The Spark engine's one-pass steps: a step whose parsed records reach TSV sinks through per-record
-operators only writes every output, its trap and its malformed-line samples with one Spark action, nothing
-persisted (``SparkEngine._execute_one_pass``). Bytes, counters and samples must be the local engine's."""
+"""The Spark engine's one-pass steps: a step whose parsed records reach TSV sinks (or only stores for later
+steps) through per-record operators only writes every output, its trap and its malformed-line samples with
+one Spark action, nothing persisted (``SparkEngine._execute_one_pass``). Bytes, counters and samples must be
+the local engine's."""
 from __future__ import annotations
 
 import os
@@ -64,6 +65,20 @@ def test_a_one_pass_step_gives_the_local_engines_bytes_counters_and_samples(spar
     assert {w for w, _, _ in spark.malformed_samples} == {"file:" + CORPUS_LOG}
 
 
+def test_samples_that_hold_a_cr_are_read_whole(spark_session, tmp_path):
+    """The samples a one-pass step writes are one line each, split at LF only: a sample line holding a CR
+    (a field with a CR in it, line 20 of the corpus) is one sample, not two broken ones."""
+    lines = corpus("corpus.log").split(b"\n")
+    log = tmp_path / "cr.log"
+    log.write_bytes(b"\n".join([lines[19], lines[0], lines[18]]) + b"\n")
+    results = {}
+    for engine in ("local", "spark"):
+        outs = {tap: str(tmp_path / f"{engine}-{tap}") for tap in ("big", "none", "copy")}
+        results[engine] = run_flow(two_branches(), str(log), outs, engine=engine, trap=str(tmp_path / f"{engine}-trap"))
+    assert [s[1:] for s in results["spark"].malformed_samples] == [s[1:] for s in results["local"].malformed_samples]
+    assert [r for _, r, _ in results["spark"].malformed_samples] == ["tab_or_cr_in_field", "tab_or_cr_in_field"]
+
+
 def test_one_pass_keeps_input_order_when_the_writer_would_sort(tmp_path):
     """Each task writes its rows of every output in input order. Spark's writer falls back to sorting a
     task's remaining rows by output once it holds as many open files as allowed, and a sort that spills
@@ -84,3 +99,50 @@ def test_one_pass_keeps_input_order_when_the_writer_would_sort(tmp_path):
     for out in ("b1", "b2", "trap"):
         assert parts(tmp_path / "spark" / out) == parts(tmp_path / "local" / out), out
     assert len(os.listdir(tmp_path / "spark" / "b1")) > 2   # several tasks wrote parts
+
+
+def three_stores(conflict: bool = False) -> L.Flow:
+    """A first step that stores for the next one, nothing else: a Unique of per-record rows, a checkpoint
+    no record reaches, and a checkpoint of derived fields; they share the field ``ip`` (one column of the
+    file they are written through). ``conflict``: the empty store's ``n`` is a string where the other's
+    is an integer, which one file cannot hold (the step is then written the usual way)."""
+    parsed = L.read(fields=FIELDS)
+    ok = parsed.filter(L.col("response") == "200", name="ok").select("ip", name="ip_only") \
+        .unique(name="distinct_ip")
+    empty = (parsed.filter(L.col("response") == "999", name="none")
+             .derive(n=L.col("size") if conflict else L.col("size").to_int(), name="none_n")
+             .select("ip", "n", name="none_fields").checkpoint("empty"))
+    scored = parsed.derive(n=L.col("size").to_int(), name="as_int").checkpoint("scored")
+    joined = scored.join(ok, on=("ip", "ip"), name="join").select("ip", "n", "request", name="fields") \
+        .sort(L.desc("n"), name="by_n")
+    return L.Flow("stores", [joined.write("joined", name="sink_joined"), empty.write("none", name="sink_none")])
+
+
+def test_a_step_that_only_stores_is_one_pass_and_gives_the_local_engines_bytes_and_counters(
+        spark_session, tmp_path, monkeypatch):
+    from logetl.engines import spark as spark_engine
+
+    one_pass = []
+    real = spark_engine.SparkEngine._execute_one_pass
+    monkeypatch.setattr(spark_engine.SparkEngine, "_execute_one_pass",
+                        lambda self, *a: one_pass.append(a[1].name) or real(self, *a))
+    for conflict in (False, True):
+        one_pass.clear()
+        results = {}
+        for engine in ("local", "spark"):
+            outs = {tap: str(tmp_path / f"{conflict}-{engine}-{tap}") for tap in ("joined", "none")}
+            results[engine] = run_flow(three_stores(conflict), CORPUS_LOG, outs, engine=engine,
+                                       trap=str(tmp_path / f"{conflict}-{engine}-trap"))
+        assert one_pass == ([] if conflict else ["parse"])   # the first step
+        for tap in ("joined", "none", "trap"):
+            assert parts(tmp_path / f"{conflict}-spark-{tap}") == parts(tmp_path / f"{conflict}-local-{tap}"), tap
+        assert parts(tmp_path / f"{conflict}-spark-trap") == corpus("trap.log")
+        assert parts(tmp_path / f"{conflict}-spark-none") == b""
+        assert parts(tmp_path / f"{conflict}-spark-joined").count(b"\n") == 27
+        local, spark = results["local"], results["spark"]
+        assert spark.written == local.written
+        seen = lambda run: [{op: c for op, c in s.counters.items() if any(c.values())} for s in run.steps]
+        assert seen(spark) == seen(local)
+        assert spark.steps[0].counters["distinct_ip"] == local.steps[0].counters["distinct_ip"] == {"in": 24, "out": 12}
+        assert (spark.lines_read, spark.malformed) == (local.lines_read, local.malformed)
+        assert [(r, t) for _, r, t in spark.malformed_samples] == [(r, t) for _, r, t in local.malformed_samples]

@@ -75,6 +75,11 @@ LOGETL_CONF = {PARSE_CONF: ("auto", "native", "builtin"), CDS_CONF: ("auto", "of
 _NATIVE_CHECKS: dict[str, tuple[bool, str]] = {}
 ORDER = "_order"
 INPUT = "_input"        # the index of a parsed line's input file
+#: how stores (a step's output that later steps read, checkpoints included) are written: without Parquet's
+#: dictionary encoding, which a store (written once, read once) pays for on every high-cardinality string
+#: column (request, time: 2M-line Join, local[*]: the parse-and-store job 7.9 s of executor CPU against
+#: 11.3 s, and the step that reads it 1.2 s against 2.2 s); bigger files on the working directory's disk
+STORE_OPTIONS = {"parquet.enable.dictionary": "false"}
 TAG = "__logetl_output"  # a one-pass step's rows: which output a row is written to
 _OBSERVATIONS = count()     # observation names are unique within the session: numbered, whatever the run
 
@@ -712,20 +717,12 @@ class SparkEngine(Engine):
         """The DataFrame of ``node`` from those of its inputs (``OPERATORS``)."""
         return OPERATORS[type(node)](node, inputs)
 
-    def _read_store(self, run: SparkRun, name: str):
-        """A stored output of an earlier step, its parts read one by one and unioned in part order: a
-        directory read would order its splits by size, and the parts hold the stored records in order."""
-        spark = self.session()
-        path = run.work.store(name)
-        files = sorted((n for n in run.fs.listdir(path) if n.startswith("part-") and n.endswith(".parquet")),
-                       key=_part_key)
-        if not files:
-            return spark.read.parquet(path)
-        # the parts share one schema: read from the first part's footer, given to the other reads (each
-        # read that infers it runs a job of its own)
-        first = spark.read.parquet(run.fs.join(path, files[0]))
-        rest = [spark.read.schema(first.schema).parquet(run.fs.join(path, n)) for n in files[1:]]
-        return reduce(lambda a, b: a.union(b), [first, *rest])
+    def _read_store(self, run: SparkRun, node):
+        """The stored output of ``node`` (an earlier step's), its parts unioned in part order
+        (``_read_parts``: they hold the stored records in order): its fields, and ``_order`` if stored
+        (a one-pass step's stores share one file's columns, ``_store_columns``)."""
+        df = self._read_parts(run.fs, run.work.store(node.name))
+        return df.select(*[column(f) for f in node.fields], *_keep_order(df))
 
     def _counted(self, df, key, counts: list):
         """``df`` with a row count observed on its way (no extra pass); read after the actions."""
@@ -736,43 +733,64 @@ class SparkEngine(Engine):
         counts.append((key, obs))
         return df.observe(obs, F.count(F.lit(1)).alias("n"))
 
-    #: the operators a step written in one pass may hold between its parse and its sinks (per record);
-    #: ``_execute_one_pass`` composes each as expressions, besides its entry in ``OPERATORS``: a new
+    #: the operators a step written in one pass may hold between its parse and its outputs (per record);
+    #: ``_one_pass_views`` composes each as expressions, besides its entry in ``OPERATORS``: a new
     #: per-record operator needs both (tests/test_spark_one_pass.py compares them with the local engine)
-    ONE_PASS_OPERATORS = (assembly.Pipe, assembly.Filter, assembly.Select, assembly.Rename, assembly.Derive)
+    ONE_PASS_OPERATORS = (assembly.Pipe, assembly.Checkpoint, assembly.Filter, assembly.Select,
+                          assembly.Rename, assembly.Derive)
 
     def _in_one_pass(self, ctx: StepContext, step: assembly.Step) -> bool:
         """Whether the step writes its outputs in one pass over its parse (``_execute_one_pass``): on the
-        native path, a step of one parse and nothing stored or read, whose records reach TSV sinks (not
-        partitioned) through per-record operators only, with two or more things to write (sinks, trap)."""
+        native path, a step of one parse that reads nothing stored, whose records reach either TSV sinks
+        (not partitioned) or stores for later steps (not both: one writer per pass) through per-record
+        operators only, with two or more things to write (sinks or stores, trap). A store may be a Unique
+        of such records (written after the pass, from its input's rows)."""
         nodes = [n for n in step.nodes if not isinstance(n, (assembly.Source, assembly.Parse, assembly.Sink))]
         sinks = [n for n in step.nodes if isinstance(n, assembly.Sink)]
-        return (self.native and not step.reads and not step.writes
-                and sum(isinstance(n, assembly.Parse) for n in step.nodes) == 1
-                and len(sinks) + (ctx.state.trap is not None) >= 2
-                and all(s.format == "tsv" and not s.partition_by for s in sinks)
-                and all(type(n) in self.ONE_PASS_OPERATORS for n in nodes))
+        if not (self.native and not step.reads and sum(isinstance(n, assembly.Parse) for n in step.nodes) == 1
+                and bool(sinks) != bool(step.writes)
+                and len(sinks) + len(step.writes) + (ctx.state.trap is not None) >= 2):
+            return False
+        if sinks:
+            return (all(s.format == "tsv" and not s.partition_by for s in sinks)
+                    and all(type(n) in self.ONE_PASS_OPERATORS for n in nodes))
 
-    def _execute_one_pass(self, ctx: StepContext, step: assembly.Step, state) -> None:
-        """Writes the step's sinks, its trap and its malformed-line samples with one action, nothing
-        persisted. The per-record operators after the parse are composed into expressions over the parsed
-        rows (each node: a condition and its fields as Columns); every parsed row becomes one row per output
-        it goes to (a sink's TSV line, the trap's raw line, ``status TAB input TAB raw line`` for the
-        samples, which the parse marks on the first few malformed lines of each task), tagged with the
-        output. Spark writes them partitioned by the tag, each task with one open file per tag (concurrent
-        writers: no sort, so each tag's rows keep input order), and each tag's directory becomes its
-        output's staged directory. Persisting the parse for three actions cost more than the parse itself:
-        2M-line Branch, ``local[*]``, warm session: 3.4-3.5 s in one pass against 5.7-6.1 s."""
+        def stored_unique(n) -> bool:   # a Unique this step stores, of per-record rows, read by no node here
+            return (type(n) is assembly.Unique and any(n is w for w in step.writes)
+                    and type(n.previous[0]) in self.ONE_PASS_OPERATORS + (assembly.Parse,)
+                    and not any(p is n for m in step.nodes for p in m.previous))
+
+        return (all(type(n) in self.ONE_PASS_OPERATORS or stored_unique(n) for n in nodes)
+                and self._store_columns(step) is not None)
+
+    #: a one-pass step's stores: the columns of its malformed lines (raw line, status, input index)
+    RAW, RAW_STATUS, RAW_INPUT = "__logetl_raw", "__logetl_status", "__logetl_input"
+
+    def _store_columns(self, step: assembly.Step) -> dict | None:
+        """The columns of the file a one-pass step writes its stores through: the stored fields of every
+        store (a field several stores hold is one column: each row fills its store's own), ``_order``
+        (stores other than a Unique keep the input order), the malformed lines' columns; name -> the
+        owners' logetl type. None when two stores give one name different types."""
+        columns: dict[str, str] = {}
+        for node in step.writes:
+            owned = dict(node.types) if type(node) is assembly.Unique else {**node.types, ORDER: "order"}
+            for name, kind in owned.items():
+                if columns.setdefault(name, kind) != kind or name in (TAG, self.RAW, self.RAW_STATUS, self.RAW_INPUT):
+                    return None
+        return columns
+
+    def _one_pass_views(self, ctx: StepContext, step: assembly.Step):
+        """The step's parse, and every node after it as expressions over the parsed rows: (parse, checked,
+        observations, nodes, views); ``views[id(node)]``: (the condition a parsed row meets when it reaches
+        the node, the node's fields as Columns); the rows reaching each node are counted on the way
+        (``checked``'s observation, ``n<i>`` for ``nodes[i]``; a Unique counts its input)."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        run: SparkRun = ctx.state
-        fs, spark = run.fs, self.session()
         parse = next(n for n in step.nodes if isinstance(n, assembly.Parse))
         observations: list = []
         checked, fields = self._parsed(ctx, parse, observations)
-        status = F.col(STATUS)
-        views = {id(parse): (status == KEPT, {f: fields[f] for f in parse.fields})}
+        views = {id(parse): (F.col(STATUS) == KEPT, {f: fields[f] for f in parse.fields})}
         nodes = []
         for node in step.nodes:
             if isinstance(node, (assembly.Source, assembly.Parse)):
@@ -791,77 +809,122 @@ class SparkEngine(Engine):
             views[id(node)] = (cond, cols)
         counted = Observation(f"logetl_{next(_OBSERVATIONS)}")
         checked = checked.observe(counted, *[F.count_if(views[id(n)][0]).alias(f"n{i}") for i, n in enumerate(nodes)])
+        observations.append((None, counted))
+        return parse, checked, observations, nodes, views
 
-        sinks = [n for n in nodes if isinstance(n, assembly.Sink)]
-        row = lambda tag, value: F.struct(F.lit(tag).alias("tag"), value.alias("value"))
-        rows = []
-        for tag, sink in enumerate(sinks):
-            cond, cols = views[id(sink)]
-            # the sink's TSV, as _sink writes it
-            line = F.concat_ws("\t", *[F.coalesce(cols[f].cast("string"), F.lit("")) for f in sink.file_fields])
-            rows.append(F.when(cond, row(tag, line)))
-        bad, raw = status.between(1, len(contract.REASONS)), F.col("value").cast("string")
-        trap_tag, samples_tag = len(sinks), len(sinks) + 1
+    def _execute_one_pass(self, ctx: StepContext, step: assembly.Step, state) -> None:
+        """Writes the step's outputs (its sinks, or its stores), its trap and its malformed-line samples with
+        one action, nothing persisted. The per-record operators after the parse are composed into
+        expressions over the parsed rows (``_one_pass_views``); every parsed row becomes one row per output
+        it goes to, tagged with the output, and Spark writes them partitioned by the tag, each task with one
+        open file per tag (concurrent writers: no sort, so each tag's rows keep input order); each tag's
+        directory then becomes its output. Sinks are written as text (a sink's TSV line, the trap's raw
+        line, ``status TAB input TAB raw line`` for the samples, which the parse marks on the first few
+        malformed lines of each task); stores as Parquet with the columns of every store
+        (``_store_columns``), of which each store is read back with its own (``_read_store``), and the
+        malformed lines' raw bytes, status and input; a stored Unique's input rows are written, then
+        deduplicated into the store, and the trap's lines written as text, each by a job over that
+        tag's rows only. Persisting the parse for three actions cost more than the parse itself:
+        2M-line Branch, ``local[*]``, warm session: 3.4-3.5 s in one pass against 5.7-6.1 s."""
+        from pyspark.sql import functions as F
+
+        run: SparkRun = ctx.state
+        fs, spark = run.fs, self.session()
+        parse, checked, observations, nodes, views = self._one_pass_views(ctx, step)
+        status, bad = F.col(STATUS), F.col(STATUS).between(1, len(contract.REASONS))
+        outputs = [n for n in nodes if isinstance(n, assembly.Sink)] or list(step.writes)
+        trap_tag, samples_tag = len(outputs), len(outputs) + 1
+        # the node whose rows an output takes: a stored Unique's input (deduplicated after the pass)
+        source = lambda o: views[id(o.previous[0] if type(o) is assembly.Unique else o)]
+        tagged = [F.when(source(o)[0], F.lit(t)) for t, o in enumerate(outputs)]
         if run.trap is not None:
-            rows.append(F.when(bad, row(trap_tag, raw)))
-        rows.append(F.when(F.col(SAMPLE), row(samples_tag, F.concat_ws(
-            "\t", status.cast("string"), F.col(INPUT).cast("string"), raw))))
-        tagged = checked.select(F.explode(F.array(*rows)).alias("row")).where(F.col("row").isNotNull()) \
-            .select(F.col("row.tag").alias(TAG), F.col("row.value").alias("value"))
+            tagged.append(F.when(bad, F.lit(trap_tag)))
+        tagged.append(F.when(F.col(SAMPLE), F.lit(samples_tag)))
+        rows = checked.select("*", F.explode(F.array(*tagged)).alias(TAG)).where(F.col(TAG).isNotNull())
+        tag = F.col(TAG)
+
+        def by_tag(values: list):   # (tag, Column) -> the Column of a row's tag (null for other tags)
+            case = F.when(tag == values[0][0], values[0][1])
+            for t, value in values[1:]:
+                case = case.when(tag == t, value)
+            return case
+
+        raw = by_tag([(trap_tag, F.col("value")), (samples_tag, F.col("value"))])
+        if step.writes:
+            def store_column(name: str):   # the value of each store that holds the column
+                return by_tag([(t, F.col(ORDER) if name == ORDER else source(o)[1][name])
+                               for t, o in enumerate(outputs) if name in self._store_fields(o)]).alias(name)
+
+            rows = rows.select(tag, *[store_column(c) for c in self._store_columns(step)], raw.alias(self.RAW),
+                               by_tag([(samples_tag, status)]).alias(self.RAW_STATUS),
+                               by_tag([(samples_tag, F.col(INPUT))]).alias(self.RAW_INPUT))
+            write = lambda writer, where: writer.options(**STORE_OPTIONS).parquet(where)
+        else:
+            def line(sink):   # the sink's TSV, as _sink writes it
+                cols = source(sink)[1]
+                return F.concat_ws("\t", *[F.coalesce(cols[f].cast("string"), F.lit("")) for f in sink.file_fields])
+
+            text = raw.cast("string")
+            sample = F.concat_ws("\t", status.cast("string"), F.col(INPUT).cast("string"), text)
+            value = by_tag([(t, line(o)) for t, o in enumerate(outputs)] + [(trap_tag, text), (samples_tag, sample)])
+            rows = rows.select(tag, value.alias("value"))
+            write = lambda writer, where: writer.text(where)
 
         where = fs.join(run.work.path, "written")
         fs.rmtree(where)
+
+        def written(t: int) -> str | None:
+            d = fs.join(where, f"{TAG}={t}")
+            return d if fs.isdir(d) else None
+
         # A file per tag open at once in each task, and no sort (with concurrent writers, Spark plans no
         # sort by the partition column). One more writer than tags: a task that has opened as many writers
         # as the limit sorts the rest of its rows by tag, and that sort does not keep the input order of
         # equal tags. The session's own setting is back once the write ends.
-        settings = {MAX_WRITERS: str(len(rows) + 1)}
+        settings = {MAX_WRITERS: str(samples_tag + 2)}
         before = {k: spark.conf.get(k, None) for k in settings}
-        for k, v in settings.items():
-            spark.conf.set(k, v)
-        try:
-            with self._progress(ctx, state):
-                tagged.write.partitionBy(TAG).text(where)
-        finally:
-            for k, v in before.items():
-                if v is None:
-                    spark.conf.unset(k)
-                else:
-                    spark.conf.set(k, v)
-
-        def written(tag: int) -> str | None:
-            d = fs.join(where, f"{TAG}={tag}")
-            return d if fs.isdir(d) else None
-
-        for tag, sink in enumerate(sinks):
-            out = run.outputs[sink.tap]
-            out.suffix = ""
-            if written(tag):   # else nothing was written: sealing makes the empty output
-                fs.rename(written(tag), out.staging)
-                self._name_parts(fs, out.staging)
-        if run.trap is not None:
-            fs.rmtree(run.work.trap_dir)
-            if written(trap_tag):
-                fs.rename(written(trap_tag), run.work.trap_dir)
-        samples = written(samples_tag)
-        if samples and len(ctx.run.malformed_samples) < SAMPLES:
-            found: list[bytes] = []
-            for name in sorted((n for n in fs.listdir(samples) if n.startswith("part-")), key=_part_key):
-                found += fs.read_bytes(fs.join(samples, name)).splitlines()
-                if len(found) >= SAMPLES:
-                    break
-            for line in found[:SAMPLES - len(ctx.run.malformed_samples)]:
-                code, index, value = line.split(b"\t", 2)
-                reason, text = contract.REASONS[int(code) - 1], contract.display(value)
+        uniques: dict[int, int] = {}
+        with self._progress(ctx, state):
+            for k, v in settings.items():
+                spark.conf.set(k, v)
+            try:
+                write(rows.write.partitionBy(TAG), where)
+            finally:
+                for k, v in before.items():
+                    if v is None:
+                        spark.conf.unset(k)
+                    else:
+                        spark.conf.set(k, v)
+            if step.writes:
+                for t, store in enumerate(outputs):
+                    uniques.update(self._place_store(run, store, written(t), views, checked))
+            else:
+                for t, sink in enumerate(outputs):
+                    out = run.outputs[sink.tap]
+                    out.suffix = ""
+                    if written(t):   # else nothing was written: sealing makes the empty output
+                        fs.rename(written(t), out.staging)
+                        self._name_parts(fs, out.staging)
+            if run.trap is not None:
+                fs.rmtree(run.work.trap_dir)
+                if written(trap_tag) and step.writes:
+                    self._read_parts(fs, written(trap_tag)).select(F.col(self.RAW).cast("string").alias("value")) \
+                        .write.text(run.work.trap_dir)
+                elif written(trap_tag):
+                    fs.rename(written(trap_tag), run.work.trap_dir)
+        if written(samples_tag) and len(ctx.run.malformed_samples) < SAMPLES:
+            found = self._written_samples(fs, written(samples_tag), parquet=bool(step.writes))
+            for code, index, value in found[:SAMPLES - len(ctx.run.malformed_samples)]:
+                reason, text = contract.REASONS[code - 1], contract.display(value)
                 why = parse.format.why(value) if reason == contract.NO_MATCH else None
-                ctx.run.malformed_samples.append((fs.abspath(ctx.taps.inputs[int(index)]), reason,
+                ctx.run.malformed_samples.append((fs.abspath(ctx.taps.inputs[index]), reason,
                                                   f"{why}: {text}" if why else text))
         fs.rmtree(where)
 
         metrics = _metrics(observations[0][1])
         self._account(ctx, parse, metrics, state)
         outs = {id(parse): int(metrics.get("kept") or 0)}
-        counts = _metrics(counted)
+        counts = _metrics(observations[-1][1])
         for i, node in enumerate(nodes):
             n = int(counts.get(f"n{i}") or 0)
             if isinstance(node, assembly.Sink):
@@ -869,9 +932,77 @@ class SparkEngine(Engine):
                 state.count(node.name, "out", n)
                 ctx.run.written[node.tap] = ctx.run.written.get(node.tap, 0) + n
             else:
-                outs[id(node)] = n
-                state.count(node.name, "out", n)
+                outs[id(node)] = uniques.get(id(node), n)
+                state.count(node.name, "out", outs[id(node)])
                 state.count(node.name, "in", sum(outs.get(id(p), 0) for p in node.previous))
+
+    @staticmethod
+    def _store_fields(node) -> tuple:
+        """The columns a store holds: its fields, and ``_order`` unless it is a Unique (no order)."""
+        return tuple(node.fields) if type(node) is assembly.Unique else (*node.fields, ORDER)
+
+    def _place_store(self, run: SparkRun, node, written: str | None, views, checked) -> dict:
+        """Makes a one-pass step's written rows of ``node`` its store: the part files moved in, or, for a
+        Unique, its input's rows deduplicated into it (a job over those rows); no rows: an empty store
+        with the store's columns. Returns {id(node): records} for a Unique."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        fs = run.fs
+        path = run.work.prepare_store(node.name)
+        unique = type(node) is assembly.Unique
+        found = {}
+        if written and not unique:
+            for name in sorted((n for n in fs.listdir(written) if n.startswith("part-")), key=_part_key):
+                fs.rename(fs.join(written, name), fs.join(path, name))
+        else:
+            if written:
+                rows = self._read_parts(fs, written).select(*[column(f) for f in node.fields]).distinct()
+            else:   # no rows (Spark folds the limit: no scan), with the columns the store would have had
+                cols = views[id(node.previous[0] if unique else node)][1]
+                rows = checked.select(*[cols[f].alias(f) for f in node.fields],
+                                      *([] if unique else [F.col(ORDER)])).limit(0)
+            obs = Observation(f"logetl_{next(_OBSERVATIONS)}")
+            rows.observe(obs, F.count(F.lit(1)).alias("n")).write.mode("append").options(**STORE_OPTIONS).parquet(path)
+            found = {id(node): int(_metrics(obs).get("n") or 0)} if unique else {}
+        run.work.mark_complete(node.name)
+        return found
+
+    def _read_parts(self, fs, directory: str):
+        """The Parquet part files in ``directory``, read one by one and unioned in part order: a directory
+        read would order its splits by size. The parts share one schema: read from the first part's
+        footer, given to the other reads (each read that infers it runs a job of its own)."""
+        spark = self.session()
+        files = sorted((n for n in fs.listdir(directory) if n.startswith("part-") and n.endswith(".parquet")),
+                       key=_part_key)
+        if not files:
+            return spark.read.parquet(directory)
+        first = spark.read.parquet(fs.join(directory, files[0]))
+        rest = [spark.read.schema(first.schema).parquet(fs.join(directory, n)) for n in files[1:]]
+        return reduce(lambda a, b: a.union(b), [first, *rest])
+
+    @staticmethod
+    def _written_samples(fs, directory: str, parquet: bool):
+        """The first ``SAMPLES`` malformed lines a one-pass step marked, in input order: (status, input
+        index, raw bytes), read in the driver from the part files (Parquet through pyarrow: no job)."""
+        found: list = []
+        for name in sorted((n for n in fs.listdir(directory) if n.startswith("part-")), key=_part_key):
+            data = fs.read_bytes(fs.join(directory, name))
+            if parquet:
+                import io
+
+                import pyarrow.parquet as pq
+
+                table = pq.read_table(io.BytesIO(data), columns=[SparkEngine.RAW_STATUS, SparkEngine.RAW_INPUT,
+                                                                 SparkEngine.RAW])
+                found += zip(*[table.column(i).to_pylist() for i in range(3)])
+            else:
+                # one row a line: split on LF only (a raw line may hold a CR, which splitlines would split at)
+                rows = data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n")
+                found += [(int(c), int(i), v) for c, i, v in (row.split(b"\t", 2) for row in rows)]
+            if len(found) >= SAMPLES:
+                break
+        return found[:SAMPLES]
 
     def execute_step(self, ctx: StepContext, step: assembly.Step, state) -> None:
         if self._in_one_pass(ctx, step):
@@ -901,7 +1032,7 @@ class SparkEngine(Engine):
             spark.conf.set(CACHE_COMPRESSED, "false")
         try:
             for stored in step.reads:
-                frames[id(stored)] = self._counted(self._read_store(run, stored.name), ("read", stored), counts)
+                frames[id(stored)] = self._counted(self._read_store(run, stored), ("read", stored), counts)
             for node in step.nodes:
                 if isinstance(node, (assembly.Source, assembly.Sink)):
                     continue
@@ -983,7 +1114,7 @@ class SparkEngine(Engine):
         # appended into the place the working directory prepared: a bound --checkpoint-dir keeps its
         # marker and is never deleted (Spark's "overwrite" mode would remove the directory itself)
         path = run.work.prepare_store(node.name)
-        df.write.mode("append").parquet(path)
+        df.write.mode("append").options(**STORE_OPTIONS).parquet(path)
         run.work.mark_complete(node.name)
 
     #: how each sink format is written: (the DataFrameWriter method, its options, the part files' suffix)
