@@ -958,10 +958,11 @@ class SparkEngine(Engine):
         else:
             if written:
                 rows = self._read_parts(fs, written).select(*[column(f) for f in node.fields]).distinct()
-            else:   # no rows (Spark folds the limit: no scan), with the columns the store would have had
+            else:   # no rows: an empty frame with the columns the store would have had (their types: analysis only)
                 cols = views[id(node.previous[0] if unique else node)][1]
-                rows = checked.select(*[cols[f].alias(f) for f in node.fields],
-                                      *([] if unique else [F.col(ORDER)])).limit(0)
+                schema = checked.select(*[cols[f].alias(f) for f in node.fields],
+                                        *([] if unique else [F.col(ORDER)])).schema
+                rows = self.session().createDataFrame([], schema)
             obs = Observation(f"logetl_{next(_OBSERVATIONS)}")
             rows.observe(obs, F.count(F.lit(1)).alias("n")).write.mode("append").options(**STORE_OPTIONS).parquet(path)
             found = {id(node): int(_metrics(obs).get("n") or 0)} if unique else {}
