@@ -27,7 +27,7 @@ $(VENV)/.installed-bench: $(BIN)/python $(SOURCES)
 
 demo: $(VENV)/.installed-run
 	mkdir -p $(DEMO)
-	$(BIN)/logetl generate --lines 200000 --seed 42 $(DEMO)/access.log
+	$(BIN)/logetl generate --overwrite --lines 200000 --seed 42 $(DEMO)/access.log
 	$(BIN)/logetl join --overwrite $(DEMO)/access.log $(DEMO)/joined
 	@echo
 	@echo "Join result: $(DEMO)/joined/part-00000 ($$(wc -l < $(DEMO)/joined/part-00000) records); first lines:"

@@ -49,6 +49,7 @@ def test_mistakes_fail_when_the_flow_is_defined_with_one_exact_line():
     assert _error(lambda: logs.sort("day")) == \
         "sort (unnamed): no field 'day' in ip, time, request, response, size"
     assert _error(lambda: logs.limit(-1)) == "limit: n is a count >= 0, not -1"
+    assert _error(lambda: L.read(fields=("ip", "time", "ip"))) == "parse 'parse': field 'ip' is named twice"
     assert _error(lambda: L.Flow("two", [logs.write("a"), L.read().write("b")])) == \
         "flow 'two': the input is read more than once (read it once and branch)"
     assert _error(lambda: L.Flow("dup", [logs.write("a"), logs.write("a")])) == \
@@ -114,6 +115,8 @@ def test_errors_in_a_flow_file_name_the_file_and_line(tmp_path):
     missing = str(tmp_path / "nope.py")
     assert _one_line_error(logetl("run", missing, "--input", LOG, "--output", f"out={out}")) == \
         f"Error: flow file {missing!r} does not exist\n"
+    assert _one_line_error(logetl("run", "", "--input", LOG, "--output", f"out={out}")) == \
+        "Error: flow file '' does not exist\n"        # was an internal error (KeyError), exit 1
     assert not os.path.exists(out)
 
 

@@ -7,6 +7,7 @@ import os
 import pytest
 
 from conftest import CORPUS, corpus, logetl, read
+from logetl.errors import UsageError
 
 CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
 
@@ -72,6 +73,8 @@ def test_quiet_prints_nothing_but_a_warning(tmp_path):
     (["branch", "--input", CORPUS_LOG, "--output1", "{tmp}/same", "--output2", "{tmp}/same"], ["same path"]),
     (["filter", "--master", "local[2]", "--input", CORPUS_LOG, "--output", "{tmp}/o"], ["--master", "--hdfs"]),
     (["filter", "--hdfs", "--engine", "local", "--input", CORPUS_LOG, "--output", "{tmp}/o"], ["--hdfs"]),
+    (["branch", "--input", CORPUS_LOG, "--output1", "", "--output2", "{tmp}/o"], ["output1 is an empty path"]),
+    (["filter", "--input", CORPUS_LOG, "--output", "{tmp}/o", "--trap", ""], ["trap is an empty path"]),
 ])
 def test_user_errors_are_one_line_and_exit_2(tmp_path, args, needles):
     (tmp_path / "empty-dir").mkdir()
@@ -83,6 +86,56 @@ def test_user_errors_are_one_line_and_exit_2(tmp_path, args, needles):
     assert p.returncode == 2
     one_line_error(p, *[n.replace("{tmp}", str(tmp_path)) for n in needles])
     assert not os.path.exists(tmp_path / "o")
+
+
+@pytest.mark.parametrize("args,env,line", [
+    (["branch", "--input", CORPUS_LOG, "--input", CORPUS_LOG, "--output1", "{tmp}/o", "--output2", "{tmp}/o2"], {},
+     "Error: --input is given more than once: give it once"),
+    (["join", CORPUS_LOG, "{tmp}/o", "--format", "combined", "--format", "common"], {},
+     "Error: --format is given more than once: give it once"),
+    (["monitor", "--port", "1", "--port", "2"], {}, "Error: --port is given more than once: give it once"),
+    (["filter", "--input", CORPUS_LOG, "--output", "{tmp}/o"], {"LOGETL_MONITOR": "bogus"},
+     "Error: LOGETL_MONITOR='bogus' must be on or off"),
+    (["filter", "--input", CORPUS_LOG, "--output", "{tmp}/o"], {"LOGETL_MONITOR_URL": "notaurl"},
+     "Error: LOGETL_MONITOR_URL='notaurl' is not an http:// or https:// URL with a host"),
+    (["filter", "--input", CORPUS_LOG, "--output", "{tmp}/o"], {"LOGETL_MONITOR_URL": "http://127.0.0.1:x"},
+     "Error: LOGETL_MONITOR_URL='http://127.0.0.1:x' is not an http:// or https:// URL with a host"),
+])
+def test_repeated_options_and_bad_monitor_settings_are_refused_before_running(tmp_path, args, env, line):
+    # each was accepted: the last --input read alone, a bogus LOGETL_MONITOR taken as on, and a URL
+    # without a scheme failed the sending thread with a traceback in the middle of the run
+    p = logetl(*[a.replace("{tmp}", str(tmp_path)) for a in args], env={"LOGETL_MONITOR": "on", **env})
+    assert p.returncode == 2
+    assert p.stderr.decode().splitlines() == [line]
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_nan_threshold_is_refused(tmp_path):
+    p = logetl("filter", "--input", CORPUS_LOG, "--output", str(tmp_path / "o"), "--max-malformed", "nan")
+    assert p.returncode == 2
+    assert p.stderr.decode().splitlines()[-1] == \
+        "Error: Invalid value for '--max-malformed': nan is not in the range 0.0<=x<=1.0."
+    from logetl.job import program_flow, run_flow
+
+    for bad in (float("nan"), 5, "0.1"):
+        with pytest.raises(UsageError) as caught:
+            run_flow(program_flow("filter"), CORPUS_LOG, {"output": str(tmp_path / "o")}, max_malformed=bad)
+        assert str(caught.value) == f"max_malformed must be a fraction between 0 and 1, not {bad!r}"
+    assert os.listdir(tmp_path) == []
+
+
+def test_run_flow_takes_the_output_format_as_the_command_line_does(tmp_path):
+    from logetl.job import program_flow, run_flow
+
+    with pytest.raises(UsageError) as caught:
+        run_flow(program_flow("filter"), CORPUS_LOG, {"output": str(tmp_path / "x")}, output_format="xml")
+    assert str(caught.value) == "output format 'xml' is not one of tsv, parquet, jsonl"
+    run_flow(program_flow("filter"), CORPUS_LOG, {"output": str(tmp_path / "o")}, output_format="jsonl",
+             monitor=False)
+    p = logetl("filter", "--input", CORPUS_LOG, "--output", str(tmp_path / "c"), "--output-format", "jsonl")
+    assert p.returncode == 0, p.stderr
+    assert sorted(os.listdir(tmp_path / "o")) == sorted(os.listdir(tmp_path / "c")) == ["_SUCCESS", "part-00000.jsonl"]
+    assert read(tmp_path / "o" / "part-00000.jsonl") == read(tmp_path / "c" / "part-00000.jsonl")
 
 
 def test_unreadable_input_is_a_user_error(tmp_path, monkeypatch):

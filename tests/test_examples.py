@@ -76,3 +76,7 @@ def test_examples_run_from_the_command_line(tmp_path, sample):
         assert f"logetl {example}: SUCCESSFUL" in summary
         if example != "error_clients":
             assert "  left out by valid_time              0\n" in summary
+            # the counts stay in one column when a label is longer than the usual 19 characters
+            counted = [line for line in summary.splitlines()
+                       if line.startswith(("  lines read", "  malformed lines", "  dropped", "  left out", "  written"))]
+            assert len({len(line.split("  -> ")[0].split("  (")[0]) for line in counted}) == 1, summary

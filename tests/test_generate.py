@@ -31,6 +31,38 @@ def test_a_seed_gives_pinned_bytes(tmp_path):
     assert gen.VERSION == 2
 
 
+def test_an_existing_file_is_kept_unless_overwrite_is_given(tmp_path):
+    """A typo (``logetl generate --lines 10 access.log``) must not cost a real log."""
+    out = tmp_path / "access.log"
+    out.write_bytes(b"a real log line\n")
+    p = logetl("generate", "--lines", "10", str(out))
+    assert p.returncode == 2
+    assert p.stderr.decode().splitlines() == [
+        f"Error: {str(out)!r} exists: generate does not replace a file unless given --overwrite"]
+    assert read(out) == b"a real log line\n"
+    p = logetl("generate", "--lines", "10000", "--seed", "7", "--overwrite", str(out))
+    assert p.returncode == 0, p.stderr
+    assert sha(out) == SHA256_10000_SEED_7
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["access.log"]     # no temporary file left
+
+
+def test_dash_writes_the_same_bytes_to_standard_output(tmp_path):
+    p = logetl("generate", "--lines", "10000", "--seed", "7", "-", cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert hashlib.sha256(p.stdout).hexdigest() == SHA256_10000_SEED_7
+    assert not (tmp_path / "-").exists()
+
+
+def test_a_failed_write_leaves_no_file(tmp_path, monkeypatch):
+    def fail(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(gen, "blocks", fail)
+    with pytest.raises(OSError, match="No space left"):
+        gen.write(str(tmp_path / "a.log"), 100, 1)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
     a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
     gen.write(str(a), 30_000, 11)

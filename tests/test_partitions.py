@@ -82,3 +82,18 @@ def test_partitioned_parquet_reads_back_as_a_hive_dataset(engine, tmp_path):
 def test_partitioning_by_every_field_is_refused():
     with pytest.raises(L.AssemblyError, match="partitioned by every field, its files would hold nothing"):
         L.read().select("ip").write("out", partition_by="ip")
+
+
+def test_a_value_too_long_for_a_directory_name_fails_the_run_naming_the_field(tmp_path):
+    # it failed with the file system's "[Errno 36] File name too long" and a path in the staging directory
+    from logetl.errors import RunFailed
+
+    log = tmp_path / "a.log"
+    log.write_bytes(line("1.1.1.1", "17") + line("2.2.2.2", "17", request="GET /" + "a" * 300 + " HTTP/1.1"))
+    logs = L.read()
+    f = L.Flow("preq", [logs.select("request", "ip").write("out", partition_by="request")])
+    with pytest.raises(RunFailed) as caught:
+        run_flow(f, str(log), {"out": str(tmp_path / "o")}, monitor=False)
+    assert str(caught.value) == ("partition field 'request': the value 'GET /" + "a" * 35 + "'... makes a "
+                                 "directory name longer than 255 bytes (partition by a shorter field)")
+    assert not (tmp_path / "o").exists()          # nothing published (the working directory stays, for a rerun)

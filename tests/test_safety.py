@@ -235,6 +235,33 @@ def test_a_corrupt_gzip_input_fails_the_run_naming_the_file(tmp_path):
     assert "Traceback" not in p.stderr.decode() and not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("suffix", [".gz", ".bz2"])
+def test_a_truncated_compressed_input_fails_the_run_in_one_line_naming_the_file(tmp_path, suffix):
+    # a cut-off stream ends with EOFError, which has no strerror: the message was an AttributeError's
+    import bz2
+
+    pack = gzip.compress if suffix == ".gz" else bz2.compress
+    bad = tmp_path / f"access.log{suffix}"
+    data = pack(corpus("corpus.log") * 50)
+    bad.write_bytes(data[: len(data) // 2])
+    p = logetl("filter", "--input", str(bad), "--output", str(tmp_path / "o"))
+    assert p.returncode == 1
+    assert "Traceback" not in p.stderr.decode()
+    assert p.stderr.decode().splitlines()[-1] == (f"Error: filter failed: cannot read input {str(bad)!r}: "
+                                                  "Compressed file ended before the end-of-stream marker was reached")
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_run_started_with_stderr_closed_runs_as_with_it_sent_nowhere(tmp_path):
+    # Python leaves sys.stderr None: the console's isatty() failed every run, and descriptor 2 was free
+    # for the next file opened
+    out = tmp_path / "o"
+    p = subprocess.run(["bash", "-c", f"{sys.executable} -m logetl filter --input {CORPUS_LOG} --output {out} 2>&-; "
+                        "echo \"status=$?\""], capture_output=True)
+    assert p.stdout.decode().splitlines() == ["status=0"]
+    assert parts(out) == corpus("filter.tsv")
+
+
 def test_a_closed_stderr_pipe_does_not_turn_a_committed_run_into_a_failure(tmp_path):
     out = tmp_path / "o"
     cmd = (f"{sys.executable} -m logetl filter --input {CORPUS_LOG} --output {out} 2>&1 | head -1; "

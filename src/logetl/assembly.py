@@ -212,6 +212,9 @@ class Parse(Pipe):
         if not isinstance(self._input(), Source):
             raise AssemblyError(f"parse {self.label} must read a source")
         fmt = self.format
+        twice = sorted({f for f in self.keep or () if self.keep.count(f) > 1})
+        if twice:
+            raise AssemblyError(f"parse {self.label}: field {twice[0]!r} is named twice")
         for f in self.keep or ():
             if f not in fmt.fields:
                 raise MissingField(f"the log format has no field {f!r} (it has: {', '.join(fmt.fields)})", f)

@@ -34,9 +34,38 @@ class _Shown(click.ClickException):
         self.exit_code = exc.exit_code
 
 
-class _Group(click.Group):
+class _OptionsOnce:
+    """Refuses an option of one value given more than once: Click keeps the last, so ``--input a.log
+    --input b.log`` would read only b.log without a word."""
+
+    def parse_args(self, ctx, args):
+        try:
+            _, _, order = self.make_parser(ctx).parse_args(args=list(args))
+        except click.UsageError:
+            order = []                 # the parse below raises it, as Click words it
+        seen = set()
+        for param in order:
+            if isinstance(param, click.Option) and not (param.multiple or param.count or param.is_flag):
+                if param.name in seen:
+                    raise UserError(f"{param.opts[0]} is given more than once: give it once")
+                seen.add(param.name)
+        return super().parse_args(ctx, args)
+
+
+class _Command(_OptionsOnce, click.Command):
+    pass
+
+
+class _Group(_OptionsOnce, click.Group):
     """Turns every ``LogetlError`` raised below into one line and its exit code, and any other exception
     into one line and exit 1 (the traceback only with LOGETL_DEBUG=1)."""
+
+    command_class = _Command
+    group_class = type          # subgroups (monitor, monitor keys) are _Groups too
+
+    def main(self, *args, **kwargs):
+        _occupy_closed_std_fds()
+        return super().main(*args, **kwargs)
 
     def invoke(self, ctx):
         try:
@@ -55,6 +84,20 @@ class _Group(click.Group):
                 raise
             raise _Shown(RunFailed(f"internal error: {type(exc).__name__}: {exc} (LOGETL_DEBUG=1 shows where)")) \
                 from None
+
+
+def _occupy_closed_std_fds() -> None:
+    """A command started with a standard stream closed (``2>&-``) runs as with it sent to /dev/null.
+    Python leaves ``sys.stderr`` None then, and the free descriptor 2 would be the next file opened (an
+    output part, which anything written to "stderr" by the kernel or a JVM would then corrupt)."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.open(os.devnull, os.O_RDWR)      # the lowest free descriptor: this one
+    for name in ("stdin", "stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "r" if name == "stdin" else "w"))
 
 
 def _silence_stderr() -> None:
@@ -105,9 +148,17 @@ def _engine_options(f):
                      help="(local engine) Memory the run should stay under, e.g. 512M, 2G (default 512M): "
                           "sorts and distinct sets past it spill to the working directory.")(f)
     f = click.option("--max-malformed", metavar="FRACTION", type=click.FloatRange(0.0, 1.0), default=None,
+                     callback=_not_nan,
                      help="Fail the run (exit 1, nothing published) when more than this share of the lines "
                           "read is malformed, e.g. 0.05. Default: no limit.")(f)
     return f
+
+
+def _not_nan(ctx, param, value):
+    # FloatRange lets NaN through (every comparison with it is false), and a NaN threshold never triggers
+    if value is not None and value != value:
+        raise click.BadParameter(f"{value} is not in the range 0.0<=x<=1.0.", ctx=ctx, param=param)
+    return value
 
 
 def _parse_confs(ctx, param, values):
@@ -126,7 +177,7 @@ def _flow(program: str | None, flow_file: str | None, log_format: str | None, fo
     from logetl.job import program_flow
 
     fmt = formats.resolve(log_format, format_file)
-    if flow_file:
+    if flow_file is not None:
         return flowfile.load(flow_file, fmt, format_given=log_format is not None or format_file is not None)
     return program_flow(program, fmt)
 
@@ -137,8 +188,6 @@ def _run(program: str | None, input_path: str, outputs: dict[str, str], opts: di
     from logetl.job import run_flow
 
     flow = _flow(program, flow_file, opts["log_format"], opts["format_file"])
-    if opts["output_format"]:
-        flow.set_output_format(opts["output_format"])
     if opts["hdfs"] and opts["engine"] == "local":
         raise UserError("--hdfs runs on spark: it cannot go with --engine local")
     engine = "spark" if opts["hdfs"] else (opts["engine"] or "local")
@@ -159,7 +208,7 @@ def _run(program: str | None, input_path: str, outputs: dict[str, str], opts: di
         run_flow(flow, input_path, outputs, engine=engine, trap=trap, overwrite=overwrite, listener=listener,
                  work_dir=work_dir, checkpoint_dir=checkpoint_dir, engine_options=engine_options,
                  application=opts["app_name"], tags=opts["tags"], quiet=quiet, max_malformed=opts["max_malformed"],
-                 incremental=opts["incremental"])
+                 incremental=opts["incremental"], output_format=opts["output_format"])
     except errors.UsageError:
         raise
     except KeyboardInterrupt as exc:
@@ -321,9 +370,11 @@ def explain(program, dot, log_format, format_file):
 @main.command()
 @click.option("--lines", "n_lines", type=click.IntRange(min=0), required=True, help="How many lines.")
 @click.option("--seed", type=int, default=1, show_default=True, help="Same seed, same bytes.")
-@click.argument("out", type=click.Path(dir_okay=False, writable=True))
-def generate(n_lines, seed, out):
-    """Write a seeded, realistic access log (Apache combined format) for testing pipelines.
+@click.option("--overwrite", is_flag=True, help="Replace OUT if it exists (without it, an existing OUT is refused).")
+@click.argument("out", type=click.Path(dir_okay=False, allow_dash=True))
+def generate(n_lines, seed, out, overwrite):
+    """Write a seeded, realistic access log (Apache combined format) for testing pipelines; OUT - writes
+    it to standard output.
 
     \b
     Example:
@@ -331,10 +382,24 @@ def generate(n_lines, seed, out):
     """
     from logetl import generate as gen
 
+    if out == "-":
+        try:
+            gen.write_stream(sys.stdout.buffer, n_lines, seed)
+            sys.stdout.buffer.flush()
+        except BrokenPipeError:     # `logetl generate ... - | head`: the reader had enough
+            _silence_stderr()
+            sys.exit(EXIT_FAILED)
+        return
+    # a typo must not cost a real log: an existing file is replaced only when asked (then at once, by a
+    # rename: a run that stops half-way leaves the old file, not half a log)
+    if os.path.lexists(out) and not overwrite:
+        raise UserError(f"{out!r} exists: generate does not replace a file unless given --overwrite")
     try:
-        gen.write(out, n_lines, seed)
+        gen.write(out, n_lines, seed, replace=overwrite)
+    except FileExistsError:
+        raise UserError(f"{out!r} exists: generate does not replace a file unless given --overwrite") from None
     except OSError as exc:
-        raise UserError(f"cannot write {out!r}: {exc.strerror or exc}") from None
+        raise UserError(f"cannot write {out!r}: {errors.reason(exc)}") from None
     click.echo(f"wrote {n_lines:,} lines to {out}", err=True)
 
 
@@ -439,7 +504,7 @@ def _listen(host: str, port: int):
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
                                                               flags=socket.AI_PASSIVE)[0]
     except socket.gaierror as exc:
-        raise UserError(f"cannot listen on {host}: {exc.strerror}") from None
+        raise UserError(f"cannot listen on {host}: {errors.reason(exc)}") from None
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -450,7 +515,7 @@ def _listen(host: str, port: int):
         if exc.errno == errno.EADDRINUSE:
             raise UserError(f"port {port} on {host} is in use: stop what listens there or choose another "
                             "--port") from None
-        raise UserError(f"cannot listen on {host} port {port}: {exc.strerror or exc}") from None
+        raise UserError(f"cannot listen on {host} port {port}: {errors.reason(exc)}") from None
     sock.set_inheritable(True)
     return sock
 

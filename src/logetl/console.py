@@ -122,28 +122,32 @@ class ConsoleReporter(FlowListener):
 
 
 def summary(run: FlowRun, outputs: dict[str, str]) -> str:
-    lines = [f"logetl {run.program}: {run.status} in {run.elapsed:.2f} s ({run.engine} engine)"]
-    lines.append(f"  lines read          {run.lines_read:>14,}")
+    # the counts' rows: (label, value right-aligned in 14, what follows); the labels' column is 19 wide,
+    # or as wide as the longest label (an operator's or output's long name), so the numbers stay aligned
+    rows: list[tuple[str, str, str] | str] = []
+    rows.append(("lines read", f"{run.lines_read:>14,}", ""))
     malformed = run.malformed
     total = sum(malformed.values())
     detail = ", ".join(f"{k} {v:,}" for k, v in sorted(malformed.items()))
-    lines.append(f"  malformed lines     {total:>14,}" + (f"  ({detail})" if detail else ""))
+    rows.append(("malformed lines", f"{total:>14,}", f"  ({detail})" if detail else ""))
     for where, reason, text in run.malformed_samples:
         shown = text if len(text) <= 100 else text[:100] + "..."
-        lines.append(f"    {where}: {reason}: {shown}")
+        rows.append(f"    {where}: {reason}: {shown}")
     if run.warning:
-        lines.append(f"  warning: {run.warning}")
-    lines.append(f"  dropped (size '-')  {run.dropped_size_dash:>14,}")
+        rows.append(f"  warning: {run.warning}")
+    rows.append(("dropped (size '-')", f"{run.dropped_size_dash:>14,}", ""))
     for op, n in run.left_out().items():
-        label = f"left out by {op}"
-        lines.append(f"  {label:<19} {n:>14,}")
+        rows.append((f"left out by {op}", f"{n:>14,}", ""))
     for tap, path in outputs.items():
         n = total if tap == "trap" else run.written.get(tap)
         if run.status == SUCCESSFUL:
-            lines.append(f"  written {tap:<11} {n or 0:>14,}  -> {path}")
+            rows.append((f"written {tap}", f"{n or 0:>14,}", f"  -> {path}"))
     for op, spill in run.spilled.items():
-        lines.append(f"  spilled {op:<11} {spill['bytes'] / 1e6:>11,.1f} MB  ({spill['files']} files, "
-                     f"{spill['passes']} merge pass{'es' if spill['passes'] != 1 else ''})")
+        rows.append((f"spilled {op}", f"{spill['bytes'] / 1e6:>11,.1f} MB",
+                     f"  ({spill['files']} files, {spill['passes']} merge pass{'es' if spill['passes'] != 1 else ''})"))
+    width = max([19] + [len(r[0]) for r in rows if isinstance(r, tuple)])
+    lines = [f"logetl {run.program}: {run.status} in {run.elapsed:.2f} s ({run.engine} engine)"]
+    lines += [f"  {r[0]:<{width}} {r[1]}{r[2]}" if isinstance(r, tuple) else r for r in rows]
     for s in run.steps:
         took = (s.finished_at - s.started_at) if s.started_at and s.finished_at else 0.0
         note = "  (done by an earlier run)" if s.status == SKIPPED else ""

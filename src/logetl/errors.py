@@ -46,6 +46,13 @@ class EnvError(UsageError):
     """An environment variable with a value logetl cannot use; the message names the variable."""
 
 
+def reason(exc: BaseException) -> str:
+    """Why an I/O operation failed, for a message: an OSError's own text without its errno and path, or
+    the exception's message (a truncated gzip stream raises EOFError, zlib.error or OSError, and only
+    OSError has ``strerror``)."""
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+
+
 def env_float(name: str, default: float, minimum: float = 0.0) -> float:
     """A number from the environment; a bad value is an ``EnvError`` naming the variable."""
     raw = os.environ.get(name)

@@ -22,8 +22,11 @@ while the next block is made. Memory is bounded by the block size whatever the l
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
+import os
+import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal, localcontext
@@ -305,10 +308,31 @@ def lines(n: int, seed: int):
         yield from chunk[:-1].split(b"\n")
 
 
-def write(path: str, n: int, seed: int) -> None:
-    """Writes the log of ``n`` lines to ``path``, making block k + 1 while a thread writes block k (the file
-    write releases the GIL)."""
-    with open(path, "wb") as f, ThreadPoolExecutor(max_workers=1) as writer:
+def write(path: str, n: int, seed: int, replace: bool = False) -> None:
+    """Writes the log of ``n`` lines to ``path``, whole or not at all: into a new file beside it, then
+    renamed to ``path`` (``replace``: over an existing file; else a ``path`` that appeared meanwhile
+    raises FileExistsError). The new file is removed if anything fails."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".logetl-tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write_stream(f, n, seed)
+        os.chmod(tmp, 0o666 & ~_umask())   # mkstemp makes it 0600; a log is as readable as any new file
+        if replace:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)               # no rename that could replace a file created meanwhile
+            os.unlink(tmp)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_stream(f, n: int, seed: int) -> None:
+    """Writes the log of ``n`` lines to the binary file ``f``, making block k + 1 while a thread writes
+    block k (the file write releases the GIL)."""
+    with ThreadPoolExecutor(max_workers=1) as writer:
         pending = None
         for chunk in blocks(n, seed):
             if pending is not None:
@@ -316,3 +340,9 @@ def write(path: str, n: int, seed: int) -> None:
             pending = writer.submit(f.write, chunk)
         if pending is not None:
             pending.result()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

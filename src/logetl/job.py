@@ -9,7 +9,7 @@ from logetl.engines.base import Taps
 from logetl.io import inputs, outputs
 from logetl.io.fs import LOCAL
 from logetl.listener import FlowListener, FlowRun, Listeners
-from logetl.errors import UsageError
+from logetl.errors import EnvError, UsageError
 from logetl.workdir import WorkDir, checkpoint_dir_problem, default_path, flow_identity
 
 
@@ -35,6 +35,10 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
     if sorted(output_paths) != wanted:
         raise JobError(f"flow {program} writes output{'s' if len(wanted) > 1 else ''} {', '.join(wanted)}"
                        f" (given: {', '.join(sorted(output_paths)) or 'none'})", "output")
+    given = {**output_paths, "trap": trap, "work-dir": work_dir, "checkpoint-dir": checkpoint_dir}
+    for name, path in given.items():
+        if path == "":    # an unset shell variable: it would mean the current directory, or fail oddly
+            raise JobError(f"{name} is an empty path", name)
     try:
         files = inputs.resolve(input_path, fs)
     except inputs.InputError as exc:
@@ -133,15 +137,58 @@ def run_program(program: str, input_path: str, output_paths: dict[str, str], *, 
     return run_flow(program_flow(program, log_format), input_path, output_paths, **options)
 
 
+def monitor_enabled() -> bool:
+    """LOGETL_MONITOR: on (the default) or off; anything else is refused rather than read as on."""
+    raw = os.environ.get("LOGETL_MONITOR", "on")
+    value = raw.strip().lower()
+    if value in ("on", "1", "true", "yes", ""):
+        return True
+    if value in ("off", "0", "false", "no"):
+        return False
+    raise EnvError(f"LOGETL_MONITOR={raw!r} must be on or off")
+
+
+def _check_monitor_url() -> None:
+    """LOGETL_MONITOR_URL, when set, is where the run's documents are POSTed: an http(s) URL with a host
+    (else the sending thread failed mid-run with a traceback)."""
+    from urllib.parse import urlsplit
+
+    url = os.environ.get("LOGETL_MONITOR_URL")
+    if not url:
+        return
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port or 0) >= 0
+        # (.port raises ValueError for a port that is not a number)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise EnvError(f"LOGETL_MONITOR_URL={url!r} is not an http:// or https:// URL with a host")
+
+
 def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], *, engine: str = "local",
              trap: str | None = None, overwrite: bool = False, work_dir: str | None = None,
              checkpoint_dir: str | None = None, listener: FlowListener | None = None,
              engine_options: dict | None = None, application: str | None = None,
              tags: dict | None = None, monitor: bool | None = None, quiet: bool = False,
-             max_malformed: float | None = None, incremental: bool = False) -> FlowRun:
+             max_malformed: float | None = None, incremental: bool = False,
+             output_format: str | None = None) -> FlowRun:
     """Runs a flow. Unless ``monitor`` is false (or LOGETL_MONITOR=off), the run's documents go to the
     monitor (``logetl.monitor.reporter``). ``incremental``: read only the complete lines that are new since
-    the outputs' last run and add their records as new parts (``logetl.incremental``)."""
+    the outputs' last run and add their records as new parts (``logetl.incremental``). ``output_format``:
+    every sink writes it (``tsv``, ``parquet``, ``jsonl``; as ``--output-format``)."""
+    if output_format is not None:
+        try:
+            flow.set_output_format(output_format)
+        except assembly.AssemblyError as exc:
+            raise UsageError(str(exc)) from None
+    if max_malformed is not None and not (isinstance(max_malformed, (int, float)) and not isinstance(max_malformed, bool)
+                                          and 0 <= max_malformed <= 1):    # NaN too: it would never trigger
+        raise UsageError(f"max_malformed must be a fraction between 0 and 1, not {max_malformed!r}")
+    if monitor is None:
+        monitor = monitor_enabled()
+    if monitor:
+        _check_monitor_url()
     if incremental:
         from logetl.incremental import refuse
 
@@ -152,8 +199,6 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
                     fs=runner.filesystem(), incremental=incremental)
         taps.max_malformed = max_malformed
         listeners = [listener or FlowListener()]
-        if monitor is None:
-            monitor = os.environ.get("LOGETL_MONITOR", "on").lower() not in ("off", "0", "false", "no")
         if monitor:
             from logetl.monitor.reporter import MonitorListener
 

@@ -15,7 +15,7 @@ import re
 import zlib
 from collections.abc import Iterator
 
-from logetl.errors import UsageError
+from logetl.errors import UsageError, reason
 from logetl.io.fs import LOCAL
 
 CHUNK = 4 << 20   # small chunks keep peak memory low and give the parse threads even work
@@ -135,7 +135,7 @@ def open_plain(path: str) -> int:
     try:
         return os.open(path, os.O_RDONLY)
     except OSError as exc:
-        raise InputReadError(f"cannot open input {path!r}: {exc.strerror or exc}") from None
+        raise InputReadError(f"cannot open input {path!r}: {reason(exc)}") from None
 
 
 def regions(fd: int, path: str, chunk: int = CHUNK, start: int = 0, bound: int | None = None):
@@ -160,7 +160,7 @@ def _pread(fd: int, n: int, offset: int, path: str) -> bytes:
     try:
         return os.pread(fd, n, offset)
     except OSError as exc:
-        raise InputReadError(f"cannot read input {path!r}: {exc.strerror or exc}") from None
+        raise InputReadError(f"cannot read input {path!r}: {reason(exc)}") from None
 
 
 def _next_newline(fd: int, pos: int, end: int, path: str, window: int = 1 << 16) -> int:
@@ -218,7 +218,7 @@ def read_chunks(files: list[str], chunk: int = CHUNK, on_bytes=None, ranges: dic
         try:
             f = open_input(path)
         except OSError as exc:
-            raise InputReadError(f"cannot open input {path!r}: {exc.strerror or exc}") from None
+            raise InputReadError(f"cannot open input {path!r}: {reason(exc)}") from None
         with f:
             raw = getattr(f, "fileobj", None) or getattr(f, "_fp", None)
             base = start      # the file offset of buf[0]; what was yielded ends at ``base``
@@ -228,7 +228,7 @@ def read_chunks(files: list[str], chunk: int = CHUNK, on_bytes=None, ranges: dic
                 elif start:
                     f.seek(start)
             except (OSError, EOFError, zlib.error) as exc:
-                raise InputReadError(f"cannot read input {path!r}: {exc.strerror or exc}") from None
+                raise InputReadError(f"cannot read input {path!r}: {reason(exc)}") from None
             left = None if bound is None else max(bound - base, 0)
             carry = b""
             last_pos = raw.tell() if raw is not None and hasattr(raw, "tell") else 0
@@ -240,7 +240,7 @@ def read_chunks(files: list[str], chunk: int = CHUNK, on_bytes=None, ranges: dic
                 try:
                     n = f.readinto(view[len(carry):]) if want else 0
                 except (OSError, EOFError, zlib.error) as exc:
-                    raise InputReadError(f"cannot read input {path!r}: {exc.strerror or exc}") from None
+                    raise InputReadError(f"cannot read input {path!r}: {reason(exc)}") from None
                 if on_bytes is not None:
                     pos = raw.tell() if raw is not None and hasattr(raw, "tell") else last_pos + n
                     on_bytes(pos - last_pos)

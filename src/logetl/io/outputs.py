@@ -49,7 +49,11 @@ def partition_name(field: str, value) -> str:
         text = "true" if value else "false"
     else:
         text = "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in str(value))
-    return f"{field}={text}"
+    name = f"{field}={text}"
+    if len(name.encode()) > 255:     # a file system's limit for one name (else: errno 36 mid-run)
+        raise RunFailed(f"partition field {field!r}: the value {str(value)[:40]!r}... makes a directory name "
+                        "longer than 255 bytes (partition by a shorter field)")
+    return name
 
 
 def is_output_entry(directory: str, name: str, fs) -> bool:
