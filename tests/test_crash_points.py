@@ -96,3 +96,25 @@ def test_a_kill_at_every_file_system_mutation_loses_nothing_and_the_rerun_gives_
                 violations.append(f"kill at mutation {n}: the rerun left {sorted(set(_tree(root)) ^ set(clean_tree))}")
         shutil.rmtree(root)
     assert violations == [], "\n".join(violations)
+
+
+def test_generate_killed_at_every_mutation_leaves_the_old_file_or_the_whole_new_one(tmp_path):
+    """``generate --overwrite`` over a user's file: killed anywhere, the file is the old bytes or the whole
+    new log, and the same command again gives the new log and nothing else."""
+    cmd = ["generate", "--lines", "3000", "--seed", "3", "--overwrite", "access.log"]
+    ref = tmp_path / "reference"
+    ref.mkdir()
+    first = _run(cmd, ref, count_file=tmp_path / "count")
+    assert first.returncode == 0, first.stderr
+    new, old = read(ref / "access.log"), b"the user's old log\n"
+    mutations = int(read(tmp_path / "count"))
+    assert mutations >= 2
+    for n in range(1, mutations + 1):
+        root = tmp_path / f"n{n}"
+        root.mkdir()
+        (root / "access.log").write_bytes(old)
+        killed = _run(cmd, root, crash_at=n)
+        assert killed.returncode == -signal.SIGKILL, (n, killed.stderr)
+        assert read(root / "access.log") in (old, new), n
+        assert _run(cmd, root).returncode == 0
+        assert read(root / "access.log") == new and _tree(root) == ["access.log"], (n, _tree(root))

@@ -26,7 +26,6 @@ import contextlib
 import datetime
 import hashlib
 import os
-import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal, localcontext
@@ -309,15 +308,15 @@ def lines(n: int, seed: int):
 
 
 def write(path: str, n: int, seed: int, replace: bool = False) -> None:
-    """Writes the log of ``n`` lines to ``path``, whole or not at all: into a new file beside it, then
-    renamed to ``path`` (``replace``: over an existing file; else a ``path`` that appeared meanwhile
-    raises FileExistsError). The new file is removed if anything fails."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".logetl-tmp", dir=directory)
+    """Writes the log of ``n`` lines to ``path``, whole or not at all: into ``.NAME.logetl-generate``
+    beside it, then renamed to ``path`` (``replace``: over an existing file; else a ``path`` that appeared
+    meanwhile raises FileExistsError). That name is fixed so that a run killed half-way leaves at most that
+    file, which the next run into ``path`` writes over; it is removed if anything fails."""
+    tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.logetl-generate")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
             write_stream(f, n, seed)
-        os.chmod(tmp, 0o666 & ~_umask())   # mkstemp makes it 0600; a log is as readable as any new file
         if replace:
             os.replace(tmp, path)
         else:
@@ -340,9 +339,3 @@ def write_stream(f, n: int, seed: int) -> None:
             pending = writer.submit(f.write, chunk)
         if pending is not None:
             pending.result()
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
