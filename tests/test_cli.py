@@ -100,6 +100,8 @@ def test_user_errors_are_one_line_and_exit_2(tmp_path, args, needles):
      "Error: LOGETL_MONITOR_URL='notaurl' is not an http:// or https:// URL with a host"),
     (["filter", "--input", CORPUS_LOG, "--output", "{tmp}/o"], {"LOGETL_MONITOR_URL": "http://127.0.0.1:x"},
      "Error: LOGETL_MONITOR_URL='http://127.0.0.1:x' is not an http:// or https:// URL with a host"),
+    (["join", CORPUS_LOG, "{tmp}/o"], {"LOGETL_FAIL_AT": "nosuch", "LOGETL_MONITOR": "off"},
+     "Error: LOGETL_FAIL_AT='nosuch' names no step of flow join (its steps: parse, join)"),
 ])
 def test_repeated_options_and_bad_monitor_settings_are_refused_before_running(tmp_path, args, env, line):
     # each was accepted: the last --input read alone, a bogus LOGETL_MONITOR taken as on, and a URL

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from logetl import assembly
 from logetl.expressions import Expr
 from logetl.io.outputs import StagedOutput
-from logetl.errors import RunFailed, UsageError
+from logetl.errors import EnvError, RunFailed, UsageError
 from logetl.listener import (
     FAILED, RUNNING, SKIPPED, STOPPED, SUCCESSFUL, FlowListener, FlowRun, StepRun)
 from logetl.workdir import Resume, WorkDir
@@ -208,6 +208,9 @@ class Engine:
         run.filters = [n.name for n in flow.nodes if isinstance(n, assembly.Filter)]
         ctx = StepContext(flow, taps, run, listener, self.options)
         fail_at = os.environ.get("LOGETL_FAIL_AT", "")
+        if fail_at and fail_at not in {s.name for s in flow.steps}:   # a typo would test nothing
+            raise EnvError(f"LOGETL_FAIL_AT={fail_at!r} names no step of flow {flow.name} "
+                           f"(its steps: {', '.join(s.name for s in flow.steps)})")
         run.status, run.started_at = RUNNING, time.time()
         listener.flow_started(run)
         ok = publishing = False
