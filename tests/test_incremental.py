@@ -401,3 +401,210 @@ def test_a_run_with_nothing_new_changes_no_output_and_says_so_to_every_listener(
     assert {o: (listing(tmp_path / o), os.stat(tmp_path / o / "_INCREMENTAL").st_ino) for o in ("o1", "o2")} \
         == before
     assert sorted(os.listdir(tmp_path)) == ["logs", "o1", "o2"]
+
+
+def _notices(stderr: str) -> list[str]:
+    """The notice lines of a run's stderr (the summary's lines start with ``logetl branch:`` or spaces)."""
+    return [line for line in stderr.splitlines() if line.startswith("logetl: ")]
+
+
+def _state(path) -> dict:
+    return json.loads(read(os.path.join(path, "_INCREMENTAL")))
+
+
+def test_a_trap_that_runs_did_not_write_resumes_and_no_output_is_made_again(tmp_path):
+    """A run without --trap does not write the trap: given again, the trap is not "behind" (no run was stopped),
+    so nothing is rolled back or read again; it resumes, and says which runs' malformed lines it lacks. A
+    trap that its run did write but was killed before committing (after the other outputs) is still
+    recovered by making that run again."""
+    log = Log(tmp_path)
+    log.append(100)                              # lines 0, 77 and 97 are malformed
+    _branch(tmp_path)                            # run 1, with the trap
+    log.append(100)                              # line 194
+    no_trap = logetl(*BRANCH[:-2], cwd=tmp_path, env=ENV)          # run 2, without
+    assert no_trap.returncode == 0, no_trap.stderr
+    before = {o: (listing(tmp_path / o), os.stat(tmp_path / o / "_INCREMENTAL").st_ino) for o in OUTS}
+    lacks = ("logetl: trap was last written by run 1: the malformed lines of run 2, which did not write it, are "
+             "missing from it; it resumes with the lines read from now on")
+    assert _notices(_branch(tmp_path)) == [lacks, "logetl: nothing new since run 2: the outputs are unchanged"]
+    assert {o: (listing(tmp_path / o), os.stat(tmp_path / o / "_INCREMENTAL").st_ino) for o in OUTS} == before
+    end2 = _state(tmp_path / "o1")["inputs"][0]["offset"]
+    saved = tmp_path / "saved-trap"
+    shutil.copytree(tmp_path / "trap", saved)
+    log.append(100)                              # lines 225 and 291
+    reading = (f"logetl: incremental run 3 (after run 2): reading access.log from byte {end2:,} to "
+               f"{os.path.getsize(log.path()):,}")
+    assert _notices(_branch(tmp_path)) == [reading, lacks]      # run 3: only the new lines, for every output
+    # as if run 3 was killed after committing the other outputs: they are made again, the trap still resumes
+    shutil.rmtree(tmp_path / "trap")
+    shutil.copytree(saved, tmp_path / "trap")
+    assert _notices(_branch(tmp_path)) == [reading, lacks] + [
+        f"logetl: output{k} is one run ahead (run 3; an earlier run was stopped while committing): its run 3 is "
+        "made again" for k in (1, 2)]
+    assert _state(tmp_path / "trap")["run"] == 3 and _state(tmp_path / "trap")["previous"]["run"] == 1
+    assert concatenation(tmp_path / "trap") == b"".join(log.pool[i] for i in (0, 77, 97, 225, 291))
+    ref = logetl("branch", "-q", "--input", "logs", "--output1", "r1", "--output2", "r2", cwd=tmp_path, env=ENV)
+    assert ref.returncode == 0
+    for mine, theirs in (("o1", "r1"), ("o2", "r2")):
+        assert concatenation(tmp_path / mine) == read(tmp_path / theirs / "part-00000")
+        assert _state(tmp_path / mine)["parts"] == ["part-000001-00000", "part-000002-00000", "part-000003-00000"]
+
+    # run 4 writes the trap but is killed after committing the other outputs: made again, trap included
+    shutil.rmtree(saved)
+    shutil.copytree(tmp_path / "trap", saved)
+    log.append(100)                              # line 388
+    _branch(tmp_path)
+    shutil.rmtree(tmp_path / "trap")
+    shutil.copytree(saved, tmp_path / "trap")
+    err = _notices(_branch(tmp_path))
+    assert err[1:] == ["logetl: output1 is one run ahead (run 4; an earlier run was stopped while committing): "
+                       "its run 4 is made again",
+                       "logetl: output2 is one run ahead (run 4; an earlier run was stopped while committing): "
+                       "its run 4 is made again"], err
+    assert concatenation(tmp_path / "trap") == b"".join(log.pool[i] for i in (0, 77, 97, 225, 291, 388))
+    assert [_state(tmp_path / o)["run"] for o in OUTS] == [4, 4, 4]
+
+    # a trap directory that no run wrote yet starts now
+    p = logetl(*BRANCH[:-1], "trap2", cwd=tmp_path, env=ENV)
+    assert p.returncode == 0 and _notices(p.stderr.decode()) == [
+        "logetl: trap is new: the malformed lines of runs 1 to 4, which did not write it, are missing from it; it "
+        "starts with the lines read from now on", "logetl: nothing new since run 4: the outputs are unchanged"]
+
+
+def test_a_run_adds_no_part_without_records_and_an_output_without_records_keeps_one_empty_part(tmp_path):
+    """Concatenating an output's parts gives its records, so a part without records is left out (also a
+    Parquet part without rows, which is not 0 bytes). An output that has no records yet holds one empty part,
+    as an output of a run that is not incremental does, until a run adds records."""
+    log = Log(tmp_path)
+    log.next = 1                                 # line 0 is malformed, lines 1 to 50 are not: run 1 traps nothing
+    log.append(50)
+    _branch(tmp_path)
+    assert listing(tmp_path / "trap") == ["_INCREMENTAL", "_SUCCESS", "part-000001-00000"]
+    assert concatenation(tmp_path / "trap") == b""
+    log.append(50)                               # lines 77 and 97
+    _branch(tmp_path)
+    assert listing(tmp_path / "trap") == ["_INCREMENTAL", "_SUCCESS", "part-000002-00000"]
+    assert concatenation(tmp_path / "trap") == log.pool[77] + log.pool[97]
+    log.append(20)                               # no malformed line
+    _branch(tmp_path)
+    assert listing(tmp_path / "trap") == ["_INCREMENTAL", "_SUCCESS", "part-000002-00000"]
+    for o in OUTS:                               # the state counts the records its parts hold
+        assert _state(tmp_path / o)["records"] == concatenation(tmp_path / o).count(b"\n") > 0
+    assert listing(tmp_path / "o1") == ["_INCREMENTAL", "_SUCCESS", "part-000001-00000", "part-000002-00000",
+                                        "part-000003-00000"]
+
+    import pyarrow.parquet as pq
+
+    pql = Log(tmp_path / "pq")
+    cmd = [*BRANCH, "--output-format", "parquet"]
+    pql.append(1)                                # only a malformed line: no records
+    assert logetl(*cmd, cwd=tmp_path / "pq", env=ENV).returncode == 0
+    placeholder = tmp_path / "pq" / "o1" / "part-000001-00000.parquet"
+    assert listing(tmp_path / "pq" / "o1") == ["_INCREMENTAL", "_SUCCESS", "part-000001-00000.parquet"]
+    assert pq.read_table(placeholder).num_rows == 0 and pq.read_schema(placeholder).names == [
+        "ip", "time", "request", "response", "size"]
+    pql.append(40)
+    assert logetl(*cmd, cwd=tmp_path / "pq", env=ENV).returncode == 0
+    pql.next = 97
+    pql.append(1)                                # only a malformed line again
+    assert logetl(*cmd, cwd=tmp_path / "pq", env=ENV).returncode == 0
+    assert listing(tmp_path / "pq" / "o1") == ["_INCREMENTAL", "_SUCCESS", "part-000002-00000.parquet"]
+    assert pq.read_table(tmp_path / "pq" / "o1" / "part-000002-00000.parquet").num_rows == _state(
+        tmp_path / "pq" / "o1")["records"] > 30
+    assert listing(tmp_path / "pq" / "trap") == ["_INCREMENTAL", "_SUCCESS", "part-000001-00000",
+                                                 "part-000003-00000"]
+
+
+def test_a_compressed_rotated_file_read_to_its_end_is_not_decompressed_again(tmp_path, monkeypatch):
+    """Compressed after the run that read its uncompressed original to the end, a rotated file holds nothing
+    new: the first run after decompresses it to make sure, records it, and later runs do not open it while its
+    device, inode, size and modification time stay."""
+    from logetl.io import inputs
+    from logetl.job import run_program
+
+    log = Log(tmp_path)
+    outs = {"output1": str(tmp_path / "o1"), "output2": str(tmp_path / "o2")}
+
+    def branch():
+        return run_program("branch", log.dir, outs, trap=str(tmp_path / "trap"), incremental=True, monitor=False,
+                           quiet=True)
+
+    log.append(100)
+    branch()
+    log.append(50)
+    log.rename_rotation()
+    log.append(30)
+    branch()                                     # run 2 reads access.log.1 to its end
+    rotated = os.path.getsize(log.path("access.log.1"))
+    log.gzip("access.log.1")
+    opened = []
+    real = inputs.open_input
+    monkeypatch.setattr(inputs, "open_input", lambda path: (opened.append(os.path.basename(path)), real(path))[1])
+    third = branch()
+    assert third.notices == [
+        f"incremental run 3 (after run 2): reading access.log.1.gz from byte {rotated:,} to its end (was "
+        "access.log.1, now compressed, inode changed)",
+        "nothing new since run 2: the outputs are unchanged but for their state, which records access.log.1.gz "
+        "as read to the end (not decompressed again)"]
+    assert "access.log.1.gz" in opened and third.lines_read == 0
+    assert [_state(tmp_path / o)["run"] for o in OUTS] == [2, 2, 2]
+    for _ in range(2):
+        opened.clear()
+        again = branch()
+        assert again.notices == ["nothing new since run 2: the outputs are unchanged"]
+        assert [n for n in opened if n.endswith(".gz")] == [] and again.lines_read == 0
+    end = os.path.getsize(log.path())
+    log.append(20)
+    opened.clear()
+    fourth = branch()                            # run 3: the new lines only; its state has the compressed file
+    assert fourth.notices == [f"incremental run 3 (after run 2): reading access.log from byte {end:,} to "
+                              f"{os.path.getsize(log.path()):,}"]
+    assert [n for n in opened if n.endswith(".gz")] == []
+    assert [e["compressed"] for e in _state(tmp_path / "o1")["inputs"]] == [True, False]
+    assert "read_compressed" not in _state(tmp_path / "o1")
+    opened.clear()
+    assert branch().notices == ["nothing new since run 3: the outputs are unchanged"] and opened == ["access.log"]
+    # a compressed file that changed (here: its modification time) is read again
+    st = os.stat(log.path("access.log.1.gz"))
+    os.utime(log.path("access.log.1.gz"), ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert branch().notices[0] == (f"incremental run 4 (after run 3): reading access.log.1.gz from byte "
+                                   f"{rotated:,} to its end")
+    ref = logetl("branch", "-q", "--input", "logs", "--output1", "r1", "--output2", "r2", "--trap", "rt",
+                 cwd=tmp_path, env=ENV)
+    assert ref.returncode == 0
+    for mine, theirs in (("o1", "r1"), ("o2", "r2"), ("trap", "rt")):
+        assert concatenation(tmp_path / mine) == read(tmp_path / theirs / "part-00000"), mine
+
+
+def test_a_run_killed_while_recording_a_compressed_file_leaves_whole_outputs(tmp_path):
+    """The run that records a compressed file read to its end for nothing replaces each output (state only):
+    killed at any of its last file-system mutations (those of the commit), every output still holds run 2
+    whole, and the runs after it neither read nor change anything."""
+    template = tmp_path / "template"
+    log = Log(template)
+    log.append(100)
+    log.append(50)
+    assert run(template, BRANCH).returncode == 0
+    log.rename_rotation()
+    log.append(30)
+    assert run(template, BRANCH).returncode == 0
+    log.gzip("access.log.1")
+    before = snapshot(template)
+    counted = tmp_path / "counted"
+    shutil.copytree(template, counted)
+    assert run(counted, BRANCH, count_file=tmp_path / "count").returncode == 0
+    total = int(read(tmp_path / "count"))
+    plain = "logetl: nothing new since run 2: the outputs are unchanged"
+    recorded = plain + (" but for their state, which records access.log.1.gz as read to the end (not "
+                        "decompressed again)")
+    for n in range(total - 26, total + 1, 3):
+        root = tmp_path / f"killed-{n}"
+        shutil.copytree(template, root)
+        assert run(root, BRANCH, crash_at=n).returncode == -signal.SIGKILL, n
+        assert snapshot(root) == before, n
+        again = run(root, BRANCH)
+        assert again.returncode == 0 and _notices(again.stderr.decode())[-1] in (plain, recorded), n
+        last = run(root, BRANCH)
+        assert last.returncode == 0 and _notices(last.stderr.decode()) == [plain], n
+        assert snapshot(root) == before, n
+        assert sorted(os.listdir(root)) == ["logs", *OUTS], n

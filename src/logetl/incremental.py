@@ -2,12 +2,14 @@
 one, and adds its records to the outputs as new part files.
 
 State. Every output (and the trap) holds ``_INCREMENTAL``, a JSON record of the run that made it: the flow
-(its definition's hash and log format), the run number, per input file its identity (path, device and
-inode, and a SHA-256 fingerprint of its first ``fp_len`` uncompressed bytes) and ``offset``, the
-uncompressed bytes consumed through its last complete line; the output's part files; and ``previous``, the
-same record of the run before (without its own ``previous``). The record is written into the output's
-staging directory with the parts, so it is published with them in one step: an output's state and its
-parts always agree.
+(its definition's hash and log format), the run number, the trap directory the run wrote (None without one),
+per input file its identity (path, device and inode, and a SHA-256 fingerprint of its first ``fp_len``
+uncompressed bytes) and ``offset``, the uncompressed bytes consumed through its last complete line; the
+output's part files and the records they hold; and ``previous``, the same record of the run before
+(without its own ``previous``). The record is written into the output's staging directory with the parts,
+so it is published with them in one step: an output's state and its parts always agree. A run with nothing
+new that decompressed a compressed file to its end for nothing adds it to ``read_compressed`` (the run, its
+inputs and the parts stay), so that later runs do not decompress it again (``record_read``).
 
 Matching. A file of this run continues a file of the state when the SHA-256 of its first ``fp_len``
 (uncompressed) bytes equals the state's fingerprint (and, uncompressed, it holds at least ``offset``
@@ -17,16 +19,20 @@ rotation), or keep the inode and change the bytes (``copytruncate``). A file tha
 and read from its start; a state entry whose file is gone is dropped. In an uncompressed file the bytes
 after its last ``\\n`` are left for the next run (a writer may be in the middle of the line); a compressed
 file is final, its unterminated last line counts. A compressed file whose uncompressed twin is present too
-(``NAME.1.gz`` beside ``NAME.1``: logrotate is compressing it) is left for the next run.
+(``NAME.1.gz`` beside ``NAME.1``: logrotate is compressing it) is left for the next run. A compressed file
+with the device, inode, size and modification time of one already read to its end (in the state's inputs
+or ``read_compressed``) holds nothing new: it is not opened.
 
 Commit. Each output is rebuilt in a staging sibling from hard links to the parts of the base state, the
 run's new parts (named ``part-RRRRRR-NNNNN``: run, then part, so name order is input order), the new
 ``_INCREMENTAL`` and ``_SUCCESS``, then swapped with the published directory in one
 ``renameat2(RENAME_EXCHANGE)``: readers see the old output or the new one, never neither. Outputs are
-committed one after the other, so a kill between them leaves them one run apart; the next run starts from
-the lowest (``base``), rolls the outputs that are one run ahead back to their ``previous`` (dropping the
-parts of their newest run, which logetl made) and rebuilds every output from the base: nothing is lost or
-repeated.
+committed one after the other, the trap last, so a kill between them leaves them one run apart; the next
+run starts from the lowest (``base``), rolls the outputs that are one run ahead back to their ``previous``
+(dropping the parts of their newest run, which logetl made) and rebuilds every output from the base: nothing
+is lost or repeated. A trap behind the other outputs is behind only if the newer run wrote it (its state
+names the trap); a trap that the runs since did not write resumes from its own state. A part without
+records is left out, but an output without records keeps one empty part (``commit_output``).
 """
 from __future__ import annotations
 
@@ -48,6 +54,7 @@ PER_RECORD = (assembly.Source, assembly.Parse, assembly.Pipe, assembly.Filter, a
               assembly.Rename, assembly.Derive, assembly.Sink)
 _NEW_PART = re.compile(r"part-(\d{5})(.*)")
 SHOWN_FILES = 8          # files named in the notice that says what a run reads
+TRAP = "trap"            # the trap's tap (``job.bind``): the one output a run may leave out
 
 
 class IncrementalError(UsageError):
@@ -123,6 +130,7 @@ class Output:
     base_parts: list[str] = field(default_factory=list)
     previous: dict = field(default_factory=dict)
     rolled_back: bool = False
+    resumed: bool = False      # a trap that runs since its own did not write (``_base``)
 
 
 @dataclass
@@ -133,10 +141,13 @@ class Plan:
     base_run: int
     run: int
     outputs: dict[str, Output]                   # path -> output (sinks', then the trap)
+    trap: str | None                             # the trap's path, recorded in the state (``_base``)
     entries: list[dict]                          # the new state's inputs (offsets of compressed files after reading)
     ranges: dict[str, tuple[int, int | None]]    # input path -> (start, end) to read; end None: to the end
     keys: list[str] = field(default_factory=list)   # the input path (as given) of each entry
     reached: dict[str, int] = field(default_factory=dict)   # filled by the reader
+    continues: dict[str, dict | None] = field(default_factory=dict)   # input path -> the state entry it continues
+    known: list[dict] = field(default_factory=list)   # the base's ``read_compressed`` records that still hold
     notes: list[str] = field(default_factory=list)
     bytes_to_read: int = 0
 
@@ -183,25 +194,70 @@ def _same(a: dict, b: dict) -> bool:
     return a.get("run") == b.get("run") and a.get("inputs") == b.get("inputs")
 
 
+def _wrote(state: dict, trap: str) -> bool:
+    """Whether the run of ``state`` wrote the trap directory ``trap`` (a state that does not say, made
+    before the trap was recorded, is taken to have written it)."""
+    return state.get("trap", trap) == trap
+
+
+def _runs(first: int, last: int) -> str:
+    return f"run {first}" if first == last else f"runs {first} to {last}"
+
+
+def _kept(state: dict) -> dict:
+    """What the next run's state keeps of ``state`` as its ``previous``."""
+    return {k: state[k] for k in ("run", "trap", "inputs", "parts", "records") if k in state}
+
+
 def _base(outputs: dict[str, Output]) -> tuple[dict, list[str]]:
-    """The base state B (the lowest run among the outputs; an absent output is run 0, empty) and notes;
-    sets each output's base parts. Outputs one run ahead are rolled back to their ``previous``; any
-    other disagreement is refused, naming the outputs."""
-    empty = {"run": 0, "inputs": [], "parts": []}
+    """The base state B and notes; sets each output's base parts. B is the lowest run among the sinks'
+    outputs (an absent output is run 0, empty), or the one before when that run wrote the trap and was
+    stopped before committing it (the trap is a run behind). Outputs one run ahead of B are rolled back to
+    their ``previous``. A trap that the runs after its own did not write (run without ``--trap``, or with
+    another directory) is not behind: it resumes from its own state, and the note says which runs' malformed
+    lines it lacks. Any other disagreement is refused, naming the outputs."""
+    empty = {"run": 0, "inputs": [], "parts": [], "records": 0}
     runs = {p: (o.state["run"] if o.state else 0) for p, o in outputs.items()}
-    low = min(runs.values())
-    at_base = [o.state for p, o in outputs.items() if runs[p] == low and o.state]
-    base = {"run": low, "inputs": at_base[0]["inputs"]} if at_base else {"run": 0, "inputs": []}
+    low = min(r for p, r in runs.items() if outputs[p].tap != TRAP)
+    # the state of run ``low`` as the sinks' outputs hold it (or, below, as their ``previous`` does)
+    last = next((o.state for p, o in outputs.items() if o.tap != TRAP and runs[p] == low), None) or {}
     notes = []
-    for p, o in outputs.items():
+    counted = dict(outputs)
+    trap = next((p for p, o in outputs.items() if o.tap == TRAP), None)
+    if trap is not None and runs[trap] < low:
+        if _wrote(last, trap):
+            # run ``low`` wrote the trap, which does not hold it: that run was stopped between committing
+            # the other outputs and the trap, and is made again from the run before
+            low -= 1
+            last = last.get("previous") or {}
+        if runs[trap] < low and not _wrote(last, trap):
+            o = counted.pop(trap)
+            o.previous = _kept(o.state) if o.state else dict(empty)
+            o.resumed = True
+            lacks = _runs(runs[trap] + 1, low)
+            notes.append(f"{o.tap} was last written by run {runs[trap]}: the malformed lines of {lacks}, which "
+                         "did not write it, are missing from it; it resumes with the lines read from now on"
+                         if runs[trap] else
+                         f"{o.tap} is new: the malformed lines of {lacks}, which did not write it, are missing "
+                         "from it; it starts with the lines read from now on")
+    base = {"run": low, "inputs": last.get("inputs", [])}
+    at_base = [o.state for p, o in counted.items() if runs[p] == low and o.state]
+    # compressed files that a run with nothing new read to their end (``record_read``): each output at the
+    # base may hold them (a run killed while recording them leaves some outputs without)
+    seen = {}
+    for state in at_base:
+        for record in state.get("read_compressed", []):
+            seen.setdefault(json.dumps(record, sort_keys=True), record)
+    base["read_compressed"] = list(seen.values())
+    for p, o in counted.items():
         state = o.state or empty
         if runs[p] == low:
             if not _same(state, base):
                 raise IncrementalError(f"{o.tap} {p!r} holds another state of run {low} than the other outputs: "
                                        "they were not written by the same runs (--overwrite starts them afresh)")
-            o.previous = {k: state[k] for k in ("run", "inputs", "parts")} if o.state else dict(empty)
+            o.previous = _kept(state) if o.state else dict(empty)
         elif runs[p] == low + 1 and _same(state.get("previous") or {}, base):
-            o.previous = {k: state["previous"][k] for k in ("run", "inputs", "parts")}
+            o.previous = _kept(state["previous"])
             o.rolled_back = True
             notes.append(f"{o.tap} is one run ahead (run {runs[p]}; an earlier run was stopped while "
                          f"committing): its run {runs[p]} is made again")
@@ -209,13 +265,31 @@ def _base(outputs: dict[str, Output]) -> tuple[dict, list[str]]:
             behind = [f"{x.tap} (run {runs[q]})" for q, x in outputs.items()]
             raise IncrementalError(f"the outputs are more than one run apart or do not follow each other: "
                                    f"{', '.join(behind)}; --overwrite starts them afresh")
-        o.base_parts = list(o.previous.get("parts", []))
+    for p, o in outputs.items():
+        # an output that holds no records holds at most one empty part, which this run's parts replace
+        # (so it is not needed: the run ahead of a rollback may have dropped it already)
+        o.base_parts = list(o.previous.get("parts", [])) if o.previous.get("records") != 0 else []
         for rel in o.base_parts:
             if not os.path.isfile(os.path.join(p, rel)):
                 raise IncrementalError(f"{o.tap} {p!r} lacks {rel!r}, which its {INCREMENTAL} names: it was "
                                        "changed by hand (--overwrite starts it afresh)")
-    base["parts"] = []
     return base, notes
+
+
+def _known(st: os.stat_result, unused: list[dict], records: list[dict]) -> tuple | None:
+    """A compressed file that was read to its end and is unchanged since (same device, inode, size and
+    modification time): (the state entry it continues, or None; its own entry; the ``read_compressed``
+    record that knows it, or None when the state's inputs do), else None."""
+    ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    for e in unused:
+        if e.get("compressed") and (e.get("dev"), e.get("ino"), e.get("size"), e.get("mtime_ns")) == ident:
+            return e, e, None
+    for r in records:
+        f = r["file"]
+        if (f["dev"], f["ino"], f["size"], f["mtime_ns"]) == ident and (
+                r["continues"] is None or r["continues"] in unused):
+            return r["continues"], f, r
+    return None
 
 
 def plan(flow: assembly.Flow, files: list[str], outputs: list[tuple[str, str]], overwrite: bool) -> Plan:
@@ -229,6 +303,8 @@ def plan(flow: assembly.Flow, files: list[str], outputs: list[tuple[str, str]], 
     present = {os.path.abspath(f) for f in files}
     unused = list(base["inputs"])
     entries, ranges, said, keys = [], {}, [], []
+    continues: dict[str, dict | None] = {}
+    result_known: list[dict] = []
     to_read = 0
     for given in files:
         path = os.path.abspath(given)
@@ -236,6 +312,23 @@ def plan(flow: assembly.Flow, files: list[str], outputs: list[tuple[str, str]], 
         packed = inputs.compressed(path)
         if packed and path.rsplit(".", 1)[0] in present:
             said.append(f"{os.path.basename(path)} left for the next run (its uncompressed twin is still there)")
+            continue
+        known = _known(st, unused, base["read_compressed"]) if packed else None
+        if known is not None:
+            # read to its end before and unchanged since (device, inode, size, modification time): nothing
+            # in it is new, and it is not decompressed again, not even its first bytes
+            match, entry, record = known
+            entry = dict(entry, path=path)
+            start = match["offset"] if match is not None else 0
+            if match is not None:
+                unused.remove(match)
+            if record is not None:
+                result_known.append(record)
+            entry["offset"] = start
+            ranges[given] = (start, start)
+            entries.append(entry)
+            keys.append(given)
+            continues[given] = match
             continue
         head = _head(path, FP_LEN if packed else min(FP_LEN, st.st_size))
         match = None
@@ -264,6 +357,7 @@ def plan(flow: assembly.Flow, files: list[str], outputs: list[tuple[str, str]], 
         ranges[given] = (start, end)
         entries.append(entry)
         keys.append(given)
+        continues[given] = match
         name = os.path.basename(path)
         if match is None:
             what = "new file" if base["inputs"] else ""
@@ -282,8 +376,10 @@ def plan(flow: assembly.Flow, files: list[str], outputs: list[tuple[str, str]], 
         notes.append(f"files of run {base['run']} that no input continues (dropped from the state): "
                      + ", ".join(gone[:SHOWN_FILES])
                      + (f" and {len(gone) - SHOWN_FILES} more" if len(gone) > SHOWN_FILES else ""))
-    result = Plan(flow=key, base_run=base["run"], run=base["run"] + 1, outputs=outs, entries=entries,
-                  ranges=ranges, keys=keys, notes=notes, bytes_to_read=to_read)
+    trap = next((p for p, o in outs.items() if o.tap == TRAP), None)
+    result = Plan(flow=key, base_run=base["run"], run=base["run"] + 1, outputs=outs, trap=trap, entries=entries,
+                  ranges=ranges, keys=keys, continues=continues, known=result_known, notes=notes,
+                  bytes_to_read=to_read)
     if not result.nothing_new:
         reads = said[:SHOWN_FILES] + ([f"and {len(said) - SHOWN_FILES} more"] if len(said) > SHOWN_FILES else [])
         after = f"after run {base['run']}" if base["run"] else "from the start"
@@ -316,7 +412,7 @@ def exchange(a: str, b: str) -> None:
 
 def _new_parts(staging: str, run: int) -> list[str]:
     """Renames the parts the run wrote in ``staging`` to ``part-RRRRRR-NNNNN…`` and returns them (relative
-    paths, name order). An empty part is dropped unless the output would otherwise have none."""
+    paths, name order)."""
     found = []
     for directory, dirs, names in os.walk(staging):
         dirs.sort()
@@ -333,25 +429,13 @@ def _new_parts(staging: str, run: int) -> list[str]:
     return out
 
 
-def commit_output(out: Output, staging: str, plan: Plan) -> None:
-    """Publishes one output: its staging directory (already holding the run's parts and ``_SUCCESS``) gets
-    hard links to the base parts and the new state, then replaces the output in one exchange."""
-    new = _new_parts(staging, plan.run)
-    sizes = {rel: os.path.getsize(os.path.join(staging, rel)) for rel in new}
-    if out.base_parts or len(new) > 1:
-        for rel in [r for r in new if sizes[r] == 0]:   # an empty part adds nothing to the concatenation
-            os.remove(os.path.join(staging, rel))
-            new.remove(rel)
-    for rel in out.base_parts:
+def _publish(out: Output, staging: str, links: list[str], state: dict) -> None:
+    """Completes ``staging`` with hard links to ``links`` (parts of the published output), ``state`` and
+    ``_SUCCESS``, then replaces the output with it in one exchange."""
+    for rel in links:
         target = os.path.join(staging, rel)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         os.link(os.path.join(out.path, rel), target)
-    for directory, dirs, names in os.walk(staging, topdown=False):   # partitions this run left empty
-        if directory != staging and not names and not dirs:
-            os.rmdir(directory)
-    parts = sorted(out.base_parts + new)
-    state = {"flow": plan.flow, "run": plan.run, "inputs": plan.entries, "parts": parts,
-             "previous": {"flow": plan.flow, **out.previous}}
     # written in place: the staging directory is nobody's output until the exchange below. Not fsynced: the
     # state is published by the same exchange as the parts it describes, which are not either (what is
     # guaranteed is a killed process, not a power cut), and an fsync costs ~4 ms of every run on a busy disk
@@ -366,6 +450,52 @@ def commit_output(out: Output, staging: str, plan: Plan) -> None:
         shutil.rmtree(staging)     # now the earlier output: its parts live on as links in the new one
     else:
         os.rename(staging, out.path)
+
+
+def commit_output(out: Output, staging: str, plan: Plan, records: int) -> None:
+    """Publishes one output: its staging directory (already holding the run's parts and ``_SUCCESS``) gets
+    hard links to the base parts and the new state, then replaces the output in one exchange. ``records``:
+    how many the run wrote to it.
+
+    A part without records adds nothing to the concatenation, so it is left out (a Parquet part without rows
+    is not 0 bytes: it holds the schema, hence the count). An output that holds no records keeps one empty
+    part, as an output of a run that is not incremental does, so that ``cat out/part-*`` and readers given
+    the directory (Parquet: its schema) find one; the first run that adds records replaces it."""
+    new = _new_parts(staging, plan.run)
+    keep = [rel for rel in new if records and os.path.getsize(os.path.join(staging, rel))]
+    if not out.base_parts and not keep:
+        keep = new[:1]
+    for rel in new:
+        if rel not in keep:
+            os.remove(os.path.join(staging, rel))
+    for directory, dirs, names in os.walk(staging, topdown=False):   # partitions this run left empty
+        if directory != staging and not names and not dirs:
+            os.rmdir(directory)
+    held = out.previous.get("records")      # None: counted by no run before (a state of an earlier logetl)
+    state = {"flow": plan.flow, "run": plan.run, "trap": plan.trap, "inputs": plan.entries,
+             "parts": sorted(out.base_parts + keep), "records": None if held is None else held + records,
+             "previous": {"flow": plan.flow, **out.previous}}
+    _publish(out, staging, out.base_parts, state)
+
+
+def read_to_end(plan: Plan) -> list[dict]:
+    """The compressed files this run (with nothing new) decompressed to their end: records for the outputs'
+    ``read_compressed``, so that later runs know them without decompressing them again (``_known``). A
+    run with new lines records them in its state's inputs instead."""
+    return [{"file": e, "continues": plan.continues.get(key)} for key, e in zip(plan.keys, plan.entries)
+            if e["compressed"] and plan.ranges[key][1] is None]
+
+
+def record_read(out: Output, staging: str, plan: Plan, fresh: list[dict]) -> None:
+    """Publishes one output of a run with nothing new unchanged but for its state, which now lists the
+    compressed files ``fresh`` (``read_to_end``) besides those already known. The run and the inputs stay
+    those of the base run, so the outputs agree whether or not a kill leaves some of them unrecorded."""
+    import shutil
+
+    shutil.rmtree(staging)         # the run's parts: empty, nothing was read
+    os.mkdir(staging)
+    state = {**out.state, "read_compressed": plan.known + fresh}
+    _publish(out, staging, list(out.state["parts"]), state)
 
 
 def finish_state(plan: Plan) -> None:

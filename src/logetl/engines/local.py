@@ -1075,13 +1075,28 @@ class LocalEngine(Engine):
         from logetl import incremental
 
         if plan.nothing_new:
+            # a compressed file decompressed to its end for nothing: the outputs' state records it, so that
+            # the next runs do not decompress it again (their parts, run and inputs stay)
+            fresh = incremental.read_to_end(plan)
             for out in ctx.state.staged():
-                out.discard()
-            self._notice(ctx.run, ctx.listener, f"nothing new since run {plan.base_run}: the outputs are unchanged")
+                kept = plan.outputs[out.path]
+                if fresh and kept.state is not None and not kept.resumed:
+                    incremental.record_read(kept, out.staging, plan, fresh)
+                else:
+                    out.discard()
+            names = [os.path.basename(r["file"]["path"]) for r in fresh]
+            shown = ", ".join(names[:incremental.SHOWN_FILES]) + (
+                f" and {len(names) - incremental.SHOWN_FILES} more" if len(names) > incremental.SHOWN_FILES else "")
+            self._notice(ctx.run, ctx.listener, f"nothing new since run {plan.base_run}: the outputs are unchanged"
+                         + (f" but for their state, which records {shown} as read to the end (not decompressed "
+                            "again)" if fresh else ""))
             return
         incremental.finish_state(plan)
+        trapped = sum(ctx.run.malformed.values())
         for out in ctx.state.staged():
-            incremental.commit_output(plan.outputs[out.path], out.staging, plan)
+            kept = plan.outputs[out.path]
+            incremental.commit_output(kept, out.staging, plan,
+                                      trapped if kept.tap == incremental.TRAP else ctx.run.written.get(kept.tap, 0))
 
     def execute_step(self, ctx, step, state):
         # the parse threads start first: building the operators imports Polars (see Scan)
