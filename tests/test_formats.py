@@ -95,6 +95,114 @@ def test_format_files():
         formats.read_format_file(fixture("common.log"))
 
 
+def refusal(spec: str) -> str:
+    with pytest.raises(formats.FormatError) as exc:
+        formats.compile_format(spec)
+    return str(exc.value)
+
+
+def test_an_unfinished_directive_is_quoted_whole():
+    """The message once cut the directive at six characters ('%{User'): it quotes all of it."""
+    assert refusal("%h %{User-Agent}") == \
+        "unfinished directive '%{User-Agent}' at position 4 of the format: no directive letter after it"
+    assert refusal('%h %{User-Agent} "%r"') == \
+        "unfinished directive '%{User-Agent}' at position 4 of the format: no directive letter after it"
+    assert refusal("%h %{X-Forwarded-For") == \
+        "unfinished directive '%{X-Forwarded-For' at position 4 of the format: no closing '}'"
+    assert refusal("%h %400") == "unfinished directive '%400' at position 4 of the format: no directive letter after it"
+    assert refusal("%h %^tx") == "unknown directive '%^tx' at position 4 of the format"
+
+
+def test_an_empty_or_unnamable_name_is_refused():
+    """%{}i was a field named 'field' (and $http_ a field named ''): a field needs a name."""
+    assert refusal("%h %{}i") == "directive '%{}i' at position 4 of the format has an empty {NAME}"
+    assert refusal("%h %{}o") == "directive '%{}o' at position 4 of the format has an empty {NAME}"
+    assert refusal("%h %{--}i") == \
+        "directive '%{--}i' at position 4 of the format: its {NAME} '--' has no letter or digit to name the field by"
+    assert refusal("$remote_addr $http_") == \
+        "variable '$http_' at position 14 of the format names no header ($http_NAME)"
+    # %{}t is not a name: Apache writes %{}t, %{begin}t and %{end}t as %t, the time in brackets
+    for t in ("%{}t", "%{begin}t", "%{end}t"):
+        f = formats.compile_format(f"%h {t} %r")
+        assert f.fields == ("ip", "time", "request")
+        assert f.parse_line(b"1.2.3.4 [10/Oct/2000:13:55:36 -0700] GET") == ("1.2.3.4", "10/Oct/2000:13:55:36 -0700", "GET")
+
+
+def conf(tmp_path, text: str, name: str = "x.conf") -> str:
+    path = tmp_path / name
+    path.write_bytes(text.encode())
+    return str(path)
+
+
+def test_a_duplicate_nginx_log_format_name_is_refused(tmp_path):
+    """Two 'log_format main' were listed as 'main, main' and #main took the first: nginx refuses such a
+    configuration, and so does logetl, with or without #NAME."""
+    path = conf(tmp_path, "http {\n  log_format main '$remote_addr';\n  log_format other '$remote_addr $status';\n"
+                          "  log_format main\n      '$remote_addr \"$request\"';\n}\n", "nginx.conf")
+    want = f"{path}:4: duplicate log_format name 'main' (first defined at line 2); nginx refuses it too"
+    for spec in (path, path + "#main", path + "#other"):
+        with pytest.raises(formats.FormatError) as exc:
+            formats.read_format_file(spec)
+        assert str(exc.value) == want
+
+
+def test_an_apache_nickname_defined_again_takes_the_last_definition(tmp_path):
+    """Apache reads the last LogFormat of a nickname (its table is overwritten, ignoring case); logetl took
+    the first and counted the nickname twice."""
+    path = conf(tmp_path, 'LogFormat "%h %l %u %t \\"%r\\" %>s %b" common\n'
+                          'LogFormat "%h %t \\"%r\\" %>s %b" agent\n'
+                          'LogFormat "%h %u %t \\"%r\\" %>s %b" Common\n')
+    assert formats.read_format_file(path + "#common").text == '%h %u %t "%r" %>s %b'
+    assert formats.read_format_file(path + "#COMMON").text == '%h %u %t "%r" %>s %b'
+    with pytest.raises(formats.FormatError) as exc:
+        formats.read_format_file(path)
+    assert str(exc.value) == f"format file {path!r} holds 2 formats (Common, agent): choose one with " \
+                             f"--format-file '{path}#NAME'"
+    once = conf(tmp_path, 'LogFormat "%h %r" common\nLogFormat "%h %u %r" common\n', "once.conf")
+    assert formats.read_format_file(once).text == "%h %u %r"      # one nickname: no #NAME needed
+
+
+@pytest.mark.parametrize("text", [
+    'LogFormat "%h %l %u %t \\"%r\\" %>s %b" \\\n    common\n',         # the nickname on the next line
+    'LogFormat "%h %l %u %t \\\n\\"%r\\" %>s %b" common\n',             # inside the quoted format
+    'LogFormat \\\n "%h %l %u %t \\"%r\\" \\\r\n%>s %b" \\\r\n common\r\n',   # CRLF, three lines
+], ids=["after-the-format", "inside-the-format", "crlf"])
+def test_an_apache_line_ending_in_a_backslash_continues(tmp_path, text):
+    """Apache joins a line ending in a backslash with the next (the backslash and line break removed);
+    logetl took the backslash for the nickname or met an unterminated quote."""
+    path = conf(tmp_path, "# continued\n" + text + 'LogFormat "%h" other\n')
+    f = formats.read_format_file(path + "#common")
+    assert f.text == '%h %l %u %t "%r" %>s %b'
+    assert f.fields == ("ip", "ident", "user", "time", "request", "response", "size")
+
+
+def test_a_backslash_ending_the_file_ends_the_line(tmp_path):
+    path = conf(tmp_path, 'LogFormat "%h %r" common \\')
+    assert formats.read_format_file(path + "#common").text == "%h %r"
+
+
+def test_a_port_after_a_separator_splits_at_its_last_occurrence():
+    """%v:%p split [2001:db8::1]:443 at the first ':' (vhost '[2001', port 'db8::1]:443'): a field before a
+    one-character separator and a port ends at the separator's last occurrence before the port's end."""
+    f = formats.compile_format("vhost_combined")
+    vhost, port = [t for t in f.tokens if isinstance(t, formats.Field)][:2]
+    assert (vhost.kind, vhost.stop, vhost.end, port.kind, port.exclude) == ("split", ":", " ", "token", ":")
+    assert f.regex().startswith(r"([^\ ]*)\:([^\ \:]*)\ ")
+    assert f.native_program()[:3] == ((4, b" ", ord(":")), (0, b":", 0), (1, b"", ord(" ")))
+    assert f.why(b'h80 10.0.0.1 - - [x] "GET /" 200 1 "-" "-"') == "field 'vhost' at byte 0: no ':' before the ' ' after it"
+    n = formats.compile_format("$remote_addr:$remote_port $status")
+    assert n.parse_line(b"2001:db8::1:51234 200") == ("2001:db8::1", "51234", "200")
+    assert n.parse_line(b"[::1]:51234 200") == ("[::1]", "51234", "200")
+    e = formats.compile_format("$remote_addr:$remote_port")           # the port ends the line
+    assert [t.kind for t in e.tokens if isinstance(t, formats.Field)] == ["split", "rest"]
+    assert e.parse_line(b"2001:db8::1:51234") == ("2001:db8::1", "51234")
+    assert e.regex() == r"(.*)\:([^\:]*)"
+    # not a port after the separator, or a separator a port may hold: the first occurrence, as before
+    assert formats.compile_format("%h:%u %r").parse_line(b"a:b:c GET") == ("a", "b:c", "GET")
+    assert [t.kind for t in formats.compile_format("%v-%p %h").tokens if isinstance(t, formats.Field)] == \
+        ["token", "token", "rest"]
+
+
 # --- the token semantics on hand-worked lines ---------------------------------------------------------------
 
 def _parsers():
@@ -142,6 +250,15 @@ def test_kernel_emits_the_chosen_fields_in_the_chosen_order(native):
     assert [c.to_pylist() for c in p.columns()] == [["9.9.9.9"] * 3, ["10.0.0.1"] * 3, ["0.004"] * 3]
 
 
+@pytest.mark.parametrize("native", _parsers())
+def test_the_kernels_split_an_ipv6_vhost_from_its_port(native):
+    fmt = formats.compile_format("vhost_combined")
+    line = b'[2001:db8::1]:443 2001:db8::7 - - [17/May/2015:10:05:04 +0000] "GET / HTTP/1.1" 200 5 "-" "curl"\n'
+    p = kernel.Parser(fmt, ("vhost", "port", "ip"), native=native).parse(line + line.replace(b"[2001:db8::1]", b"::1"),
+                                                                         True)
+    assert p.tsv == b"[2001:db8::1]\t443\t2001:db8::7\n::1\t443\t2001:db8::7\n"
+
+
 def test_mismatch_names_the_field_and_byte_offset():
     fmt = formats.compile_format("nginx")
     raw = b'10.0.0.1 x - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" 200 1 "-" "-" "-"'
@@ -164,10 +281,14 @@ def near_lines(draw, fmt):
             out.append(tok.text if draw(st.integers(0, 39)) else draw(st.sampled_from(["", tok.text * 2, " "])))
         else:
             base = draw(st.sampled_from(["10.0.0.1", "-", "GET / HTTP/1.1", "", "a b", "17/May/2015:10:05:03 +0000",
-                                         'a\\"b', "x\\\\", "é\u00a0ü"]))
+                                         'a\\"b', "x\\\\", "é\u00a0ü", "[2001:db8::1]", "::1", "443"]))
             noisy = draw(st.integers(0, 3)) == 0
-            if not noisy and tok.stop and not tok.escaped:
-                base = base.replace(tok.stop, "_")   # mostly values the field can hold
+            # mostly values the field can hold (a split field holds its separator, not the port's end)
+            stop = tok.end if tok.kind == formats.SPLIT else tok.stop
+            if not noisy and stop and not tok.escaped:
+                base = base.replace(stop, "_")
+            if not noisy and tok.exclude:
+                base = base.replace(tok.exclude, "_")
             noise = draw(st.lists(st.sampled_from(NOISE), max_size=4).map("".join)) if noisy else ""
             cut = draw(st.integers(0, len(base)))
             out.append(base[:cut] + noise + base[cut:])
@@ -195,9 +316,10 @@ def expected_by_regex(fmt, raw: bytes):
 
 @pytest.mark.parametrize("native", _parsers())
 @pytest.mark.parametrize("spec", ["common", "vhost_combined", "nginx", APACHE_ISSUE, NGINX_ISSUE,
-                                  "$a:$b [$c] '$d'", '%h "%{X}i"x"%r"', "%h\\t%u\\t%r"],
+                                  "$a:$b [$c] '$d'", '%h "%{X}i"x"%r"', "%h\\t%u\\t%r",
+                                  "$remote_addr:$remote_port", "%v:%p/%{remote}p %h"],
                          ids=["common", "vhost_combined", "nginx", "apache-issue", "nginx-issue", "odd1", "odd2",
-                              "tab-separated"])
+                              "tab-separated", "split-ends-the-line", "split-then-split"])
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_scanners_agree_with_the_generated_regex(native, spec, data):
@@ -311,6 +433,44 @@ def test_format_errors_are_one_line_and_exit_2(tmp_path, args, needles):
     for n in needles:
         assert n in err
     assert not os.path.exists(tmp_path / "a")
+
+
+@pytest.mark.parametrize("args,line", [
+    (["--format", "%h %{User-Agent}"],
+     "unfinished directive '%{User-Agent}' at position 4 of the format: no directive letter after it"),
+    (["--format", '%h %{}i "%r" %>s %b %t'], "directive '%{}i' at position 4 of the format has an empty {NAME}"),
+    (["--format-file", "DUP#main"],
+     "DUP:2: duplicate log_format name 'main' (first defined at line 1); nginx refuses it too"),
+])
+def test_format_refusals_are_these_lines_and_exit_2(tmp_path, args, line):
+    dup = tmp_path / "dup.conf"
+    dup.write_text("log_format main '$remote_addr';\nlog_format main '$remote_addr $status';\n")
+    args = [a.replace("DUP", str(dup)) for a in args]
+    p = logetl("branch", *args, "--input", fixture("nginx.log"), "--output1", str(tmp_path / "a"),
+               "--output2", str(tmp_path / "b"))
+    assert (p.returncode, p.stderr.decode()) == (2, "Error: " + line.replace("DUP", str(dup)) + "\n")
+
+
+def test_the_readme_format_file_examples_run_on_debians_formats(tmp_path):
+    """The README's --format-file example on Debian's apache2.conf (its LogFormat lines: %O, read as
+    bytes_sent): Filter runs on it; Join refuses it as the README says; Join runs with the preset."""
+    debian = fixture("apache2.conf") + "#vhost_combined"
+    log = fixture("vhost_combined.log")
+    p = logetl("filter", "-q", "--format-file", debian, "--input", log, "--output", str(tmp_path / "f"))
+    assert p.returncode == 0, p.stderr
+    # without a size field no record is dropped for a '-' size: 198.51.100.20's 304 (size '-') is kept
+    assert parts(tmp_path / "f") == b"198.51.100.20\n203.0.113.9\n"
+    p = logetl("join", "--format-file", debian, "--input", log, "--output", str(tmp_path / "j"))
+    assert (p.returncode, p.stderr.decode()) == (2, (
+        "Error: program join needs field 'size', and the log format has none (its fields: vhost, port, ip, ident, "
+        "user, time, request, response, bytes_sent, referer, user_agent; join needs ip, time, request, response, "
+        "size)\n"))
+    p = logetl("join", "-q", "--format", "vhost_combined", "--input", log, "--output", str(tmp_path / "j"))
+    assert p.returncode == 0, p.stderr
+    readme = open(os.path.join(HERE, "..", "README.md"), encoding="utf-8").read()
+    assert "logetl filter --format-file /etc/apache2/apache2.conf#vhost_combined" in readme
+    assert "logetl join --format vhost_combined" in readme
+    assert "logetl join --format-file" not in readme
 
 
 def test_filter_needs_only_ip_and_request(tmp_path):

@@ -25,7 +25,10 @@
  * parse_format(buf, final, columns, program, out, size_index) does the same for a token program
  * (logetl.formats, where the token semantics are defined): program is a tuple of (kind, literal, stop)
  * with kind 0 literal, 1 field up to the first `stop` byte, 2 field up to the first '"' not escaped by a
- * backslash, 3 field up to the end of the line; out is the tuple of field indexes written (in that order);
+ * backslash, 3 field up to the end of the line, 4 field up to the last `stop` byte before the first
+ * literal[0] byte (the end of the port after it; an empty literal: before the end of the line), so that
+ * %v:%p splits [2001:db8::1]:443 at the ':' before the port; out is the tuple of field indexes written (in
+ * that order);
  * a record whose field size_index (when >= 0) is exactly "-" is dropped. A line is malformed when it is not
  * valid UTF-8 (1), does not match (2), or any field of the program holds a TAB or CR (3). */
 #define PY_SSIZE_T_CLEAN
@@ -144,7 +147,7 @@ static int parse_line(const unsigned char *p, const unsigned char *e, span f[5])
 typedef struct { Py_ssize_t line, start, end; int reason; } bad_line;
 
 #define MAX_FIELDS 64
-enum { T_LIT = 0, T_UNTIL = 1, T_ESCAPED = 2, T_REST = 3 };
+enum { T_LIT = 0, T_UNTIL = 1, T_ESCAPED = 2, T_REST = 3, T_SPLIT = 4 };
 typedef struct { int kind; const unsigned char *lit; Py_ssize_t lit_len; unsigned char stop; } token;
 typedef struct {
     token *tokens; int n_tokens;
@@ -182,6 +185,16 @@ static int parse_program_line(const program *pg, const unsigned char *p, const u
                 if (((r - b) & 1) == 0) break;     /* an even run of backslashes: the quote is not escaped */
                 r++;
             }
+            f[k].s = q; f[k].e = r; k++; q = r;
+            break;
+        }
+        case T_SPLIT: {   /* the separator's last occurrence before the port's end (see parse_format) */
+            const unsigned char *end = e;
+            if (t->lit_len && !(end = memchr(q, t->lit[0], e - q))) return LINE_NOMATCH;
+            const unsigned char *r = end;
+            while (r > q && r[-1] != t->stop) r--;
+            if (r == q) return LINE_NOMATCH;      /* no separator in [q, end) */
+            r--;
             f[k].s = q; f[k].e = r; k++; q = r;
             break;
         }
@@ -418,7 +431,7 @@ static int build_program(PyObject *prog_t, PyObject *out_t, int size_index, prog
     for (Py_ssize_t i = 0; i < n_tok; i++) {
         int kind, stop; const char *lit; Py_ssize_t lit_len;
         if (!PyArg_ParseTuple(PyTuple_GET_ITEM(prog_t, i), "iy#i", &kind, &lit, &lit_len, &stop)) goto bad;
-        if (kind < T_LIT || kind > T_REST) { PyErr_SetString(PyExc_ValueError, "bad token kind"); goto bad; }
+        if (kind < T_LIT || kind > T_SPLIT) { PyErr_SetString(PyExc_ValueError, "bad token kind"); goto bad; }
         pg->tokens[i] = (token){kind, (const unsigned char *)lit, lit_len, (unsigned char)stop};
         if (kind != T_LIT) pg->n_fields++;
         else if (memchr(lit, '\t', lit_len) || memchr(lit, '\r', lit_len)) pg->clean_literals = 0;

@@ -29,13 +29,19 @@ token          any other field followed by a literal:      ``[^d]*``
                of that literal
 rest           a field that ends the format: the rest of   ``.*``
                the line
+split          a field followed by a one-character         ``[^d]*`` (greedy), the port after
+               separator ``s`` and a port (``%v:%p``,      it ``[^ds]*`` (``.*`` and ``[^s]*``
+               ``$remote_addr:$remote_port``): up to the   when the port ends the line)
+               LAST ``s`` before the port's end ``d``
 =============  ==========================================  =====================================
 
-Every field may be empty. Each field ends at the first character its class cannot take, and the next
-token must then match there; so the scan is deterministic and equals a full match of the regular
-expression. Two fields with nothing between them are refused when the format is compiled. A line is
-malformed (reason as in the contract) when it is not valid UTF-8, when it does not match (a sample names
-the field that failed and its byte offset), or when any field of the format holds a TAB or CR. Records
+Every field may be empty. Each field ends at the first character its class cannot take (a split field:
+at the last separator before the port's end, since it may hold the separator -- an IPv6 address
+``[2001:db8::1]:443`` -- and the port, digits only, cannot), and the next token must then match there; so
+the scan is deterministic and equals a full match of the regular expression. Two fields with nothing
+between them are refused when the format is compiled. A line is malformed (reason as in the contract)
+when it is not valid UTF-8, when it does not match (a sample names the field that failed and its byte
+offset), or when any field of the format holds a TAB or CR. Records
 whose ``size`` field is exactly ``-`` are then dropped, as in the contract (formats without ``size``
 drop nothing). Field values are the text as the server wrote it (escapes are not decoded).
 
@@ -59,7 +65,7 @@ class FormatError(UsageError):
 
 # --- tokens ---------------------------------------------------------------------------------------------
 
-TOKEN, QUOTED, BRACKETED, REST = "token", "quoted", "bracketed", "rest"
+TOKEN, QUOTED, BRACKETED, REST, SPLIT = "token", "quoted", "bracketed", "rest", "split"
 
 
 @dataclass(frozen=True)
@@ -70,10 +76,13 @@ class Literal:
 @dataclass(frozen=True)
 class Field:
     name: str
-    kind: str                  # token | quoted | bracketed | rest
-    stop: str | None           # the character that ends it (None for rest, '"' for quoted)
+    kind: str                  # token | quoted | bracketed | rest | split
+    stop: str | None           # the character that ends it (None for rest, '"' for quoted; split: the
+                               # separator before the port, whose last occurrence ends it)
     escaped: bool = False      # quoted with backslash escapes (Apache, nginx escape=json)
     source: str = ""           # the directive or variable it came from
+    end: str | None = None     # split: the character that ends the port after it (None: the line's end)
+    exclude: str = ""          # the port after a split field: the separator, which the port cannot hold
 
 
 @dataclass(frozen=True)
@@ -106,6 +115,13 @@ APACHE = {
 #: Apache directives taking a {NAME}: letter -> prefix of the field name (headers have none)
 APACHE_NAMED = {"i": "", "o": "resp_", "e": "env_", "n": "note_", "C": "cookie_", "t": "time", "^ti": "",
                 "^to": "resp_"}
+#: directives whose value is a port (mod_log_config writes them with "%u": digits only), and the nginx
+#: variables that are one (digits, or empty on a UNIX socket): a separator before one cannot lie inside it
+APACHE_PORTS = {"p", "{canonical}p", "{local}p", "{remote}p"}
+NGINX_PORTS = {"server_port", "remote_port", "realip_remote_port", "proxy_port"}
+#: characters a port's value may hold; a separator before a port must not be one of them (nor '"' or '[',
+#: which make the port a quoted or bracketed field)
+PORT_CHARS = set("0123456789-\"[")
 #: request headers with names of their own
 HEADERS = {"referer": "referer", "user_agent": "user_agent"}
 
@@ -128,7 +144,8 @@ DEFAULT = "combined"
 
 
 def _snake(name: str) -> str:
-    return re.sub(r"[^0-9a-z]+", "_", name.lower()).strip("_") or "field"
+    """``X-Forwarded-For`` -> ``x_forwarded_for``; empty when the name has no letter or digit."""
+    return re.sub(r"[^0-9a-z]+", "_", name.lower()).strip("_")
 
 
 # --- the compiled format ------------------------------------------------------------------------------
@@ -166,12 +183,16 @@ class LogFormat:
         for tok in self.tokens:
             if isinstance(tok, Literal):
                 out.append("".join(_esc(c) for c in tok.text))
+            elif tok.kind == SPLIT:
+                # greedy: backtracks to the last separator before the port's end (Java's greedy loop on
+                # one character class backtracks without recursing, so long fields are safe on Spark)
+                out.append("(.*)" if tok.end is None else f"([^{_esc(tok.end)}]*)")
             elif tok.kind == REST:
-                out.append("(.*)")
+                out.append(f"([^{_esc(tok.exclude)}]*)" if tok.exclude else "(.*)")
             elif tok.escaped:
                 out.append(r'([^"\\]*+(?:\\.[^"\\]*+)*+)')
             else:
-                out.append(f"([^{_esc(tok.stop)}]*)")
+                out.append(f"([^{_esc(tok.stop)}{''.join(_esc(c) for c in tok.exclude)}]*)")
         return "".join(out)
 
     def python_regex(self) -> re.Pattern:
@@ -194,6 +215,14 @@ class LogFormat:
             last = tok.name
             if tok.kind == REST:
                 k = n
+            elif tok.kind == SPLIT:
+                e = n if tok.end is None else b.find(tok.end.encode("ascii"), pos)
+                if e < 0:
+                    return Mismatch(pos, tok.name, f"no {tok.end!r} after it")
+                k = b.rfind(tok.stop.encode("ascii"), pos, e)
+                if k < 0:
+                    where = "before the end of the line" if tok.end is None else f"before the {tok.end!r} after it"
+                    return Mismatch(pos, tok.name, f"no {tok.stop!r} {where}")
             elif tok.escaped:
                 k, j = -1, pos
                 while True:
@@ -267,11 +296,14 @@ class LogFormat:
 
     def native_program(self) -> tuple:
         """The token program as the native kernel takes it: (kind, literal bytes, stop byte) per token,
-        kind 0 literal, 1 token/quoted (plain)/bracketed, 2 quoted (backslash), 3 rest."""
+        kind 0 literal, 1 token/quoted (plain)/bracketed, 2 quoted (backslash), 3 rest, 4 split (the
+        literal is the port's end character, empty for the line's end; stop the separator)."""
         prog = []
         for tok in self.tokens:
             if isinstance(tok, Literal):
                 prog.append((0, tok.text.encode("ascii"), 0))
+            elif tok.kind == SPLIT:
+                prog.append((4, (tok.end or "").encode("ascii"), ord(tok.stop)))
             elif tok.kind == REST:
                 prog.append((3, b"", 0))
             elif tok.escaped:
@@ -295,8 +327,8 @@ LEGACY = LogFormat("combined", contract.PATTERN, "legacy")
 
 
 def _program(items: list, text: str, syntax: str, name: str, escaped_quotes: bool) -> LogFormat:
-    """items: ("lit", str) or ("field", name, source, position). Adjacent literals merge; field kinds
-    follow from the literals around them."""
+    """items: ("lit", str) or ("field", name, source, position, is_port). Adjacent literals merge; field
+    kinds follow from the literals around them."""
     merged: list = []
     for it in items:
         if it[0] == "lit" and merged and merged[-1][0] == "lit":
@@ -306,11 +338,12 @@ def _program(items: list, text: str, syntax: str, name: str, escaped_quotes: boo
     tokens: list = []
     seen: dict[str, int] = {}
     fields = []
+    exclude = ""     # the separator that the port after a split field cannot hold
     for i, it in enumerate(merged):
         if it[0] == "lit":
             tokens.append(Literal(it[1]))
             continue
-        _, fname, source, position = it
+        _, fname, source, position, _is_port = it
         prev = merged[i - 1] if i else None
         nxt = merged[i + 1] if i + 1 < len(merged) else None
         if nxt is not None and nxt[0] == "field":
@@ -323,14 +356,28 @@ def _program(items: list, text: str, syntax: str, name: str, escaped_quotes: boo
             seen[fname] = 1
         before = prev[1][-1:] if prev else ""
         after = nxt[1][:1] if nxt else ""
+        port = merged[i + 2] if i + 2 < len(merged) else None
+        # the port's end: the first character of the literal after it (None: the port ends the line)
+        port_end = merged[i + 3][1][:1] if port is not None and i + 3 < len(merged) else None
         if nxt is None:
-            tokens.append(Field(fname, REST, None, False, source))
+            tokens.append(Field(fname, REST, None, False, source, exclude=exclude))
+            exclude = ""
         elif before == '"' and after == '"':
             tokens.append(Field(fname, QUOTED, '"', escaped_quotes, source))
         elif before == "[" and after == "]":
             tokens.append(Field(fname, BRACKETED, "]", False, source))
+        elif (len(nxt[1]) == 1 and after not in PORT_CHARS and port is not None and port[4] and port_end != after
+              and not exclude):   # (not when this field is itself the port after a split field)
+            # a one-character separator, then a port (%v:%p, $remote_addr:$remote_port): the field ends at
+            # the separator's LAST occurrence before the port's end, since the field may hold it (an IPv6
+            # address, bracketed or not: [2001:db8::1]:443) and the port, digits only, cannot
+            tokens.append(Field(fname, SPLIT, after, False, source, end=port_end))
+            fields.append(fname)
+            exclude = after
+            continue
         else:
-            tokens.append(Field(fname, TOKEN, after, False, source))
+            tokens.append(Field(fname, TOKEN, after, False, source, exclude=exclude))
+            exclude = ""
         fields.append(fname)
     if not fields:
         raise FormatError(f"format {text!r} has no field (no %-directive or $variable)")
@@ -338,6 +385,19 @@ def _program(items: list, text: str, syntax: str, name: str, escaped_quotes: boo
 
 
 _APACHE_DIRECTIVE = re.compile(r"%([<>]?)(!?[0-9,]*)(?:\{([^}]*)\})?([<>]?)(\^t[io]|[a-zA-Z%])")
+#: what a directive that _APACHE_DIRECTIVE refuses got through: its modifiers and {NAME}, '}' or not
+_APACHE_UNFINISHED = re.compile(r"%[<>]?!?[0-9,]*(?:\{[^}]*\}?)?[<>]?")
+
+
+def _unfinished(text: str, i: int) -> FormatError:
+    """The error for a directive at ``i`` that does not end in a letter: it quotes the directive whole, up to
+    where it stops (``%{User-Agent}`` lacks its letter; ``%{Referer`` its '}'), so the user sees which one."""
+    m = _APACHE_UNFINISHED.match(text, i)
+    part, end = m.group(0), m.end()
+    if end < len(text) and text[end] == "^":     # %^ti / %^to with another letter
+        return FormatError(f"unknown directive {text[i:end + 3]!r} at position {i + 1} of the format")
+    why = "no closing '}'" if "{" in part and not part.endswith("}") else "no directive letter after it"
+    return FormatError(f"unfinished directive {part!r} at position {i + 1} of the format: {why}")
 
 
 def compile_apache(text: str, name: str = "apache") -> LogFormat:
@@ -361,7 +421,7 @@ def compile_apache(text: str, name: str = "apache") -> LogFormat:
             continue
         m = _APACHE_DIRECTIVE.match(text, i)
         if m is None:
-            raise FormatError(f"unfinished directive {text[i:i + 6]!r} at position {i + 1} of the format")
+            raise _unfinished(text, i)
         mod1, _conditions, arg, mod2, letter = m.groups()
         directive = m.group(0)
         if letter == "%":
@@ -376,7 +436,15 @@ def compile_apache(text: str, name: str = "apache") -> LogFormat:
             if letter == "t":
                 fname = "time"
             else:
+                # the field is named after the {NAME}: one without a letter or digit would give a field
+                # named after nothing (%{}i once became a field called 'field')
+                if arg == "":
+                    raise FormatError(f"directive {directive!r} at position {i + 1} of the format has an empty "
+                                      "{NAME}")
                 snake = _snake(arg)
+                if not snake:
+                    raise FormatError(f"directive {directive!r} at position {i + 1} of the format: its {{NAME}} "
+                                      f"{arg!r} has no letter or digit to name the field by")
                 fname = HEADERS.get(snake, snake) if letter in ("i", "^ti") else APACHE_NAMED[letter] + snake
         elif arg is None and letter in APACHE_NAMED and letter != "t":
             raise FormatError(f"directive {directive!r} at position {i + 1} needs a {{NAME}}")
@@ -386,10 +454,12 @@ def compile_apache(text: str, name: str = "apache") -> LogFormat:
             fname = "original_status"     # %s beside %>s: the original status
         items.append(("lit", "".join(lit)))
         lit = []
-        if letter == "t" and arg is None:  # %t writes [time]
-            items += [("lit", "["), ("field", fname, directive, i + 1), ("lit", "]")]
+        if letter == "t" and arg in (None, "", "begin", "end"):
+            # %t writes [time]; so do %{}t, %{begin}t and %{end}t (mod_log_config's log_request_time takes
+            # an empty format, and begin/end without a format after them, as the CLF time in brackets)
+            items += [("lit", "["), ("field", fname, directive, i + 1, False), ("lit", "]")]
         else:
-            items.append(("field", fname, directive, i + 1))
+            items.append(("field", fname, directive, i + 1, key in APACHE_PORTS))
         i = m.end()
     items.append(("lit", "".join(lit)))
     return _program(items, text, "apache", name, escaped_quotes=True)
@@ -412,9 +482,12 @@ def compile_nginx(text: str, name: str = "nginx", escape: str = "default") -> Lo
             fname = NGINX[var]
         elif var.startswith("http_"):
             fname = var[len("http_"):]
+            if not fname:   # $http_ names no header, and would give a field without a name
+                raise FormatError(f"variable {m.group(0)!r} at position {m.start() + 1} of the format names no "
+                                  "header ($http_NAME)")
         else:
             fname = var
-        items.append(("field", fname, m.group(0), m.start() + 1))
+        items.append(("field", fname, m.group(0), m.start() + 1, var in NGINX_PORTS))
         pos = m.end()
     rest = text[pos:]
     if "$" in rest:
@@ -485,10 +558,15 @@ def _config_words(text: str, path: str, lineno: int) -> list[str]:
     return words
 
 
+_LOGFORMAT_LINE = re.compile(r"\s*logformat(?:\s|$)", re.IGNORECASE)
+
+
 def read_format_file(spec: str) -> LogFormat:
-    """``FILE`` or ``FILE#NAME``: a ``LogFormat "..." [nickname]`` line (Apache) or a
-    ``log_format name [escape=...] '...' '...';`` directive (nginx, may span lines). A file with several
-    needs ``#NAME``."""
+    """``FILE`` or ``FILE#NAME``: a ``LogFormat "..." [nickname]`` line (Apache; a line ending in a backslash
+    continues on the next) or a ``log_format name [escape=...] '...' '...';`` directive (nginx, may span
+    lines). A file with several needs ``#NAME``. A name is defined as the server would read the file: an
+    Apache nickname defined again takes the last definition (nicknames ignore case, as in Apache's table), an
+    nginx ``log_format`` name defined twice is refused (nginx refuses the configuration)."""
     path, _, want = spec.partition("#")
     try:
         with open(path, encoding="utf-8") as f:
@@ -497,19 +575,32 @@ def read_format_file(spec: str) -> LogFormat:
         raise FormatError(f"cannot read format file {path!r}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise FormatError(f"format file {path!r} is not UTF-8 text") from None
-    found: list[tuple[str, LogFormat]] = []
+    # (syntax, key) -> (name as written, format, line); a dict keeps the order names were first defined in
+    found: dict[tuple[str, str], tuple[str, LogFormat, int]] = {}
     i = 0
     while i < len(lines):
-        words = _config_words(lines[i], path, i + 1)
+        start, line = i, lines[i]
+        if _LOGFORMAT_LINE.match(line):
+            # Apache joins a line that ends in a backslash (before an optional CR) with the next one, the
+            # backslash and the line break removed (ap_cfg_getline); a long LogFormat is often written so
+            while (body := line[:-1] if line.endswith("\r") else line).endswith("\\"):
+                if i + 1 == len(lines):     # at the end of the file: the backslash alone goes
+                    line = body[:-1]
+                    break
+                i += 1
+                line = body[:-1] + lines[i]
+        words = _config_words(line, path, start + 1)
         if words and words[0][0] == "w" and words[0][1].lower() == "logformat":
             args = words[1:]
             if not args or args[0][0] == "p":
-                raise FormatError(f"{path}:{i + 1}: LogFormat without a format string")
+                raise FormatError(f"{path}:{start + 1}: LogFormat without a format string")
             nick = args[1][1] if len(args) > 1 else ""
             fmt_text = args[0][1].replace('\\"', '"') if args[0][0] == "q" else args[0][1]
-            found.append((nick, _located(lambda t=fmt_text: compile_apache(t), path, i + 1)))
+            fmt = _located(lambda t=fmt_text: compile_apache(t), path, start + 1)
+            # Apache keeps the LAST LogFormat of a nickname (mod_log_config sets it in a table, which a
+            # later line overwrites): so does logetl
+            found[("apache", nick.lower())] = (nick, fmt, start + 1)
         elif words and words[0][0] == "w" and words[0][1] == "log_format":
-            start = i
             while not any(w == ("p", ";") for w in words) and i + 1 < len(lines):
                 i += 1
                 words += _config_words(lines[i], path, i + 1)
@@ -522,22 +613,27 @@ def read_format_file(spec: str) -> LogFormat:
                     escape = w[len("escape="):]
                 else:
                     parts.append(w)
+            if ("nginx", nick) in found:
+                # nginx refuses the whole configuration ("duplicate log_format name"): which of the two
+                # was meant cannot be known, so neither is taken
+                raise FormatError(f"{path}:{start + 1}: duplicate log_format name {nick!r} (first defined at "
+                                  f"line {found[('nginx', nick)][2]}); nginx refuses it too")
             fmt_text = "".join(parts)
-            found.append((nick, _located(lambda t=fmt_text, e=escape: compile_nginx(t, "nginx", e), path, start + 1)))
+            fmt = _located(lambda t=fmt_text, e=escape: compile_nginx(t, "nginx", e), path, start + 1)
+            found[("nginx", nick)] = (nick, fmt, start + 1)
         i += 1
     if not found:
         raise FormatError(f"format file {path!r} holds no LogFormat or log_format line")
+    names = ", ".join(n or "(unnamed)" for n, _, _ in found.values())
     if want:
-        for nick, fmt in found:
-            if nick == want:
-                return fmt
-        raise FormatError(f"format file {path!r} has no format named {want!r} "
-                          f"(it has: {', '.join(n or '(unnamed)' for n, _ in found)})")
+        for key in (("nginx", want), ("apache", want.lower())):
+            if key in found:
+                return found[key][1]
+        raise FormatError(f"format file {path!r} has no format named {want!r} (it has: {names})")
     if len(found) > 1:
-        raise FormatError(f"format file {path!r} holds {len(found)} formats "
-                          f"({', '.join(n or '(unnamed)' for n, _ in found)}): choose one with "
+        raise FormatError(f"format file {path!r} holds {len(found)} formats ({names}): choose one with "
                           f"--format-file '{path}#NAME'")
-    return found[0][1]
+    return next(iter(found.values()))[1]
 
 
 def _located(make, path: str, lineno: int) -> LogFormat:
