@@ -55,7 +55,12 @@ def test_token_kinds_follow_from_the_literals_around_a_field():
     f = formats.compile_format('%h [%{X}i] "%r" %>s %b')
     kinds = [(t.name, t.kind, t.stop, t.escaped) for t in f.tokens if isinstance(t, formats.Field)]
     assert kinds == [("ip", "token", " ", False), ("x", "bracketed", "]", False),
-                     ("request", "quoted", '"', True), ("response", "token", " ", False), ("size", "rest", None, False)]
+                     ("request", "quoted", '"', True), ("response", "token", " ", False), ("size", "rest", " ", False)]
+    # a last field that may hold spaces takes the rest of the line; a count, status or port is one word
+    assert [(t.name, t.stop) for t in formats.compile_format('%b "%{User-Agent}i" %u').tokens
+            if isinstance(t, formats.Field)][-1] == ("user", None)
+    assert [(t.name, t.stop) for t in formats.compile_format('$remote_addr $status').tokens
+            if isinstance(t, formats.Field)][-1] == ("response", " ")
     n = formats.compile_format('$remote_addr "$request"')
     assert [t.escaped for t in n.tokens if isinstance(t, formats.Field)] == [False, False]
 
@@ -196,7 +201,7 @@ def test_a_port_after_a_separator_splits_at_its_last_occurrence():
     e = formats.compile_format("$remote_addr:$remote_port")           # the port ends the line
     assert [t.kind for t in e.tokens if isinstance(t, formats.Field)] == ["split", "rest"]
     assert e.parse_line(b"2001:db8::1:51234") == ("2001:db8::1", "51234")
-    assert e.regex() == r"(.*)\:([^\:]*)"
+    assert e.regex() == r"(.*)\:([^\ \:]*)"                # (a port is one word)
     # not a port after the separator, or a separator a port may hold: the first occurrence, as before
     assert formats.compile_format("%h:%u %r").parse_line(b"a:b:c GET") == ("a", "b:c", "GET")
     assert [t.kind for t in formats.compile_format("%v-%p %h").tokens if isinstance(t, formats.Field)] == \

@@ -25,7 +25,7 @@
  * parse_format(buf, final, columns, program, out, size_index) does the same for a token program
  * (logetl.formats, where the token semantics are defined): program is a tuple of (kind, literal, stop)
  * with kind 0 literal, 1 field up to the first `stop` byte, 2 field up to the first '"' not escaped by a
- * backslash, 3 field up to the end of the line, 4 field up to the last `stop` byte before the first
+ * backslash, 3 field up to the end of the line (with a `stop` byte: up to it, and the line must end there), 4 field up to the last `stop` byte before the first
  * literal[0] byte (the end of the port after it; an empty literal: before the end of the line), so that
  * %v:%p splits [2001:db8::1]:443 at the ':' before the port; out is the tuple of field indexes written (in
  * that order);
@@ -198,8 +198,11 @@ static int parse_program_line(const program *pg, const unsigned char *p, const u
             f[k].s = q; f[k].e = r; k++; q = r;
             break;
         }
-        default:   /* T_REST */
-            f[k].s = q; f[k].e = e; k++; q = e;
+        default: {  /* T_REST: to the end of the line, or a one-word field to its first `stop` (then q != e) */
+            const unsigned char *r = t->stop ? memchr(q, t->stop, e - q) : NULL;
+            if (!r) r = e;
+            f[k].s = q; f[k].e = r; k++; q = r;
+        }
         }
     }
     if (q != e) return LINE_NOMATCH;

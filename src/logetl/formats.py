@@ -77,7 +77,8 @@ class Literal:
 class Field:
     name: str
     kind: str                  # token | quoted | bracketed | rest | split
-    stop: str | None           # the character that ends it (None for rest, '"' for quoted; split: the
+    stop: str | None           # the character that ends it ('"' for quoted; rest: None, or ' ' for a
+                               # one-word value (ONE_WORD_*), after which the line must end; split: the
                                # separator before the port, whose last occurrence ends it)
     escaped: bool = False      # quoted with backslash escapes (Apache, nginx escape=json)
     source: str = ""           # the directive or variable it came from
@@ -119,6 +120,13 @@ APACHE_NAMED = {"i": "", "o": "resp_", "e": "env_", "n": "note_", "C": "cookie_"
 #: variables that are one (digits, or empty on a UNIX socket): a separator before one cannot lie inside it
 APACHE_PORTS = {"p", "{canonical}p", "{local}p", "{remote}p"}
 NGINX_PORTS = {"server_port", "remote_port", "realip_remote_port", "proxy_port"}
+#: directives (by letter) and variables whose values never hold a space: counts, times, statuses, ports,
+#: process ids. As a format's last field such a value ends at the line's end or at a space, after which the
+#: line does not match: a combined line read with ``--format common`` is then no_match (counted, trapped,
+#: shown with its byte offset) instead of a size holding the referer and the user agent
+ONE_WORD_APACHE = set("bBDIOSTkpPs")
+ONE_WORD_NGINX = {"status", "body_bytes_sent", "bytes_sent", "request_length", "request_time", "msec",
+                  "connection", "connection_requests", "pid", "pipe"} | NGINX_PORTS
 #: characters a port's value may hold; a separator before a port must not be one of them (nor '"' or '[',
 #: which make the port a quoted or bracketed field)
 PORT_CHARS = set("0123456789-\"[")
@@ -188,7 +196,8 @@ class LogFormat:
                 # one character class backtracks without recursing, so long fields are safe on Spark)
                 out.append("(.*)" if tok.end is None else f"([^{_esc(tok.end)}]*)")
             elif tok.kind == REST:
-                out.append(f"([^{_esc(tok.exclude)}]*)" if tok.exclude else "(.*)")
+                stops = "".join(_esc(c) for c in (tok.stop or "") + tok.exclude)
+                out.append(f"([^{stops}]*)" if stops else "(.*)")
             elif tok.escaped:
                 out.append(r'([^"\\]*+(?:\\.[^"\\]*+)*+)')
             else:
@@ -214,7 +223,8 @@ class LogFormat:
                 continue
             last = tok.name
             if tok.kind == REST:
-                k = n
+                # a one-word field ends at a space; the check after the loop refuses what follows it
+                k = n if tok.stop is None or (k := b.find(tok.stop.encode("ascii"), pos)) < 0 else k
             elif tok.kind == SPLIT:
                 e = n if tok.end is None else b.find(tok.end.encode("ascii"), pos)
                 if e < 0:
@@ -305,12 +315,19 @@ class LogFormat:
             elif tok.kind == SPLIT:
                 prog.append((4, (tok.end or "").encode("ascii"), ord(tok.stop)))
             elif tok.kind == REST:
-                prog.append((3, b"", 0))
+                prog.append((3, b"", ord(tok.stop) if tok.stop else 0))
             elif tok.escaped:
                 prog.append((2, b"", ord('"')))
             else:
                 prog.append((1, b"", ord(tok.stop)))
         return tuple(prog)
+
+
+def _one_word(source: str) -> bool:
+    """Whether the directive or variable ``source`` writes values without spaces (``ONE_WORD_*``)."""
+    if source.startswith("$"):
+        return source.strip("${}") in ONE_WORD_NGINX
+    return source[-1:] in ONE_WORD_APACHE
 
 
 def _esc(c: str) -> str:
@@ -360,7 +377,7 @@ def _program(items: list, text: str, syntax: str, name: str, escaped_quotes: boo
         # the port's end: the first character of the literal after it (None: the port ends the line)
         port_end = merged[i + 3][1][:1] if port is not None and i + 3 < len(merged) else None
         if nxt is None:
-            tokens.append(Field(fname, REST, None, False, source, exclude=exclude))
+            tokens.append(Field(fname, REST, " " if _one_word(source) else None, False, source, exclude=exclude))
             exclude = ""
         elif before == '"' and after == '"':
             tokens.append(Field(fname, QUOTED, '"', escaped_quotes, source))
