@@ -411,6 +411,38 @@ class TsvWriter:
         pass
 
 
+def _arrow_parquet_writer():
+    """pyarrow's Parquet writer class, from its extension module: ``pyarrow.parquet`` wraps the same class
+    (for paths and file systems, which a writer given an open file does not use) but imports pyarrow's file
+    system layer with it (pyarrow.fs, ssl, platform: ~15 ms of CPU on the encoder's critical path). The
+    public class if the module ever moves."""
+    try:
+        from pyarrow._parquet import ParquetWriter
+    except ImportError:     # pragma: no cover (pyarrow 16 to 26 have it)
+        from pyarrow.parquet import ParquetWriter
+    return ParquetWriter
+
+
+def _arrow_compute():
+    """``call_function(name, args)`` of pyarrow's compute functions, without ``pyarrow.compute``, which
+    builds a Python function and its docstring for each of its ~300 kernels at import (~40 ms of CPU, on
+    the Parquet encoder's critical path); ``pyarrow.compute.call_function`` is this one, re-exported."""
+    try:
+        from pyarrow._compute import call_function
+    except ImportError:     # pragma: no cover
+        from pyarrow.compute import call_function
+    return call_function
+
+
+def _cast_to(target):
+    """The options of ``call_function("cast", ...)``: ``Array.cast`` would import ``pyarrow.compute``."""
+    try:
+        from pyarrow._compute import CastOptions
+    except ImportError:     # pragma: no cover
+        from pyarrow.compute import CastOptions
+    return CastOptions.safe(target)
+
+
 class ParquetWriter:
     """Parquet with the sink's field names, in order, typed by the flow (strings, 64-bit integers,
     booleans), zstd-compressed; one row group per batch, so memory holds one batch. An empty output is a
@@ -475,34 +507,34 @@ class ParquetWriter:
 
     def _open(self, first):
         """Opens the writer, its dictionary columns chosen from ``first`` (a table, or None: no rows)."""
-        import pyarrow.parquet as pq
-
         self.schema = self._schema(first)
         dictionary, statistics = True, True
         if first is not None:
             first = first if first.schema == self.schema else first.cast(self.schema)
             dictionary, statistics = self._dictionary_columns(first), self._statistics_columns(first)
-        self.writer = pq.ParquetWriter(self.file, self.schema, compression="zstd", use_dictionary=dictionary,
-                                       dictionary_pagesize_limit=self.DICTIONARY_PAGE_LIMIT,
-                                       write_statistics=statistics, store_schema=False)
+        self.writer = _arrow_parquet_writer()(
+            self.file, self.schema, compression="zstd", use_dictionary=dictionary,
+            dictionary_pagesize_limit=self.DICTIONARY_PAGE_LIMIT, write_statistics=statistics, store_schema=False,
+            # what pyarrow.parquet.ParquetWriter passes by default, stated for the writer used directly
+            version="2.6", writer_engine_version="V2")
 
     def _dictionary_columns(self, table) -> list[str]:
         """The columns whose distinct values in ``table`` fit one dictionary page (Parquet's plain encoding
         of the dictionary: a 4-byte length per string, 8 bytes per integer). Booleans never: Parquet
         does not dictionary-encode them."""
         import pyarrow as pa
-        import pyarrow.compute as pc
 
+        call = _arrow_compute()
         chosen = []
         for name, column in zip(table.column_names, table.columns):
             if pa.types.is_boolean(column.type):
                 continue
-            distinct = pc.unique(column)
+            distinct = call("unique", [column])
             if pa.types.is_integer(column.type):
                 size = 8 * len(distinct)
             else:
-                lengths = pc.binary_length(distinct.cast(pa.large_string()))
-                size = 4 * len(distinct) + (pc.sum(lengths).as_py() or 0)
+                lengths = call("binary_length", [call("cast", [distinct], _cast_to(pa.large_string()))])
+                size = 4 * len(distinct) + (call("sum", [lengths]).as_py() or 0)
             if size <= self.DICTIONARY_PAGE_LIMIT:
                 chosen.append(name)
         return chosen
@@ -514,18 +546,18 @@ class ParquetWriter:
         value in every row group, so they let a reader skip nothing, and they cost a quarter of the
         encoding (two string comparisons a value)."""
         import pyarrow as pa
-        import pyarrow.compute as pc
 
+        call = _arrow_compute()
         chosen = []
         for name, column in zip(table.column_names, table.columns):
             if not (pa.types.is_string(column.type) or pa.types.is_string_view(column.type)):
                 chosen.append(name)
                 continue
-            head = column.slice(0, self.ORDER_SAMPLE).cast(pa.string())
+            head = call("cast", [column.slice(0, self.ORDER_SAMPLE)], _cast_to(pa.string()))
             if len(head) < 2:
                 chosen.append(name)
                 continue
-            rising = pc.sum(pc.less_equal(head.slice(0, len(head) - 1), head.slice(1))).as_py() or 0
+            rising = call("sum", [call("less_equal", [head.slice(0, len(head) - 1), head.slice(1)])]).as_py() or 0
             if rising >= self.IN_ORDER * (len(head) - 1):
                 chosen.append(name)
         return chosen
@@ -542,12 +574,12 @@ class ParquetWriter:
 
         collecting = gc.isenabled()
         try:
-            # pyarrow's import (~0.17 s of CPU, numpy's included) here, while the parse makes the first
+            # pyarrow's import (~0.12 s of CPU, numpy's included) here, while the parse makes the first
             # batch; without the cyclic collector, which would walk the new modules' objects again and
             # again (~8 % of the import)
             gc.disable()
-            import pyarrow.compute  # noqa: F401
-            import pyarrow.parquet  # noqa: F401
+            _arrow_parquet_writer()
+            _arrow_compute()
         except BaseException as exc:
             self.error = exc
         finally:
