@@ -29,6 +29,10 @@ token          any other field followed by a literal:      ``[^d]*``
                of that literal
 rest           a field that ends the format: the rest of   ``.*``
                the line
+rest, one      a field that ends the format and never      ``[^ ]*``
+word           holds a space (``ONE_WORD_*``: a count,
+               time, status, port): up to the first
+               space, where the line must end
 split          a field followed by a one-character         ``[^d]*`` (greedy), the port after
                separator ``s`` and a port (``%v:%p``,      it ``[^ds]*`` (``.*`` and ``[^s]*``
                ``$remote_addr:$remote_port``): up to the   when the port ends the line)
