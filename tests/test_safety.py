@@ -317,6 +317,7 @@ class Statuses(FlowListener):
 
     def flow_finished(self, run):
         self.final = (run.status, run.error)
+        self.written = dict(run.written)
 
 
 def test_max_malformed_fails_the_run_and_publishes_nothing(engine, tmp_path):
@@ -327,7 +328,16 @@ def test_max_malformed_fails_the_run_and_publishes_nothing(engine, tmp_path):
     message = ("40.4% of the lines are malformed (19 of 47), above --max-malformed 0.4; nothing was published")
     assert str(caught.value) == message
     assert listener.final == (FAILED, message)
+    # what the listeners (the monitor's "records written", its trend) see of a run that published nothing:
+    # nothing written (the staged records once counted as written)
+    assert listener.written == {}
     assert not (tmp_path / "out").exists() and not (tmp_path / "trap").exists()
+    # Branch writes its outputs in the step that parses, before the threshold is checked
+    with pytest.raises(Exception, match="above --max-malformed 0.4"):
+        run_program("branch", CORPUS_LOG, {"output1": str(tmp_path / "b1"), "output2": str(tmp_path / "b2")},
+                    engine=engine, listener=listener, max_malformed=0.4)
+    assert listener.final == (FAILED, message) and listener.written == {}
+    assert not (tmp_path / "b1").exists() and not (tmp_path / "b2").exists()
     # at or under the threshold the run succeeds
     run_program("join", CORPUS_LOG, {"output": str(tmp_path / "out")}, engine=engine, max_malformed=0.41)
     assert parts(tmp_path / "out") == corpus("join.tsv")

@@ -275,6 +275,10 @@ class Engine:
             stopped = isinstance(exc, KeyboardInterrupt)
             run.status = STOPPED if stopped else FAILED
             run.error = "interrupted" if stopped else (str(exc) or type(exc).__name__)
+            if not publishing:
+                # the records the steps wrote were staged and are discarded with them: the run wrote nothing
+                # (the monitor counted them as written, and its trend summed them)
+                run.written = {}
             if current is not None:
                 current.status, current.finished_at = (STOPPED if stopped else FAILED), time.time()
                 listener.step_finished(run, current)
