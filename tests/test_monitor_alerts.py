@@ -259,6 +259,20 @@ def test_rules_through_the_api_are_checked_and_belong_to_their_user(keyed):
     assert client.get("/api/alert-rules", headers=A).json()["rules"] == []
 
 
+@pytest.mark.parametrize("path,message", [
+    ("%C2%B2", "no alert rule ²"),                      # str.isdigit takes '²'; int() did not (500)
+    ("99999999999999999999999999", "no alert rule 99999999999999999999999999"),   # SQLite overflowed (500)
+    ("2147483648", "no alert rule 2147483648"),         # past PostgreSQL's INTEGER
+    ("1.0", "no alert rule 1.0"),
+    ("..%2f", "Not Found"),                             # was a 307 to /api/alert-rules/.. with no body
+])
+def test_deleting_a_rule_no_id_can_name_is_a_json_404(app_client, path, message):
+    rule = add(app_client, application="nightly", when="failed", webhook="http://127.0.0.1:9/hook")
+    r = app_client.delete(f"/api/alert-rules/{path}", follow_redirects=False)
+    assert (r.status_code, r.json()) == (404, {"error": {"status": 404, "code": "not_found", "message": message}})
+    assert [x["id"] for x in app_client.get("/api/alert-rules").json()["rules"]] == [rule["id"]]
+
+
 def test_the_alerts_command(tmp_path):
     db = ["--db", f"sqlite:///{tmp_path}/m.db"]
     p = logetl("monitor", "alerts", "add", "--application", "nightly", "--when", "records", "--threshold", "0.5",
@@ -287,6 +301,9 @@ def test_the_alerts_command(tmp_path):
     assert (p.returncode, p.stderr.decode()) == (0, "removed alert rule 1\n")
     p = logetl("monitor", "alerts", "remove", "1", *db)
     assert (p.returncode, p.stderr.decode()) == (2, "Error: no alert rule '1'\n")
+    for bad in ("99999999999999999999999999", "²", "3x", ""):     # the first two were "internal error", exit 1
+        p = logetl("monitor", "alerts", "remove", bad, *db)
+        assert (p.returncode, p.stderr.decode()) == (2, f"Error: no alert rule {bad!r}\n")
     assert logetl("monitor", "alerts", "list", *db).stdout.decode().startswith("2\tnightly\tfailed")
 
 

@@ -157,6 +157,88 @@ def test_document_validation_names_the_field(client):
     assert "run.status" in client.post("/api/documents", json=doc).json()["error"]["message"]
 
 
+def _set(doc: dict, path: str, value) -> dict:
+    """``doc`` with the field at ``path`` (``run.steps.0.counters``) set to ``value``."""
+    *parents, last = path.split(".")
+    at = doc
+    for key in parents:
+        at = at[int(key)] if isinstance(at, list) else at[key]
+    at[int(last) if isinstance(at, list) else last] = value
+    return doc
+
+
+MAX = 2**63 - 1
+COUNTS = f"an object of whole numbers from 0 to {MAX}"
+TIME = "a time in epoch seconds from 0 to 253402300799 (year 9999), or null"
+
+
+@pytest.mark.parametrize("path,value,message", [
+    ("run.inputs", 5, 'run.inputs must be a list of paths or of {"path": string, "size": count or null}'),
+    ("run.inputs", [{"path": {}, "size": 1}],
+     'run.inputs must be a list of paths or of {"path": string, "size": count or null}'),
+    ("run.inputs", [{"path": "/a", "size": -1}],
+     'run.inputs must be a list of paths or of {"path": string, "size": count or null}'),
+    ("run.options", "x", "run.options must be an object"),
+    ("run.written", "x", f"run.written must be {COUNTS}"),
+    ("run.written", {"output": -5}, f"run.written must be {COUNTS}"),
+    ("run.steps.0.counters", {"a": 5},
+     'run.steps[0].counters must be an object of operators\' counts ({"parse": {"in": 10, "out": 8}}), each a '
+     f"whole number from 0 to {MAX}"),
+    ("run.steps.1.malformed", "x", f"run.steps[1].malformed must be {COUNTS}"),
+    ("run.steps.0.lines_read", "10", f"run.steps[0].lines_read must be a whole number from 0 to {MAX}, or null"),
+    ("run.steps.0", "parse", "run.steps[0] must be an object with a name (a string)"),
+    ("run.steps.0.finished_at", 1e300, f"run.steps[0].finished_at must be {TIME}"),
+    ("run.started_at", 1e300, f"run.started_at must be {TIME}"),
+    ("run.started_at", -1e300, f"run.started_at must be {TIME}"),
+    ("run.finished_at", -1.0, f"run.finished_at must be {TIME}"),
+    ("run.duration", -2.0, "run.duration must be a number of seconds >= 0, or null"),
+    ("run.graph.nodes", 5, "run.graph.nodes must be a list"),
+])
+def test_fields_that_pages_read_are_checked_at_ingest(client, path, value, message):
+    """Each of these was stored, then made the comparison (API and page), pruning or the trend fail or lie."""
+    r = client.post("/api/documents", json=_set(make_doc(), path, value))
+    assert (r.status_code, r.json()) == (422, {"error": {"status": 422, "code": "invalid_document",
+                                                         "message": message}})
+    assert client.get("/api/runs/" + "A" * 32).status_code == 404
+
+
+def test_fields_of_the_right_shape_are_taken(client):
+    """Every field may be null or missing (older versions), inputs may be bare paths, and the bounds hold."""
+    doc = make_doc(started=0.0, duration=0.0)
+    run = doc["run"]
+    run.update(inputs=["/logs/a.log"], options=None, written={}, finished_at=253402300799.0)
+    run["steps"][0].update(counters={}, malformed=None, started_at=None)
+    del run["graph"]
+    assert client.post("/api/documents", json=doc).status_code == 202
+
+
+def test_the_run_list_filters_by_tag_as_the_search_does(client):
+    for i, tags in enumerate([{"env": "t1"}, {"env": "t10"}, {"env": "t1", "team": "web"}, {}]):
+        assert client.post("/api/documents", json=make_doc(rid(i), tags=tags)).status_code == 202
+
+    def ids(query):
+        r = client.get("/api/runs?" + query)
+        assert r.status_code == 200, r.text
+        return sorted(x["run_id"] for x in r.json()["runs"])
+
+    assert ids("tag=env=t1") == [rid(0), rid(2)]
+    assert ids("tag=env") == [rid(0), rid(1), rid(2)]
+    assert ids("tag=team=web&status=SUCCESSFUL") == [rid(2)]
+    assert ids("tag=env=t2") == []
+    assert client.get("/api/runs?tag=env=t1").json()["total"] == 2
+
+
+@pytest.mark.parametrize("query,name", [("tags=env=t1", "tags"), ("staus=FAILED", "staus"),
+                                        ("q=x&z=1", "q")])
+def test_the_run_list_refuses_a_parameter_it_does_not_know(client, query, name):
+    """A misspelt filter would list every run as if it had been applied."""
+    client.post("/api/documents", json=make_doc())
+    r = client.get("/api/runs?" + query)
+    assert (r.status_code, r.json()) == (400, {"error": {"status": 400, "code": "bad_request", "message": (
+        f"unknown parameter {name!r}: /api/runs takes status, application, since, until, tag, sort, order, page, "
+        "per_page, min_malformed_share, max_malformed_share")}})
+
+
 def test_pages_render(client):
     client.post("/api/documents", json=make_doc())
     page = client.get("/")

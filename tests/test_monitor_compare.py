@@ -17,7 +17,7 @@ from logetl.job import run_program
 from logetl.listener import FlowRun
 from logetl.monitor.app import create_app
 from logetl.monitor.compare import compare
-from logetl.monitor.store import ADDED_IN_3, Store, row_of
+from logetl.monitor.store import ADDED_IN_3, Store, row_of, settings
 
 CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
 
@@ -105,6 +105,36 @@ def test_the_compare_api_and_page(client):
     assert "10 differences, highlighted." in page.text
     assert f'<a href="/runs/{rid(2)}/compare/{rid(1)}" id="swap">' in page.text
     assert client.get(f"/runs/{rid(9)}/compare/{rid(1)}").status_code == 404
+
+
+def test_runs_stored_before_their_fields_were_checked_still_compare(client, store):
+    """Documents that ingest now refuses (422) but an older version stored: the comparison shows what it
+    can, a time it cannot show as a date as a number, and never fails (it was a 500)."""
+    a, b = pair()
+    b["run"].update(options="x", written="x", inputs=5, started_at=1e300, duration=-1.0,
+                    graph={"nodes": [{"type": "operator", "name": {}}]})
+    b["run"]["steps"][0].update(counters={"a": 5}, malformed="x")
+    b["run"]["steps"][1]["counters"] = "x"
+    store.ingest_many([row_of(a), row_of(b)])     # as they were stored: row_of does not check
+    with store.engine.begin() as conn:            # a store opened for the first time since layout 3 ...
+        conn.execute(settings.delete())
+    Store(store.url).engine.dispose()             # ... indexes every stored run's inputs (inputs=5 failed)
+    r = client.get(f"/api/runs/{rid(1)}/compare/{rid(2)}")
+    assert r.status_code == 200, r.text
+    result = r.json()
+    assert rows_of(result, "Run")["started"] == (1_700_000_000.0, 1e300, False)
+    assert rows_of(result, "Options")["overwrite"] == (False, None, True)
+    assert rows_of(result, "Records written")["output"] == (5, None, True)
+    assert rows_of(result, "Counters per operator")["parse / a: records in"] == (None, None, False)
+    assert rows_of(result, "Inputs")["/logs/access.log"] == (1000, None, True)
+    for path, side in ((f"/runs/{rid(1)}/compare/{rid(2)}", "b"), (f"/runs/{rid(2)}/compare/{rid(1)}", "a")):
+        page = client.get(path)
+        assert page.status_code == 200, page.text
+        assert f'<td data-side="{side}" class="">1e+300 (epoch seconds)</td>' in page.text
+    b["run"].update(run_id=rid(3), started_at=-1e300)
+    store.ingest_many([row_of(b)])
+    page = client.get(f"/runs/{rid(1)}/compare/{rid(3)}")
+    assert page.status_code == 200 and '<td data-side="b" class="">-1e+300 (epoch seconds)</td>' in page.text
 
 
 def test_one_user_cannot_compare_with_another_users_run(keyed):

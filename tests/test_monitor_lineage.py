@@ -3,6 +3,7 @@ events (START, then COMPLETE / FAIL) with input and output datasets, sent by the
 HTTP receiver on loopback. Real runs through the command line, embedded and remote."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import sqlite3
@@ -194,3 +195,17 @@ def test_a_store_of_the_previous_layout_is_migrated_and_its_runs_indexed(tmp_pat
     Store(f"sqlite:///{db}").engine.dispose()        # twice is harmless: indexed once
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM run_lineage").fetchone()[0] == 4
+
+
+def test_an_event_of_a_run_stored_before_its_fields_were_checked(tmp_path):
+    """Written, outputs and times of the wrong shape or range (ingest now refuses them): the event is made
+    with what can be taken, its time clamped to the years a date can have, instead of failing each time."""
+    require(lineage.available() is None, "the OpenLineage client is not installed")
+    run = make_doc(rid(5))["run"]
+    run.update(written="x", outputs=["/out"], inputs=5, finished_at=1e300)
+    event = json.loads(lineage.event(run, "COMPLETE", "logetl"))
+    assert event["eventTime"] == "9999-12-31T23:59:59.000Z" and event["inputs"] == event["outputs"] == []
+    run.update(outputs={"output": "/out", "bad": 5}, started_at=-1e300)
+    event = json.loads(lineage.event(run, "START", "logetl"))
+    assert event["eventTime"] == "1970-01-01T00:00:00.000Z"
+    assert [o["name"] for o in event["outputs"]] == ["/out"]

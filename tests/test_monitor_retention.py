@@ -141,6 +141,26 @@ def test_the_prune_command(tmp_path):
             2, f"Error: --older-than must be a duration such as 90d, 12h or 2w, not {bad!r}\n")
     p = logetl("monitor", "prune", "--older-than", "90d", "--keep-last", "-1", "--db", url)
     assert p.returncode == 2 and b"--keep-last" in p.stderr
+    for huge in ("99999999999d", "1" * 400 + "w", "30000d"):     # the cutoff would be before 1970, or no date
+        p = logetl("monitor", "prune", "--older-than", huge, "--dry-run", "--db", url)
+        assert (p.returncode, p.stdout, p.stderr.decode()) == (
+            2, b"", f"Error: --older-than {huge!r} reaches back before 1970: no run started that long ago\n")
+    assert count(Store(url), runs) == 1
+
+
+def test_runs_stored_with_impossible_times_do_not_stop_pruning(store, tmp_path):
+    """Stored before ingest checked times: a start of -1e300 was a candidate whose UTC day could not be
+    computed, and pruning failed for the whole store (OverflowError). It is counted on 1970-01-01 now."""
+    store.ingest_many([row(1, started=-1e300), row(2, started=NOW - 100 * DAY), row(3, started=1e300),
+                       row(4, started=NOW - 3600)])
+    assert retention.prune(store, older_than=DAY, now=NOW) == {"cutoff": NOW - DAY, "runs": 2, "applications": 1,
+                                                               "kept": 0}
+    with store.engine.connect() as conn:
+        assert sorted(conn.execute(select(runs.c.run_id))) == [(rid(3),), (rid(4),)]
+        assert sorted(r.day for r in conn.execute(select(daily_aggregates.c.day))) == [
+            "1970-01-01", retention.day_of(NOW - 100 * DAY)]
+    days = [d["day"] for d in retention.trend(store, "nightly", owner="alice")]   # PostgreSQL refused 1e300
+    assert days[0] == "1970-01-01" and days[-1] == "9999-12-31" and len(days) == 4
 
 
 @pytest.mark.parametrize("value,seconds", [("90d", 90 * DAY), ("12h", 12 * 3600.0), ("2w", 14 * DAY),

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 
+import pytest
 import uvicorn
 
 from conftest import CORPUS, free_port, logetl
@@ -171,6 +172,49 @@ def test_keys_create_prints_the_key_once_and_stores_its_hash(tmp_path):
     assert key not in listed and "alice" in listed and key.split("_")[1] in listed
     assert logetl("monitor", "keys", "revoke", "lgt_" + key.split("_")[1], "--db", db).returncode == 0
     assert store.user_of_key(key) is None
+
+
+def test_a_key_user_longer_than_a_runs_owner_may_be_is_refused(tmp_path):
+    db = f"sqlite:///{tmp_path}/m.db"
+    p = logetl("monitor", "keys", "create", "--user", "u" * 201, "--db", db)
+    assert (p.returncode, p.stdout, p.stderr.decode()) == (
+        2, b"", "Error: --user may have at most 200 characters, not 201\n")
+    assert Store(db).list_keys() == []
+    p = logetl("monitor", "keys", "create", "--user", "u" * 200, "--db", db)
+    assert p.returncode == 0 and Store(db).user_of_key(p.stdout.decode().strip()) == "u" * 200
+
+
+@pytest.mark.parametrize("args", [["--db", ""], ["--db", " ", "keys", "list"], ["keys", "list", "--db", ""],
+                                  ["alerts", "list", "--db", ""], ["prune", "--older-than", "1d", "--db", ""]])
+def test_an_empty_db_is_refused_not_taken_for_the_default_store(tmp_path, args):
+    home = tmp_path / "home"
+    p = logetl("monitor", *args, env={"LOGETL_HOME": str(home)})
+    assert (p.returncode, p.stdout, p.stderr.decode()) == (
+        2, b"", "Error: --db must not be empty: give a database URL (sqlite:///path.db or postgresql://...)\n")
+    assert not home.exists()
+
+
+@pytest.mark.parametrize("host", ["256.1.1.1", "", "exa mple.com", "-bad.example", "1.2.3", "[::1]"])
+def test_a_host_that_is_no_address_nor_name_is_named_as_such(tmp_path, host):
+    p = logetl("monitor", "--host", host, "--port", str(free_port()), "--db", f"sqlite:///{tmp_path}/m.db")
+    assert (p.returncode, p.stderr.decode()) == (2, f"Error: --host must be an IP address or a host name, not {host!r}\n")
+    assert not (tmp_path / "m.db").exists()          # refused before the store is opened
+
+
+def test_an_ipv6_host_is_bracketed_in_the_url(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "logetl", "monitor", "--host", "::1", "--port", "0", "--db",
+                             f"sqlite:///{tmp_path}/m.db"], stderr=subprocess.PIPE)
+    try:
+        line = proc.stderr.readline().decode()
+        m = re.fullmatch(r"logetl monitor on http://\[::1\]:(\d+) \(database sqlite:///.+/m\.db\)\n", line)
+        assert m and m.group(1) != "0", line          # the port bound, not the 0 asked for
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://[::1]:{m.group(1)}/api/health", timeout=10) as r:
+            assert json.load(r)["status"] == "ok"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def test_serving_every_run_off_loopback_without_keys_is_refused(tmp_path):

@@ -22,14 +22,14 @@ import urllib.parse
 import pytest
 from starlette.testclient import TestClient
 
-from conftest import CORPUS, logetl
+from conftest import CORPUS, free_port, logetl
 from test_monitor_api import LOCAL, auth, csrf_of, login, make_doc, rid, warned_doc
 from test_monitor_runs import LINE, Server
 from logetl import programs
 from logetl.errors import EnvError
 from logetl.job import run_program
 from logetl.monitor.app import create_app
-from logetl.monitor.reporter import MonitorListener
+from logetl.monitor.reporter import MonitorListener, key_fingerprint
 from logetl.monitor.store import Store, row_of
 
 CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
@@ -288,7 +288,7 @@ def test_deeply_nested_json_is_a_400_in_the_error_shape(client):
     ("run.records_read", "many", "run.records_read must be a whole number from 0 to 9223372036854775807, or null"),
     ("run.application", "a" * 201, "run.application must be a non-empty string of at most 200 characters"),
     ("run.owner", ["x"], "run.owner must be a string of at most 200 characters, or null"),
-    ("run.duration", "long", "run.duration must be a number (seconds) or null"),
+    ("run.duration", "long", "run.duration must be a number of seconds >= 0, or null"),
     ("run.warning", 3, "run.warning must be a string or null"),
 ])
 def test_bad_values_are_422_naming_the_field_on_both_databases(client, field, value, message):
@@ -337,7 +337,9 @@ def test_posting_answers_the_same_whether_another_users_run_exists(keyed):
 
 # --- 11. documents refused for their key stay in the outbox -------------------------------------------------
 
-def test_documents_refused_for_their_key_are_kept_and_sent_later(tmp_path):
+def test_documents_refused_for_their_key_are_kept_for_that_key(tmp_path):
+    """Each refused run keeps its documents for its own key; a later run with another key (a good one too)
+    leaves them where they are, says so, and never sends them as its own user's."""
     store = Store(f"sqlite:///{tmp_path}/m.db")
     good = store.create_key("alice")
     revoked = store.create_key("alice")
@@ -345,32 +347,95 @@ def test_documents_refused_for_their_key_are_kept_and_sent_later(tmp_path):
     home = tmp_path / "h"
     outbox = home / "outbox"
     with Server(store) as srv:
-        refused = []
-        for key, hint in ((good[:-2] + "xx", "wrong or revoked"), (revoked, "wrong or revoked"), (None, "not set")):
+        for n, (key, hint) in enumerate(((good[:-2] + "xx", "wrong or revoked"), (revoked, "wrong or revoked"),
+                                         (None, "not set"))):
             env = {"LOGETL_MONITOR_URL": srv.url, "LOGETL_HOME": str(home)}
             if key:
                 env["LOGETL_API_KEY"] = key
-            p = logetl("filter", "--input", CORPUS_LOG, "--output", str(tmp_path / f"o{len(refused)}"), env=env)
+            p = logetl("filter", "--input", CORPUS_LOG, "--output", str(tmp_path / f"o{n}"), env=env)
             assert p.returncode == 0, p.stderr
             err = p.stderr.decode()
             assert "/runs/" not in err and "Traceback" not in err          # no URL of a run that is not there
             lines = [l for l in err.splitlines() if "logetl.monitor" in l or "logetl.stats" in l]
-            n = len(refused) + 1             # the earlier refused runs' documents are kept too
-            assert re.fullmatch(LINE + r"logetl\.monitor: " + re.escape(
-                f"{n} run document(s) refused by {srv.url} (401: a valid API key is needed; LOGETL_API_KEY is "
-                f"{hint}); kept in {outbox} and sent by the next run"), lines[-1]), lines
-            assert re.fullmatch(LINE + r"logetl\.monitor: messaging version 1\.0-eap-57:JSON", lines[-2])
-            assert re.fullmatch(LINE + r"logetl\.stats: shutdown hook finished\.", lines[-3])
-            assert len(os.listdir(outbox)) == n
-            refused = sorted(os.listdir(outbox))
+            said = [LINE + r"logetl\.stats: shutdown hook finished\.",
+                    LINE + r"logetl\.monitor: messaging version 1\.0-eap-57:JSON",
+                    LINE + r"logetl\.monitor: " + re.escape(
+                        f"1 run document(s) refused by {srv.url} (401: a valid API key is needed; LOGETL_API_KEY is "
+                        f"{hint}); kept in {outbox} and sent by the next run with the same LOGETL_API_KEY")]
+            if n:                            # the earlier runs' documents, kept for their keys, stay
+                said.append(LINE + r"logetl\.monitor: " + re.escape(
+                    f"{n} run document(s) in {outbox} were kept for a different LOGETL_API_KEY (or for none) and "
+                    "are left for a run with that key"))
+            assert len(lines) == len(said) and all(re.fullmatch(r, l) for r, l in zip(said, lines)), lines
+            assert len(os.listdir(outbox)) == n + 1
+        refused = sorted(os.listdir(outbox))
         assert store.list_runs()[1] == 0
         p = logetl("filter", "--input", CORPUS_LOG, "--output", str(tmp_path / "ok"),
                    env={"LOGETL_MONITOR_URL": srv.url, "LOGETL_HOME": str(home), "LOGETL_API_KEY": good})
-        assert p.returncode == 0 and "document(s)" not in p.stderr.decode() and "/runs/" in p.stderr.decode()
-    assert os.listdir(outbox) == []
+        assert p.returncode == 0 and "/runs/" in p.stderr.decode()
+        assert re.fullmatch(LINE + r"logetl\.monitor: " + re.escape(
+            f"3 run document(s) in {outbox} were kept for a different LOGETL_API_KEY (or for none) and are left for "
+            "a run with that key"), p.stderr.decode().splitlines()[-1])
+    assert sorted(os.listdir(outbox)) == refused
     rows, total = store.list_runs()
-    assert total == 4 and {r["owner"] for r in rows} == {"alice"} and {r["status"] for r in rows} == {"SUCCESSFUL"}
-    assert {f"{r['run_id']}.json" for r in rows} >= set(refused)
+    assert total == 1 and f"{rows[0]['run_id']}.json" not in refused
+    for name in refused:                     # the key's fingerprint, never the key
+        text = (outbox / name).read_text()
+        assert good[:-2] not in text and revoked not in text and "lgt_" not in text
+
+
+def test_kept_documents_go_only_with_the_key_they_were_sent_with(tmp_path, store):
+    """A run whose monitor was down keeps its documents; the next run in the same LOGETL_HOME, with another
+    user's key, sends its own and leaves those (before, they became the other user's runs)."""
+    alice, bob = store.create_key("alice"), store.create_key("bob")
+    port = free_port()                       # nothing listens here yet
+    home = tmp_path / "h"
+    env = {"LOGETL_MONITOR_URL": f"http://127.0.0.1:{port}", "LOGETL_HOME": str(home)}
+    p = logetl("filter", "--input", CORPUS_LOG, "--output", str(tmp_path / "a"),
+               env={**env, "LOGETL_API_KEY": alice})
+    assert p.returncode == 0 and "1 run document(s) undelivered" in p.stderr.decode()
+    first = re.search(r"/runs/([0-9A-F]{32})$", p.stderr.decode(), re.M).group(1)
+    with open(home / "outbox" / f"{first}.json") as f:
+        kept = json.load(f)
+    assert kept["outbox_key"] == key_fingerprint(alice) != key_fingerprint(bob) and alice not in json.dumps(kept)
+    srv = Server(store)
+    srv.port, srv.url = port, f"http://127.0.0.1:{port}"
+    srv.server.config.port = port
+    with srv:
+        p = logetl("filter", "--input", CORPUS_LOG, "--output", str(tmp_path / "b"),
+                   env={**env, "LOGETL_API_KEY": bob})
+        assert p.returncode == 0, p.stderr
+        assert re.fullmatch(LINE + r"logetl\.monitor: " + re.escape(
+            f"1 run document(s) in {home / 'outbox'} were kept for a different LOGETL_API_KEY (or for none) and are "
+            "left for a run with that key"), p.stderr.decode().splitlines()[-1])
+        assert os.listdir(home / "outbox") == [f"{first}.json"]
+        rows, _ = store.list_runs()
+        assert [r["owner"] for r in rows] == ["bob"] and rows[0]["run_id"] != first
+        p = logetl("filter", "--input", CORPUS_LOG, "--output", str(tmp_path / "c"),
+                   env={**env, "LOGETL_API_KEY": alice})
+        assert p.returncode == 0 and "document(s)" not in p.stderr.decode()
+    assert os.listdir(home / "outbox") == []
+    run = store.get_run(first, owner="alice")
+    assert run["status"] == "SUCCESSFUL" and "outbox_key" not in json.dumps(run)
+    assert store.get_run(first, owner="bob") is None
+    assert sorted(r["owner"] for r in store.list_runs()[0]) == ["alice", "alice", "bob"]
+
+
+def test_documents_kept_by_an_earlier_version_are_left_as_another_keys(tmp_path):
+    """A kept document without a key's fingerprint: nobody knows whose it is, so no run sends it as its own."""
+    store = Store(f"sqlite:///{tmp_path}/m.db")
+    key = store.create_key("alice")
+    outbox = tmp_path / "h" / "outbox"
+    outbox.mkdir(parents=True)
+    (outbox / f"{rid(77)}.json").write_text(json.dumps(make_doc(rid(77), owner="mallory")))
+    with Server(store) as srv:
+        p = logetl("filter", "--input", CORPUS_LOG, "--output", str(tmp_path / "o"),
+                   env={"LOGETL_MONITOR_URL": srv.url, "LOGETL_HOME": str(tmp_path / "h"), "LOGETL_API_KEY": key})
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.decode().splitlines()[-1].endswith(
+        f"1 run document(s) in {outbox} were kept for a different LOGETL_API_KEY (or for none) and are left for a "
+        "run with that key")
+    assert os.listdir(outbox) == [f"{rid(77)}.json"] and store.get_run(rid(77)) is None
 
 
 @pytest.mark.parametrize("case", ["403", "404"])
@@ -389,7 +454,8 @@ def test_documents_refused_for_their_address_are_kept(tmp_path, case):
            "404: Not Found; is LOGETL_MONITOR_URL a logetl monitor?")
     last = p.stderr.decode().splitlines()[-1]
     assert re.fullmatch(LINE + r"logetl\.monitor: " + re.escape(
-        f"1 run document(s) refused by {url} ({why}); kept in {home / 'outbox'} and sent by the next run"), last), last
+        f"1 run document(s) refused by {url} ({why}); kept in {home / 'outbox'} and sent by the next run with the "
+        "same LOGETL_API_KEY"), last), last
     assert len(os.listdir(home / "outbox")) == 1 and store.list_runs()[1] == 0
 
 

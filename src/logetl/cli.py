@@ -407,6 +407,8 @@ def _store(db: str | None):
     from logetl.monitor.reporter import home
     from logetl.monitor.store import Store, default_url
 
+    if db is not None and not db.strip():   # an unset shell variable: it must not mean the default store
+        raise UserError("--db must not be empty: give a database URL (sqlite:///path.db or postgresql://...)")
     url = db or os.environ.get("LOGETL_MONITOR_DB") or default_url(home())
     if url.startswith("sqlite:///"):
         os.makedirs(os.path.dirname(os.path.abspath(url[len("sqlite:///"):])), exist_ok=True)
@@ -459,6 +461,8 @@ def monitor(ctx, host, port, db, require_key, allow_public_without_keys, public_
         return
     from logetl.monitor.app import create_app, is_loopback
 
+    if not _host_ok(host):   # before anything that names the host as if it were one
+        raise UserError(f"--host must be an IP address or a host name, not {host!r}")
     store = _store(db)
     if not is_loopback(host) and not (store.keys_required() or require_key) and not allow_public_without_keys:
         raise UserError(f"refusing to serve every run to anyone on {host}: create an API key "
@@ -484,15 +488,37 @@ def monitor(ctx, host, port, db, require_key, allow_public_without_keys, public_
     import uvicorn
 
     sock = _listen(host, port)
-    click.echo(f"logetl monitor on http://{host}:{port} (database {store.url})", err=True)
-    shown = f"[{host}]" if ":" in host else host
+    shown = f"[{host}]" if ":" in host else host      # an IPv6 address is bracketed in a URL
+    address = f"http://{shown}:{sock.getsockname()[1]}"   # the port bound: --port 0 picks one
+    click.echo(f"logetl monitor on {address} (database {store.url})", err=True)
     config = uvicorn.Config(create_app(store, require_key=require_key, host=host,
                                        allow_public_without_keys=allow_public_without_keys,
-                                       public_url=public_url or f"http://{shown}:{sock.getsockname()[1]}",
+                                       public_url=public_url or address,
                                        openlineage_url=openlineage_url,
                                        openlineage_namespace=openlineage_namespace, webhook_allow=allow),
                             host=host, port=port, log_level="warning")
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def _host_ok(host: str) -> bool:
+    """An IP address, or a host name (RFC 1123 labels; the last one not all digits, so ``256.1.1.1`` is not
+    taken for a name)."""
+    import ipaddress
+    import re
+
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    labels = host[:-1].split(".") if host.endswith(".") else host.split(".")
+    return (0 < len(host) <= 253 and not labels[-1].isdigit()
+            and all(re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?", label) for label in labels))
+
+
+def _db(ctx, db: str | None) -> str | None:
+    """A subcommand's --db, else the group's (``monitor --db URL keys list``); '' is kept, to be refused."""
+    return db if db is not None else (ctx.obj or {}).get("db")
 
 
 def _listen(host: str, port: int):
@@ -541,9 +567,13 @@ def keys_create(ctx, user, db):
     Example:
       logetl monitor keys create --user alice
     """
+    from logetl.monitor.documents import LENGTHS
+
     if not user.strip():
         raise UserError("--user must not be empty")
-    store = _store(db or (ctx.obj or {}).get("db"))
+    if len(user.strip()) > LENGTHS["owner"]:   # the user owns the key's runs: an owner is at most this long
+        raise UserError(f"--user may have at most {LENGTHS['owner']} characters, not {len(user.strip())}")
+    store = _store(_db(ctx, db))
     click.echo(store.create_key(user.strip()))
     click.echo(f"this key is shown only now; runs sent with it belong to {user.strip()}", err=True)
 
@@ -560,7 +590,7 @@ def keys_list(ctx, db):
     """
     import datetime as dt
 
-    store = _store(db or (ctx.obj or {}).get("db"))
+    store = _store(_db(ctx, db))
     for k in store.list_keys():
         when = dt.datetime.fromtimestamp(k["created_at"], dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
         state = "revoked" if k["revoked_at"] else "active"
@@ -578,7 +608,7 @@ def keys_revoke(ctx, prefix, db):
     Example:
       logetl monitor keys revoke lgt_1a2b3c4d
     """
-    store = _store(db or (ctx.obj or {}).get("db"))
+    store = _store(_db(ctx, db))
     if not store.revoke_key(prefix):
         raise UserError(f"no active key {prefix!r}")
     click.echo(f"revoked {prefix}", err=True)
@@ -631,7 +661,7 @@ def alerts_add(ctx, application, kind, threshold, last, tag, owner, webhook, db)
     """
     from logetl.monitor import alerts as alerting
 
-    store = _store(db or (ctx.obj or {}).get("db"))
+    store = _store(_db(ctx, db))
     try:
         rule = alerting.add_rule(store, owner=owner, application=application, kind=kind, threshold=threshold,
                                  last=last, tag=tag, webhook=webhook)
@@ -664,7 +694,7 @@ def alerts_list(ctx, db):
     """
     from logetl.monitor import alerts as alerting
 
-    store = _store(db or (ctx.obj or {}).get("db"))
+    store = _store(_db(ctx, db))
     for r in alerting.list_rules(store):
         cells = [r["id"], r["application"], r["when"], "" if r["threshold"] is None else f"{r['threshold']:g}",
                  r["last"] or "", r["tag"] or "", r["owner"] or "", r["webhook"]]
@@ -684,8 +714,9 @@ def alerts_remove(ctx, rule_id, db):
     """
     from logetl.monitor import alerts as alerting
 
-    store = _store(db or (ctx.obj or {}).get("db"))
-    if not rule_id.isdigit() or not alerting.remove_rule(store, int(rule_id)):
+    store = _store(_db(ctx, db))
+    number = alerting.rule_id_of(rule_id)
+    if number is None or not alerting.remove_rule(store, number):
         raise UserError(f"no alert rule {rule_id!r}")
     click.echo(f"removed alert rule {rule_id}", err=True)
 
@@ -710,7 +741,7 @@ def prune(ctx, older_than, keep_last, dry_run, db):
     from logetl.monitor import retention
 
     seconds = retention.parse_age(older_than)
-    store = _store(db or (ctx.obj or {}).get("db"))
+    store = _store(_db(ctx, db))
     done = retention.prune(store, older_than=seconds, keep_last=keep_last, dry_run=dry_run)
     import datetime as dt
 

@@ -16,6 +16,7 @@ it and for runs an embedded store records, and each alert's webhook is delivered
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import time
 from urllib.parse import urlsplit
@@ -104,6 +105,19 @@ def list_rules(store, owner: str | None = None) -> list[dict]:
         q = q.where(alert_rules.c.owner == owner)
     with store.engine.connect() as conn:
         return [public_rule(r) for r in conn.execute(q)]
+
+
+#: the largest rule id: ids are SQL INTEGERs (PostgreSQL's are 32-bit; past 2**63 SQLite overflows)
+MAX_RULE_ID = 2**31 - 1
+
+
+def rule_id_of(text: str) -> int | None:
+    """A rule id as given in a path or on the command line, or None when no rule can have it: ASCII digits
+    only (``str.isdigit`` takes '²', which ``int`` refuses) and no larger than ``MAX_RULE_ID``."""
+    if not re.fullmatch(r"[0-9]{1,10}", text):
+        return None
+    n = int(text)
+    return n if n <= MAX_RULE_ID else None
 
 
 def remove_rule(store, rule_id: int, owner: str | None = None) -> bool:

@@ -247,8 +247,21 @@ def _int_param(request: Request, name: str, default: int, lo: int, hi: int) -> i
     return n
 
 
+#: what ``GET /api/runs`` takes; anything else is refused (400), so a misspelt filter (``staus``) never
+#: silently lists every run
+RUN_PARAMS = ("status", "application", "since", "until", "tag", "sort", "order", "page", "per_page",
+              "min_malformed_share", "max_malformed_share")
+
+
 def _run_query(request: Request) -> dict:
     q = request.query_params
+    unknown = sorted(set(q) - set(RUN_PARAMS))
+    if unknown:
+        raise ApiError(400, "bad_request", f"unknown parameter {unknown[0]!r}: /api/runs takes "
+                                           f"{', '.join(RUN_PARAMS)}")
+    tag = q.get("tag", "").strip() or None
+    if tag is not None and len(tag) > 1000:
+        raise ApiError(400, "bad_request", "tag may have at most 1000 characters")
     status = [s for v in q.getlist("status") for s in v.split(",") if s]
     bad = [s for s in status if s not in STATUSES]
     if bad:
@@ -262,7 +275,7 @@ def _run_query(request: Request) -> dict:
     until = _time_param(request, "until")
     if until is not None and DATE.fullmatch(q.get("until", "")):   # a date is a whole day: up to its end
         until += 86400
-    return {"status": status or None, "application": q.get("application") or None,
+    return {"status": status or None, "application": q.get("application") or None, "tag": tag,
             "since": _time_param(request, "since"), "until": until, "sort": sort, "descending": order == "desc",
             "min_malformed_share": _share_param(request, "min_malformed_share"),
             "max_malformed_share": _share_param(request, "max_malformed_share")}
@@ -472,9 +485,10 @@ async def api_alert_rules(request: Request) -> Response:
 
 async def api_alert_rule(request: Request) -> Response:
     raw = request.path_params["rule_id"]
-    if not raw.isdigit() or not alerting.remove_rule(request.app.state.store, int(raw), owner=request.state.user):
+    rule_id = alerting.rule_id_of(raw)
+    if rule_id is None or not alerting.remove_rule(request.app.state.store, rule_id, owner=request.state.user):
         raise ApiError(404, "not_found", f"no alert rule {raw}")
-    return JSONResponse({"removed": int(raw)})
+    return JSONResponse({"removed": rule_id})
 
 
 async def api_alerts(request: Request) -> Response:
@@ -604,6 +618,9 @@ def create_app(store: Store, require_key: bool = False, host: str = "127.0.0.1",
                                allow_public_without_keys=allow_public_without_keys)],
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, Exception: _server_error},
     )
+    # no redirect to the path with or without a trailing slash: the API answers every request itself, in its
+    # error shape (``DELETE /api/alert-rules/..%2f`` was a 307 with no body), and the pages never link to one
+    app.router.redirect_slashes = False
     app.state.store = store
     app.state.worker = worker
     app.state.started = time.time()

@@ -9,6 +9,7 @@ would hide the differences that matter.
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 #: times (step and run durations) are highlighted past this relative difference ...
@@ -30,15 +31,25 @@ def _row(label: str, kind: str, a, b) -> dict:
     return {"label": label, "kind": kind, "a": a, "b": b, "differs": _differs(kind, a, b)}
 
 
+def _dict(value) -> dict:
+    """An object field of a stored document, or {}: documents stored before ``documents.validate`` checked
+    these fields may hold anything, and a page must still show what it can."""
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value) -> list:
+    return value if isinstance(value, list) else []
+
+
 def _steps(run: dict) -> dict[str, dict]:
-    return {s["name"]: s for s in run.get("steps") or [] if isinstance(s, dict) and isinstance(s.get("name"), str)}
+    return {s["name"]: s for s in _list(run.get("steps")) if isinstance(s, dict) and isinstance(s.get("name"), str)}
 
 
 def _took(step: dict | None):
     if not step or step.get("status") == "SKIPPED":
         return None
     start, end = step.get("started_at"), step.get("finished_at")
-    return end - start if isinstance(start, (int, float)) and isinstance(end, (int, float)) else None
+    return end - start if _numeric(start) and _numeric(end) else None
 
 
 def _union(*keys_lists) -> list:
@@ -50,6 +61,10 @@ def _union(*keys_lists) -> list:
     return list(seen)
 
 
+def _numeric(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def _total(values) -> int:
     return sum(v for v in values if isinstance(v, int) and not isinstance(v, bool))
 
@@ -58,8 +73,9 @@ def _operator_order(*runs: dict) -> dict[str, int]:
     """Operators in flow order (the graph's ``order``), the first run's first: counters are stored by name."""
     order: dict[str, int] = {}
     for run in runs:
-        nodes = (run.get("graph") or {}).get("nodes") or []
-        for n in sorted((n for n in nodes if isinstance(n, dict) and n.get("type") == "operator"),
+        nodes = _list(_dict(run.get("graph")).get("nodes"))
+        for n in sorted((n for n in nodes if isinstance(n, dict) and n.get("type") == "operator"
+                         and isinstance(n.get("name"), str)),
                         key=lambda n: n.get("order") if isinstance(n.get("order"), int) else 0):
             order.setdefault(n.get("name"), len(order))
     return order
@@ -69,7 +85,7 @@ def _malformed(steps: dict[str, dict]) -> dict[str, int]:
     """Malformed lines by reason, over the steps."""
     total: dict[str, int] = {}
     for s in steps.values():
-        for reason, n in (s.get("malformed") or {}).items():
+        for reason, n in _dict(s.get("malformed")).items():
             total[reason] = total.get(reason, 0) + _total([n])
     return total
 
@@ -107,14 +123,14 @@ def compare(a: dict, b: dict) -> dict:
         _row("warning", "text", a.get("warning"), b.get("warning")),
         _row("error", "text", a.get("error"), b.get("error")),
     ]
-    ins_a = {i.get("path"): i.get("size") for i in a.get("inputs") or [] if isinstance(i, dict)}
-    ins_b = {i.get("path"): i.get("size") for i in b.get("inputs") or [] if isinstance(i, dict)}
+    ins_a = {i["path"]: i.get("size") for i in _list(a.get("inputs")) if isinstance(_dict(i).get("path"), str)}
+    ins_b = {i["path"]: i.get("size") for i in _list(b.get("inputs")) if isinstance(_dict(i).get("path"), str)}
     inputs = [{"label": path, "kind": "bytes", "a": ins_a.get(path), "b": ins_b.get(path),
                "differs": path not in ins_a or path not in ins_b or ins_a[path] != ins_b[path]}
               for path in _union(ins_a, ins_b)]
     if ins_a or ins_b:
         inputs.append(_row("total", "bytes", _total(ins_a.values()), _total(ins_b.values())))
-    opts_a, opts_b = a.get("options") or {}, b.get("options") or {}
+    opts_a, opts_b = _dict(a.get("options")), _dict(b.get("options"))
     options = [_row(k, "text", _option(opts_a.get(k)), _option(opts_b.get(k))) for k in sorted(_union(opts_a, opts_b))]
     steps, counters = [], []
     order = _operator_order(a, b)
@@ -122,14 +138,14 @@ def compare(a: dict, b: dict) -> dict:
         x, y = sa.get(name), sb.get(name)
         steps.append(_row(f"{name}: status", "text", x and x.get("status"), y and y.get("status")))
         steps.append(_row(f"{name}: time", "seconds", _took(x), _took(y)))
-        cx, cy = (x or {}).get("counters") or {}, (y or {}).get("counters") or {}
+        cx, cy = _dict(_dict(x).get("counters")), _dict(_dict(y).get("counters"))
         for op in sorted(_union(cx, cy), key=lambda o: order.get(o, len(order))):
             for key in ("in", "out"):
                 counters.append(_row(f"{name} / {op}: records {key}", "int",
-                                     (cx.get(op) or {}).get(key), (cy.get(op) or {}).get(key)))
+                                     _dict(cx.get(op)).get(key), _dict(cy.get(op)).get(key)))
     malformed = [_row(reason, "int", bad_a.get(reason, 0), bad_b.get(reason, 0))
                  for reason in sorted(_union(bad_a, bad_b))]
-    wa, wb = a.get("written") or {}, b.get("written") or {}
+    wa, wb = _dict(a.get("written")), _dict(b.get("written"))
     written = [_row(tap, "int", wa.get(tap), wb.get(tap)) for tap in _union(wa, wb)]
     sections = [("Run", run), ("Inputs", inputs), ("Options", options), ("Steps", steps),
                 ("Counters per operator", counters), ("Malformed lines by reason", malformed),
@@ -152,9 +168,10 @@ def show(kind: str, value) -> str:
     if kind == "seconds" and isinstance(value, (int, float)):
         return f"{value:.2f} s"
     if kind == "time" and isinstance(value, (int, float)):
-        import datetime as dt
-
-        return dt.datetime.fromtimestamp(value, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        try:
+            return dt.datetime.fromtimestamp(value, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        except (OverflowError, OSError, ValueError):   # stored before times were checked (1e300): as a number
+            return f"{value:g} (epoch seconds)"
     return str(value)
 
 

@@ -110,6 +110,65 @@ def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
 
 
+#: the latest time a document may give (9999-12-31 23:59:59 UTC): later, and any time before the epoch, is no
+#: run's time, and Python's datetime (the compare page, pruning's daily sums) cannot show it
+MAX_TIME = 253402300799.0
+
+
+def _time(v) -> bool:
+    return _number(v) and 0 <= v <= MAX_TIME
+
+
+def _whole(v) -> bool:
+    """A count: a whole number from 0 to ``MAX_COUNT`` (JSON has no unsigned integers; a bool is not one)."""
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_COUNT
+
+
+def _counts(value) -> bool:
+    """An object of counts (``written``, a step's ``malformed``), as the comparison adds them up."""
+    return isinstance(value, dict) and all(_whole(v) for v in value.values())
+
+
+def _check_times(where: str, obj: dict) -> None:
+    for key in ("started_at", "finished_at"):
+        if obj.get(key) is not None and not _time(obj[key]):
+            raise DocumentError(f"{where}.{key} must be a time in epoch seconds from 0 to {MAX_TIME:.0f} "
+                                "(year 9999), or null")
+
+
+def _check_parts(run: dict) -> None:
+    """The fields the run page and the comparison read inside: the wrong shape is refused here, so that a
+    stored document never makes a page fail (every field may be missing: older versions do not send it)."""
+    inputs = run.get("inputs")
+    if inputs is not None and not (isinstance(inputs, list) and all(
+            isinstance(i, str) or isinstance(i, dict) and isinstance(i.get("path"), str)
+            and (i.get("size") is None or _whole(i["size"])) for i in inputs)):
+        raise DocumentError('run.inputs must be a list of paths or of {"path": string, "size": count or null}')
+    if run.get("options") is not None and not isinstance(run["options"], dict):
+        raise DocumentError("run.options must be an object")
+    if run.get("written") is not None and not _counts(run["written"]):
+        raise DocumentError(f"run.written must be an object of whole numbers from 0 to {MAX_COUNT}")
+    if run.get("outputs") is not None and not isinstance(run["outputs"], dict):
+        raise DocumentError("run.outputs must be an object")
+    for key in ("nodes", "edges"):
+        if not isinstance(run.get("graph", {}).get(key, []), list):
+            raise DocumentError(f"run.graph.{key} must be a list")
+    for i, step in enumerate(run.get("steps", [])):
+        where = f"run.steps[{i}]"
+        if not isinstance(step, dict) or not isinstance(step.get("name"), str):
+            raise DocumentError(f"{where} must be an object with a name (a string)")
+        _check_times(where, step)
+        counters = step.get("counters")
+        if counters is not None and not (isinstance(counters, dict) and all(_counts(c) for c in counters.values())):
+            raise DocumentError(f'{where}.counters must be an object of operators\' counts '
+                                f'({{"parse": {{"in": 10, "out": 8}}}}), each a whole number from 0 to {MAX_COUNT}')
+        if step.get("malformed") is not None and not _counts(step["malformed"]):
+            raise DocumentError(f"{where}.malformed must be an object of whole numbers from 0 to {MAX_COUNT}")
+        for key in ("lines_read", "dropped_size_dash"):
+            if step.get(key) is not None and not _whole(step[key]):
+                raise DocumentError(f"{where}.{key} must be a whole number from 0 to {MAX_COUNT}, or null")
+
+
 def validate(doc) -> dict:
     """Checks a received document's shape; returns it. Unknown extra fields are kept."""
     if not isinstance(doc, dict):
@@ -137,12 +196,11 @@ def validate(doc) -> dict:
     owner = run.get("owner")
     if owner is not None and (not isinstance(owner, str) or len(owner) > LENGTHS["owner"]):
         raise DocumentError(f"run.owner must be a string of at most {LENGTHS['owner']} characters, or null")
-    for key in ("started_at", "finished_at", "duration"):
-        if run.get(key) is not None and not _number(run[key]):
-            raise DocumentError(f"run.{key} must be a number (seconds) or null")
+    _check_times("run", run)
+    if run.get("duration") is not None and not (_number(run["duration"]) and run["duration"] >= 0):
+        raise DocumentError("run.duration must be a number of seconds >= 0, or null")
     for key in ("records_read", "records_written"):
-        v = run.get(key)
-        if v is not None and not (isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_COUNT):
+        if run.get(key) is not None and not _whole(run[key]):
             raise DocumentError(f"run.{key} must be a whole number from 0 to {MAX_COUNT}, or null")
     if run.get("warning") is not None and not isinstance(run["warning"], str):
         raise DocumentError("run.warning must be a string or null")
@@ -150,6 +208,7 @@ def validate(doc) -> dict:
         raise DocumentError("run.steps must be a list and run.graph an object")
     if not isinstance(run.get("tags", {}), dict):
         raise DocumentError("run.tags must be an object")
+    _check_parts(run)
     return doc
 
 
@@ -157,7 +216,8 @@ def input_paths(run: dict) -> list[str]:
     """The paths of a run's input files: ``inputs`` holds ``{"path", "size"}`` (documents of earlier
     versions of this layout held the paths themselves)."""
     found = []
-    for i in run.get("inputs") or []:
+    inputs = run.get("inputs")
+    for i in inputs if isinstance(inputs, list) else []:   # anything else was stored before it was checked
         p = i.get("path") if isinstance(i, dict) else i
         if isinstance(p, str) and p:
             found.append(p)

@@ -25,8 +25,8 @@ from urllib.parse import urljoin, urlsplit
 from sqlalchemy import and_, exists, func, or_, select
 
 from logetl import __version__
-from logetl.monitor.documents import input_paths
-from logetl.monitor.store import run_lineage, runs
+from logetl.monitor.documents import MAX_TIME, input_paths
+from logetl.monitor.store import contains, run_lineage, runs, tag_text
 
 ENDPOINT = "api/v1/lineage"
 PRODUCER = "https://github.com/logetl/logetl"
@@ -58,7 +58,9 @@ def dataset_name(path: str) -> tuple[str, str]:
 
 
 def _iso(t: float | None) -> str:
-    when = dt.datetime.fromtimestamp(t, dt.timezone.utc) if t is not None else dt.datetime.now(dt.timezone.utc)
+    # a time outside 1970 .. 9999 was stored before documents' times were checked: clamped, as pruning does
+    when = (dt.datetime.fromtimestamp(min(max(t, 0.0), MAX_TIME), dt.timezone.utc) if t is not None
+            else dt.datetime.now(dt.timezone.utc))
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -83,9 +85,11 @@ def event(run: dict, state: str, namespace: str) -> str:
     job_facets = {"jobType": job_type_job.JobTypeJobFacet(processingType="BATCH", integration="LOGETL",
                                                           jobType="JOB", producer=PRODUCER)}
     inputs = [InputDataset(*dataset_name(p)) for p in input_paths(run)]
-    written = run.get("written") or {}
+    # objects of the wrong shape were stored before ingest checked them: taken as empty
+    written = run["written"] if isinstance(run.get("written"), dict) else {}
+    taps = run["outputs"] if isinstance(run.get("outputs"), dict) else {}
     outputs = []
-    for tap, path in sorted((run.get("outputs") or {}).items()):
+    for tap, path in sorted((t, p) for t, p in taps.items() if isinstance(p, str)):
         out_facets = {}
         if state == "COMPLETE" and isinstance(written.get(tap), int):
             out_facets["outputStatistics"] = output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
@@ -101,18 +105,6 @@ def event(run: dict, state: str, namespace: str) -> str:
 
 # --- search ---------------------------------------------------------------------------------------------------
 
-def _contains(engine, column, needle: str):
-    """Case-insensitive substring (no LIKE, so ``%`` and ``_`` in paths are plain characters)."""
-    fn = func.instr if engine.dialect.name == "sqlite" else func.strpos
-    return fn(func.lower(column), needle.lower()) > 0
-
-
-def _tag_text(tag: str) -> str:
-    """How a tag looks inside ``runs.tags`` (JSON with sorted keys, ``json.dumps`` spacing)."""
-    key, sep, value = tag.partition("=")
-    return json.dumps(key) + ": " + (json.dumps(value) if sep else "")
-
-
 def search(store, *, owner: str | None = None, q: str | None = None, input: str | None = None,
            output: str | None = None, tag: str | None = None, error: str | None = None,
            limit: int = 100) -> tuple[list[dict], int]:
@@ -122,7 +114,7 @@ def search(store, *, owner: str | None = None, q: str | None = None, input: str 
 
     def has(role: str | None, needle: str):
         conds = [run_lineage.c.owner == runs.c.owner, run_lineage.c.run_id == runs.c.run_id,
-                 _contains(engine, run_lineage.c.value, needle)]
+                 contains(engine, run_lineage.c.value, needle)]
         if role:
             conds.append(run_lineage.c.role == role)
         return exists(select(run_lineage.c.run_id).where(and_(*conds)))
@@ -137,9 +129,9 @@ def search(store, *, owner: str | None = None, q: str | None = None, input: str 
     if error:
         conds.append(has("error", error))
     if tag:
-        conds.append(_contains(engine, runs.c.tags, _tag_text(tag)))
+        conds.append(contains(engine, runs.c.tags, tag_text(tag)))
     if q:
-        conds.append(or_(has(None, q), _contains(engine, runs.c.tags, q), _contains(engine, runs.c.application, q)))
+        conds.append(or_(has(None, q), contains(engine, runs.c.tags, q), contains(engine, runs.c.application, q)))
     cols = [c for c in runs.c if c.name != "document"]
     query = (select(*cols).where(*conds).order_by(runs.c.started_at.desc().nulls_last(), runs.c.run_id.desc())
              .limit(limit))

@@ -13,11 +13,16 @@
   run, and the run says so in one line. Documents the server refuses for their key (401/403) or its
   address (404/405) are kept the same way and not retried in this run; documents it rejects as
   malformed (400, 413, 415, 422) cannot be delivered by retrying and are dropped, with a line.
+  A kept document remembers the fingerprint of the key it was sent with (``key_fingerprint``; never the
+  key), and a run sends only the kept documents of its own key: the server makes a document's run belong
+  to the key's user, so another key would give the run to someone else. The others stay, counted in a
+  line.
 - ``LOGETL_MONITOR=off`` sends nothing.
 """
 from __future__ import annotations
 
 import getpass
+import hashlib
 import json
 import os
 import sys
@@ -35,6 +40,18 @@ LIVE_AFTER = 1.0   # seconds: step updates of a run are sent once it has been ru
 PROGRESS_EVERY = 2.0   # seconds: while a run goes, its progress is sent at most this often
 REFUSED = (401, 403, 404, 405)   # the server will not take documents from us: keep them, stop for this run
 RETRY = (408, 429)               # and 5xx: try again after a back-off
+
+
+#: the outbox file's field naming the key its document was sent with (removed before it is sent again)
+OUTBOX_KEY = "outbox_key"
+
+
+def key_fingerprint(key: str | None) -> str:
+    """Which key a kept document was meant for, without the key: a SHA-256 of it under a label of its own
+    (so it is not the hash a monitor's store keeps of the key), 16 hex digits; "none" without a key."""
+    if not key:
+        return "none"
+    return hashlib.sha256(b"logetl outbox key\0" + key.encode()).hexdigest()[:16]
 
 
 def home() -> str:
@@ -121,6 +138,8 @@ class RemoteSink:
         self.rejected: tuple[int, str] | None = None   # malformed for the server: dropped
         self.kept_in: str | None = None       # where undelivered documents were written at close
         self.keep_error: str | None = None    # why they are not in the outbox, if they are not
+        self.fingerprint = key_fingerprint(key)
+        self.foreign = 0                      # kept documents of another key (or of none), left in the outbox
         self.thread = threading.Thread(target=self._loop, name="logetl-monitor", daemon=True)
         self.idle.set()
         for doc in self._spooled():
@@ -139,8 +158,13 @@ class RemoteSink:
                     with open(os.path.join(self.outbox, name)) as f:
                         doc = json.load(f)
                     doc["run"]["run_id"], doc["seq"]   # noqa: B018 - the shape _put needs
+                    # a document kept by an earlier version has no fingerprint: whose it is is unknown, so it
+                    # is left like another key's
+                    if doc.pop(OUTBOX_KEY, None) != self.fingerprint:
+                        self.foreign += 1
+                        continue
                     docs.append(doc)
-                except (OSError, ValueError, KeyError, TypeError):
+                except (OSError, ValueError, KeyError, TypeError, AttributeError):
                     pass
         return docs
 
@@ -247,7 +271,7 @@ class RemoteSink:
                 for rid, doc in docs.items():
                     tmp = os.path.join(directory, f"{rid}.json.tmp")
                     with open(tmp, "w") as f:
-                        json.dump(doc, f)
+                        json.dump({**doc, OUTBOX_KEY: self.fingerprint}, f)
                     os.replace(tmp, os.path.join(directory, f"{rid}.json"))
                 return directory
             except OSError as exc:
@@ -344,9 +368,15 @@ class MonitorListener(FlowListener):
         if rejected is not None:
             self._say(f"a run document was rejected by {self.ui} ({rejected[0]}: {rejected[1]}); "
                       "it cannot be delivered and is not kept", force=True)
-        if not undelivered:
-            return
-        kept = (f"kept in {sink.kept_in} and sent by the next run" if sink.kept_in == sink.outbox else
+        if undelivered:
+            self._say_undelivered(sink, undelivered, refused)
+        if getattr(sink, "foreign", 0):
+            self._say(f"{sink.foreign} run document(s) in {sink.outbox} were kept for a different LOGETL_API_KEY "
+                      "(or for none) and are left for a run with that key", force=True)
+
+    def _say_undelivered(self, sink, undelivered: int, refused: tuple[int, str] | None) -> None:
+        kept = (f"kept in {sink.kept_in} and sent by the next run with the same LOGETL_API_KEY"
+                if sink.kept_in == sink.outbox else
                 f"kept in {sink.kept_in} ({sink.keep_error}): move them to {sink.outbox} to have them sent"
                 if sink.kept_in else f"not kept ({sink.keep_error})")
         if refused is not None:

@@ -16,6 +16,7 @@ import re
 from sqlalchemy import case, func, select
 
 from logetl.errors import UsageError
+from logetl.monitor.documents import MAX_TIME
 from logetl.monitor.store import (alerts, daily_aggregates, deliveries, delivery_attempts, run_checks,
                                   run_lineage, runs)
 
@@ -24,16 +25,25 @@ AGE = re.compile(r"(\d+(?:\.\d+)?)([dhwm])")
 BATCH = 500
 
 
-def parse_age(value: str) -> float:
-    """``90d``, ``12h``, ``2w``, ``30m`` -> seconds; anything else is a ``UsageError`` naming it."""
+def parse_age(value: str, now: float | None = None) -> float:
+    """``90d``, ``12h``, ``2w``, ``30m`` -> seconds; anything else is a ``UsageError`` naming it. So is an age
+    reaching back before 1970: no run starts that early (documents' times are checked), and the cutoff
+    would be no date at all (``99999999999d``)."""
+    import time
+
     m = AGE.fullmatch(value.strip().lower())
     if not m or float(m.group(1)) <= 0:
         raise UsageError(f"--older-than must be a duration such as 90d, 12h or 2w, not {value!r}")
-    return float(m.group(1)) * UNITS[m.group(2)]
+    seconds = float(m.group(1)) * UNITS[m.group(2)]
+    if not (now if now is not None else time.time()) - seconds >= 0:    # an infinite age too
+        raise UsageError(f"--older-than {value!r} reaches back before 1970: no run started that long ago")
+    return seconds
 
 
 def day_of(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d")
+    """The UTC day of a time. A time outside 1970 .. 9999 (stored before documents' times were checked) is
+    counted on the nearest day that is: one bad document must not stop pruning for the whole store."""
+    return dt.datetime.fromtimestamp(min(max(t, 0.0), MAX_TIME), dt.timezone.utc).strftime("%Y-%m-%d")
 
 
 def _age_column():
@@ -110,9 +120,12 @@ def _aggregate(store, conn, batch) -> None:
 
 
 def _day_expr(engine):
+    # clamped as ``day_of`` does: PostgreSQL refuses to_timestamp(1e300), which a run stored before times
+    # were checked may have, and the whole trend would fail
     if engine.dialect.name == "sqlite":
-        return func.date(_age_column(), "unixepoch")
-    return func.to_char(func.to_timestamp(_age_column()).op("AT TIME ZONE")("UTC"), "YYYY-MM-DD")
+        return func.date(func.min(func.max(_age_column(), 0.0), MAX_TIME), "unixepoch")
+    return func.to_char(func.to_timestamp(func.least(func.greatest(_age_column(), 0.0), MAX_TIME))
+                        .op("AT TIME ZONE")("UTC"), "YYYY-MM-DD")
 
 
 def trend(store, application: str, owner: str | None = None, days: int | None = None) -> list[dict]:

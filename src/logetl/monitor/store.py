@@ -207,6 +207,19 @@ def sqlite_path(url: str) -> str | None:
     return path if path and path != ":memory:" else None
 
 
+def contains(engine, column, needle: str):
+    """Case-insensitive substring (no LIKE, so ``%`` and ``_`` in paths are plain characters)."""
+    fn = func.instr if engine.dialect.name == "sqlite" else func.strpos
+    return fn(func.lower(column), needle.lower()) > 0
+
+
+def tag_text(tag: str) -> str:
+    """How a tag, ``KEY=VALUE`` or ``KEY``, looks inside ``runs.tags`` (JSON with sorted keys, ``json.dumps``
+    spacing)."""
+    key, sep, value = tag.partition("=")
+    return json.dumps(key) + ": " + (json.dumps(value) if sep else "")
+
+
 def replace_lineage(conn, owner: str, doc: dict) -> None:
     """The run's rows in ``run_lineage``, from its newest document."""
     rid = doc["run"]["run_id"]
@@ -353,8 +366,10 @@ class Store:
             conn.execute(runs.insert(), rows)
 
     def _filters(self, owner, status, application, since, until, min_malformed_share=None,
-                 max_malformed_share=None):
+                 max_malformed_share=None, tag=None):
         conds = []
+        if tag:   # as the lineage search takes it (KEY=VALUE, or KEY: any value)
+            conds.append(contains(self.engine, runs.c.tags, tag_text(tag)))
         if min_malformed_share is not None:
             conds.append(runs.c.malformed_share >= min_malformed_share)
         if max_malformed_share is not None:
@@ -374,9 +389,10 @@ class Store:
     def list_runs(self, *, owner: str | None = None, status: list[str] | None = None, application: str | None = None,
                   since: float | None = None, until: float | None = None, sort: str = "started_at",
                   descending: bool = True, limit: int = 50, offset: int = 0,
-                  min_malformed_share: float | None = None,
-                  max_malformed_share: float | None = None) -> tuple[list[dict], int]:
-        conds = self._filters(owner, status, application, since, until, min_malformed_share, max_malformed_share)
+                  min_malformed_share: float | None = None, max_malformed_share: float | None = None,
+                  tag: str | None = None) -> tuple[list[dict], int]:
+        conds = self._filters(owner, status, application, since, until, min_malformed_share, max_malformed_share,
+                              tag)
         col = runs.c[sort]
         order = [col.desc().nulls_last() if descending else col.asc().nulls_last(),
                  runs.c.run_id.desc() if descending else runs.c.run_id.asc()]
