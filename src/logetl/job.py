@@ -182,6 +182,10 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
             flow.set_output_format(output_format)
         except assembly.AssemblyError as exc:
             raise UsageError(str(exc)) from None
+    if engine == "local" and any(s.format == "parquet" for s in flow.sinks):
+        from logetl.engines.local import start_parquet_import
+
+        start_parquet_import()
     if max_malformed is not None and not (isinstance(max_malformed, (int, float)) and not isinstance(max_malformed, bool)
                                           and 0 <= max_malformed <= 1):    # NaN too: it would never trigger
         raise UsageError(f"max_malformed must be a fraction between 0 and 1, not {max_malformed!r}")
