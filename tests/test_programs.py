@@ -149,6 +149,24 @@ def test_last_line_without_newline_in_a_middle_file_still_ends_there(engine, tmp
     assert part(outs["output1"]) == record * 2
 
 
+def test_counters_and_samples_when_nothing_passes_the_filter(engine, tmp_path):
+    """Filter over lines none of which requests /images/, one of them invalid UTF-8: on Spark, adaptive
+    execution replaced the empty stage after the filter and lost the parse's observation (0 lines read,
+    0 malformed), and the sample showed the bad bytes as U+FFFD; the same counts and text as the local
+    engine."""
+    log = tmp_path / "some.log"
+    log.write_bytes(corpus("corpus.log").split(b"\n")[0].replace(b"/images/", b"/other/") + b"\nx\n"
+                    + b"\xff\xfe bad\n")
+    (tmp_path / "ref").mkdir()
+    reference, _ = run("filter", str(log), tmp_path / "ref", "local")
+    result, outs = run("filter", str(log), tmp_path, engine)
+    assert part(outs["output"]) == b""
+    assert (result.lines_read, result.malformed) == (reference.lines_read, reference.malformed) == \
+        (3, {"no_match": 1, "invalid_utf8": 1})
+    assert [s[1:] for s in result.malformed_samples] == [s[1:] for s in reference.malformed_samples] == \
+        [("no_match", "x"), ("invalid_utf8", "\\xff\\xfe bad")]
+
+
 def test_empty_input_gives_empty_outputs(engine, tmp_path):
     (tmp_path / "empty.log").write_bytes(b"")
     for program in ("branch", "filter", "join"):

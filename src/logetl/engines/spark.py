@@ -248,6 +248,10 @@ def _check_master(master: str) -> None:
     raise EngineUnavailable(f"cannot reach the Spark master at {master} (is it running?)")
 
 
+EXCLUDED_RULES = "spark.sql.adaptive.optimizer.excludedRules"
+EMPTY_RELATION_RULE = "org.apache.spark.sql.execution.adaptive.AQEPropagateEmptyRelation"
+
+
 def _raw(value) -> bytes:
     return value.encode("utf-8", "surrogateescape") if isinstance(value, str) else bytes(value)
 
@@ -527,6 +531,13 @@ class SparkEngine(Engine):
             raise EngineUnavailable(f"cannot start Spark ({master or 'from spark-submit'}): "
                                     f"{str(exc).strip().splitlines()[0]}") from None
         self._spark.sparkContext.setLogLevel(os.environ.get("LOGETL_SPARK_LOG_LEVEL", "ERROR"))
+        # Adaptive execution replaces a plan whose stage came out empty with an empty relation, and the
+        # observations (lines read, malformed, every counter) in the replaced part are lost with it: a
+        # Filter whose filter kept nothing reported 0 lines read. The rule is left out, kept with the
+        # session's own exclusions.
+        excluded = [r for r in (self._spark.conf.get(EXCLUDED_RULES, "") or "").split(",") if r.strip()]
+        if EMPTY_RELATION_RULE not in excluded:
+            self._spark.conf.set(EXCLUDED_RULES, ",".join(excluded + [EMPTY_RELATION_RULE]))
         return self._spark
 
     def filesystem(self):
@@ -1012,6 +1023,8 @@ class SparkEngine(Engine):
 
             step_ran()
             return
+        from pyspark.sql import functions as F
+
         run: SparkRun = ctx.state
         frames: dict[int, object] = {}
         observations: list = []
@@ -1071,7 +1084,10 @@ class SparkEngine(Engine):
                 state.count(node.name, "in", sum(outs.get(id(p), read_outs.get(id(p), 0)) for p in node.previous))
             if malformed and sum(state.malformed.values()) and len(ctx.run.malformed_samples) < 5:
                 want = 5 - len(ctx.run.malformed_samples)
-                bad = reduce(lambda a, b: a.union(b), malformed)
+                # the raw bytes, not the string: Python decodes an invalid line's string with U+FFFD, and
+                # the sample must show what the local engine shows (its bad bytes as \xNN)
+                bad = reduce(lambda a, b: a.union(b), [
+                    m.select(F.col("value").cast("binary").alias("value"), "_file", "_reason") for m in malformed])
                 # a limit without a sort: Spark takes partitions in order and stops once it has enough,
                 # so the first malformed lines cost a look at the start of the input, not a full pass
                 formats_of = [n.format for n in step.nodes if isinstance(n, assembly.Parse)]
