@@ -75,12 +75,23 @@ def test_quiet_prints_nothing_but_a_warning(tmp_path):
     (["filter", "--hdfs", "--engine", "local", "--input", CORPUS_LOG, "--output", "{tmp}/o"], ["--hdfs"]),
     (["branch", "--input", CORPUS_LOG, "--output1", "", "--output2", "{tmp}/o"], ["output1 is an empty path"]),
     (["filter", "--input", CORPUS_LOG, "--output", "{tmp}/o", "--trap", ""], ["trap is an empty path"]),
+    # checked before the JVM starts (it printed a Java stack trace before the line, or ran on local[*])
+    (["filter", "--hdfs", "--master", "local[abc]", "--input", CORPUS_LOG, "--output", "{tmp}/o"],
+     ["--master 'local[abc]' is not a Spark master URL (local, local[N], local[*], spark://HOST:PORT, yarn, k8s://URL)"]),
+    (["filter", "--hdfs", "--master", "", "--input", CORPUS_LOG, "--output", "{tmp}/o"], ["--master is empty"]),
+    (["filter", "--hdfs", "--input", "-", "--output", "{tmp}/o"],
+     ["--input - (standard input) works on the local engine only: on Spark give a path"]),
+    (["filter", "--input", "{tmp}/dangling", "--output", "{tmp}/o"],
+     ["input directory '{tmp}/dangling' holds '{tmp}/dangling/access.log.1', which is not a regular file"]),
 ])
 def test_user_errors_are_one_line_and_exit_2(tmp_path, args, needles):
     (tmp_path / "empty-dir").mkdir()
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_bytes(b"x")
     (tmp_path / "afile").write_bytes(b"x")
+    (tmp_path / "dangling").mkdir()       # a log whose rotation was removed under its symbolic link
+    (tmp_path / "dangling" / "access.log").write_bytes(read(CORPUS_LOG))
+    (tmp_path / "dangling" / "access.log.1").symlink_to(tmp_path / "removed")
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     p = logetl(*args)
     assert p.returncode == 2

@@ -189,6 +189,8 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
     if max_malformed is not None and not (isinstance(max_malformed, (int, float)) and not isinstance(max_malformed, bool)
                                           and 0 <= max_malformed <= 1):    # NaN too: it would never trigger
         raise UsageError(f"max_malformed must be a fraction between 0 and 1, not {max_malformed!r}")
+    if engine == "spark" and input_path == inputs.STDIN:     # before Spark starts (seconds)
+        raise UsageError("--input - (standard input) works on the local engine only: on Spark give a path")
     if monitor is None:
         monitor = monitor_enabled()
     if monitor:

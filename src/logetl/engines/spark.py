@@ -234,8 +234,20 @@ def _check_java() -> None:
                             "(install a JDK or set JAVA_HOME)")
 
 
+#: the master URLs Spark takes; anything else made the JVM print a stack trace before the one line
+_MASTER = re.compile(r"local(\[(\*|[1-9][0-9]*)(,[0-9]+)?\])?|local-cluster\[[0-9]+, *[0-9]+, *[0-9]+\]"
+                     r"|spark://\S+|yarn|k8s://\S+")
+
+
 def _check_master(master: str) -> None:
-    """A standalone master that does not answer makes Spark retry for a minute: say so at once."""
+    """A master URL Spark takes, checked here so that a bad one is one line; a standalone master that does
+    not answer makes Spark retry for a minute: say so at once."""
+    if not _MASTER.fullmatch(master):
+        raise EngineUnavailable(f"--master {master!r} is not a Spark master URL (local, local[N], local[*], "
+                                "spark://HOST:PORT, yarn, k8s://URL)")
+    if master == "yarn" and not (os.environ.get("HADOOP_CONF_DIR") or os.environ.get("YARN_CONF_DIR")):
+        raise EngineUnavailable("--master yarn needs HADOOP_CONF_DIR or YARN_CONF_DIR: the directory of the "
+                                "cluster's configuration")
     if not master.startswith("spark://"):
         return
     for hostport in master[len("spark://"):].split(","):
@@ -488,6 +500,9 @@ class SparkEngine(Engine):
         under_submit = "PYSPARK_GATEWAY_PORT" in os.environ   # launched by spark-submit: it set the master
         active = SparkSession.getActiveSession()
         builder = SparkSession.builder.appName("logetl")
+        if self.master == "":
+            raise EngineUnavailable("--master is empty: give a Spark master URL, or leave it out for "
+                                    f"${MASTER_ENV} or local[*]")
         master = self.master or (None if under_submit or active else os.environ.get(MASTER_ENV, "local[*]"))
         if master:
             _check_master(master)

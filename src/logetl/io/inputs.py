@@ -70,7 +70,14 @@ def resolve(path: str, fs) -> list[str]:
             raise InputError("--input - (standard input) works on the local engine only: on Spark give a path")
         return [STDIN]
     if fs.isdir(path):
-        files = log_order([fs.join(path, n) for n in fs.listdir(path) if _visible(n) and fs.isfile(fs.join(path, n))])
+        entries = [fs.join(path, n) for n in fs.listdir(path) if _visible(n)]
+        for e in entries:
+            # subdirectories are not read; anything else that is no file (a symbolic link to a removed
+            # rotation, a FIFO) was skipped without a word
+            if not fs.isfile(e) and not fs.isdir(e):
+                raise InputError(f"input directory {path!r} holds {e!r}, which is not a regular file (a broken "
+                                 "symbolic link?)")
+        files = log_order([e for e in entries if fs.isfile(e)])
         if not files:
             raise InputError(f"input directory {path!r} holds no visible files")
     elif fs.isfile(path):
