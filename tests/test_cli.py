@@ -245,3 +245,12 @@ def test_generate_is_seeded_and_parses_with_a_small_malformed_share(tmp_path):
 
 
 GENERATED_SHA256 = "896360692e79b71e592a572b3bfcec57353b8ec869f9b9475128625f204f1fbd"   # generator version 2
+
+
+def test_the_master_urls_spark_takes_pass_the_check_made_before_it_starts():
+    from logetl.engines.spark import _MASTER
+
+    taken = ["local", "local[*]", "local[4]", "local[4, 2]", "local[*,3]", "local-cluster[ 2, 1, 1024 ]",
+             "spark://h:7077", "spark://a:7077,b:7077", "yarn", "k8s://https://h:6443"]
+    assert [m for m in taken if not _MASTER.fullmatch(m)] == []
+    assert [m for m in ["nonsense", "local[abc]", "local[0]", "", "spark:/h"] if _MASTER.fullmatch(m)] == []

@@ -53,6 +53,20 @@ def test_dash_writes_the_same_bytes_to_standard_output(tmp_path):
     assert not (tmp_path / "-").exists()
 
 
+def test_a_link_is_followed_and_a_stream_written_into(tmp_path):
+    """--overwrite replaces the file a symbolic link names (the link stays); /dev/stdout (a pipe here) is
+    written into, not replaced by a file and not refused as existing."""
+    (tmp_path / "real.log").write_bytes(b"old\n")
+    (tmp_path / "link.log").symlink_to(tmp_path / "real.log")
+    p = logetl("generate", "--lines", "10000", "--seed", "7", "--overwrite", str(tmp_path / "link.log"))
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "link.log").is_symlink() and sha(tmp_path / "real.log") == SHA256_10000_SEED_7
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["link.log", "real.log"]
+    p = logetl("generate", "--lines", "10000", "--seed", "7", "/dev/stdout")
+    assert p.returncode == 0, p.stderr
+    assert hashlib.sha256(p.stdout).hexdigest() == SHA256_10000_SEED_7
+
+
 def test_a_failed_write_leaves_no_file(tmp_path, monkeypatch):
     def fail(*args):
         raise OSError(28, "No space left on device")

@@ -6,6 +6,7 @@ Every user error is one line naming the bad value; a traceback is a bug (``LOGET
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import traceback
 
@@ -391,11 +392,21 @@ def generate(n_lines, seed, out, overwrite):
             sys.exit(EXIT_FAILED)
         return
     # a typo must not cost a real log: an existing file is replaced only when asked (then at once, by a
-    # rename: a run that stops half-way leaves the old file, not half a log)
-    if os.path.lexists(out) and not overwrite:
+    # rename: a run that stops half-way leaves the old file, not half a log). A symbolic link is followed
+    # (the file it names is replaced, the link stays); what is no regular file (a FIFO, /dev/stdout) is
+    # written into, as before.
+    try:
+        kind = stat.S_IFMT(os.stat(out).st_mode)      # followed: what a link names
+    except FileNotFoundError:
+        kind = None
+    if kind == stat.S_IFREG and not overwrite:
         raise UserError(f"{out!r} exists: generate does not replace a file unless given --overwrite")
     try:
-        gen.write(out, n_lines, seed, replace=overwrite)
+        if kind not in (None, stat.S_IFREG):
+            with open(out, "wb") as f:
+                gen.write_stream(f, n_lines, seed)
+        else:
+            gen.write(os.path.realpath(out), n_lines, seed, replace=overwrite)
     except FileExistsError:
         raise UserError(f"{out!r} exists: generate does not replace a file unless given --overwrite") from None
     except OSError as exc:

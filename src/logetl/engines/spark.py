@@ -235,8 +235,8 @@ def _check_java() -> None:
 
 
 #: the master URLs Spark takes; anything else made the JVM print a stack trace before the one line
-_MASTER = re.compile(r"local(\[(\*|[1-9][0-9]*)(,[0-9]+)?\])?|local-cluster\[[0-9]+, *[0-9]+, *[0-9]+\]"
-                     r"|spark://\S+|yarn|k8s://\S+")
+_MASTER = re.compile(r"local(\[(\*|[1-9][0-9]*)(\s*,\s*[0-9]+)?\])?"
+                     r"|local-cluster\[\s*[0-9]+\s*,\s*[0-9]+\s*,\s*[0-9]+\s*\]|spark://\S+|yarn|k8s://\S+")
 
 
 def _check_master(master: str) -> None:

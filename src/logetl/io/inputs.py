@@ -70,14 +70,17 @@ def resolve(path: str, fs) -> list[str]:
             raise InputError("--input - (standard input) works on the local engine only: on Spark give a path")
         return [STDIN]
     if fs.isdir(path):
-        entries = [fs.join(path, n) for n in fs.listdir(path) if _visible(n)]
-        for e in entries:
+        files = []
+        for e in (fs.join(path, n) for n in fs.listdir(path) if _visible(n)):
             # subdirectories are not read; anything else that is no file (a symbolic link to a removed
-            # rotation, a FIFO) was skipped without a word
-            if not fs.isfile(e) and not fs.isdir(e):
+            # rotation, a FIFO) was skipped without a word. One status query an entry (on HDFS, each is a
+            # round trip)
+            if fs.isfile(e):
+                files.append(e)
+            elif not fs.isdir(e):
                 raise InputError(f"input directory {path!r} holds {e!r}, which is not a regular file (a broken "
                                  "symbolic link?)")
-        files = log_order([e for e in entries if fs.isfile(e)])
+        files = log_order(files)
         if not files:
             raise InputError(f"input directory {path!r} holds no visible files")
     elif fs.isfile(path):
