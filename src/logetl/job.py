@@ -158,8 +158,8 @@ def _check_monitor_url() -> None:
         return
     try:
         parts = urlsplit(url)
-        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port or 0) >= 0
-        # (.port raises ValueError for a port that is not a number)
+        parts.port   # noqa: B018 - raises ValueError for a port that is not a number
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
     except ValueError:
         ok = False
     if not ok:
@@ -190,7 +190,7 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
                                           and 0 <= max_malformed <= 1):    # NaN too: it would never trigger
         raise UsageError(f"max_malformed must be a fraction between 0 and 1, not {max_malformed!r}")
     if engine == "spark" and input_path == inputs.STDIN:     # before Spark starts (seconds)
-        raise UsageError("--input - (standard input) works on the local engine only: on Spark give a path")
+        raise UsageError(inputs.STDIN_LOCAL_ONLY)
     if monitor is None:
         monitor = monitor_enabled()
     if monitor:

@@ -62,12 +62,14 @@ def log_order(paths: list[str]) -> list[str]:
 
 #: the input path that means standard input (local engine only)
 STDIN = "-"
+#: why it is refused on another engine (here, and by ``job.run_flow`` before Spark starts)
+STDIN_LOCAL_ONLY = "--input - (standard input) works on the local engine only: on Spark give a path"
 
 
 def resolve(path: str, fs) -> list[str]:
     if path == STDIN:
         if fs is not LOCAL:
-            raise InputError("--input - (standard input) works on the local engine only: on Spark give a path")
+            raise InputError(STDIN_LOCAL_ONLY)
         return [STDIN]
     if fs.isdir(path):
         files = []
