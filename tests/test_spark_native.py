@@ -266,10 +266,10 @@ def test_fallback_when_the_executors_cannot_import_logetl(tmp_path):
     p = logetl("filter", "--hdfs", "--master", "local[1]", "--conf", "logetl.parse=native", "--input", CORPUS_LOG,
                "--output", str(tmp_path / "f"), env=env)
     assert p.returncode == 2
-    errors = [l for l in p.stderr.decode().splitlines() if l.startswith("Error")]
-    assert errors == ["Error: --conf logetl.parse=native, but the executors cannot run logetl's kernel: "
-                      "ModuleNotFoundError: No module named 'logetl'"]
-    assert "Traceback" not in p.stderr.decode()
+    # refused before the run starts: no FAILED summary before the line
+    assert p.stderr.decode().splitlines() == [
+        "Error: --conf logetl.parse=native, but the executors cannot run logetl's kernel: "
+        "ModuleNotFoundError: No module named 'logetl'"]
     assert not os.path.exists(tmp_path / "f")
 
 
@@ -279,4 +279,35 @@ def test_notice_on_the_command_line(tmp_path):
     p = logetl("filter", "--hdfs", "--master", "local[1]", "--input", CORPUS_LOG, "--output", str(tmp_path / "f"))
     assert p.returncode == 0, p.stderr.decode()[-3000:]
     assert notices(p.stderr) == [f"logetl: {NATIVE}"]
+    # the notice comes first: nothing of the JVM's start before it (an incubator-module warning, Spark's
+    # "Setting default log level")
+    assert p.stderr.decode().splitlines()[0] == f"logetl: {NATIVE}"
     assert parts(tmp_path / "f") == corpus("filter.tsv")
+
+
+def test_a_quiet_spark_run_prints_nothing(tmp_path):
+    missing = spark_missing()
+    require(missing is None, missing or "")
+    good = tmp_path / "good.log"
+    good.write_bytes(b"".join(read(CORPUS_LOG).splitlines(keepends=True)[:3]))
+    p = logetl("filter", "-q", "--hdfs", "--master", "local[1]", "--input", str(good), "--output", str(tmp_path / "f"))
+    assert p.returncode == 0, p.stderr.decode()[-3000:]
+    assert p.stderr == b""
+    assert parts(tmp_path / "f") != b""
+
+
+@pytest.mark.parametrize("conf,line", [
+    ("spark.executor.memory=lots", "Error: cannot start Spark (local[1]) with --conf spark.executor.memory=lots: "
+                                   "Executor memory must be a positive number"),
+    ("spark.driver.memory=lots", "Error: cannot start Spark (local[1]) with --conf spark.driver.memory=lots: "
+                                 "Invalid maximum heap size: -Xmxlots"),
+])
+def test_a_setting_that_stops_spark_from_starting_is_one_line(tmp_path, conf, line):
+    # spark-submit's refusal printed a Java stack trace, then PySpark's "Java gateway process exited"
+    missing = spark_missing()
+    require(missing is None, missing or "")
+    p = logetl("filter", "--hdfs", "--master", "local[1]", "--conf", conf, "--input", CORPUS_LOG,
+               "--output", str(tmp_path / "o"))
+    assert p.returncode == 2
+    assert p.stderr.decode().splitlines() == [line]
+    assert not os.path.exists(tmp_path / "o")

@@ -1,7 +1,7 @@
 """The engine base class: the run protocol every engine shares, with few hooks for what differs.
 
 ``Engine.run`` owns the run's life cycle (run and step state, listener calls, injected failures, commit);
-an engine implements ``execute_step`` (and may override ``check``, ``prepare`` and ``close``).
+an engine implements ``execute_step`` (and may override ``check``, ``ready``, ``prepare`` and ``close``).
 """
 from __future__ import annotations
 
@@ -138,6 +138,12 @@ class Engine:
                             f"the {self.name} engine cannot compile {type(e).__name__} ({e.describe()}) "
                             f"in operator {node.name!r}")
 
+    def ready(self, flow: assembly.Flow, steps: list[assembly.Step]) -> list[str]:
+        """Called before the run starts (before anything of it is shown), with the steps that will run (a
+        restart skips some): start what they need, refuse what cannot run (an error, shown as one line).
+        Returns the notices the run gives about it."""
+        return []
+
     def prepare(self, ctx: StepContext) -> RunState:
         """Called once before the first step: the run's state (staged outputs, budgets, sessions)."""
         return RunState(ctx.taps, self.filesystem(), partitioned=partitioned_taps(ctx.flow))
@@ -211,17 +217,20 @@ class Engine:
         if fail_at and fail_at not in {s.name for s in flow.steps}:   # a typo would test nothing
             raise EnvError(f"LOGETL_FAIL_AT={fail_at!r} names no step of flow {flow.name} "
                            f"(its steps: {', '.join(s.name for s in flow.steps)})")
+        work = taps.work
+        # what a restart skips is known before the run starts (nothing is changed to know it): the engine
+        # gets ready for the steps that will run, and what it refuses is one line, with no run shown
+        resume = work.inspect()
+        skip_to = self.restart_point(flow, resume, work)
+        ready_notices = self.ready(flow, flow.steps[skip_to + 1:])
         run.status, run.started_at = RUNNING, time.time()
         listener.flow_started(run)
         ok = publishing = False
         current: StepRun | None = None
-        work = taps.work
         try:
             if taps.replacing:
                 self._notice(run, listener, "an earlier run of this flow was killed while or after publishing "
                                             "its outputs; this run replaces them")
-            resume = work.inspect()
-            skip_to = self.restart_point(flow, resume, work)
             work.claim(run.run_id, fresh=skip_to < 0, carry=taps.carry)
             if resume.reason:
                 self._notice(run, listener, f"not restarting the earlier failed run: {resume.reason}; starting from scratch")
@@ -235,6 +244,8 @@ class Engine:
                                      f"completed by the failed run {resume.previous_run}")
             for step in flow.steps[skip_to + 1:]:
                 work.forget_step(step.name)
+            for message in ready_notices:
+                self._notice(run, listener, message)
             state = self.prepare(ctx)
             if state is not None:
                 ctx.state = state

@@ -480,7 +480,7 @@ class SparkEngine(Engine):
         self.conf = conf
         self._spark = None
         self._owns_session = False
-        self.native = False      # the parse path of this engine's runs, chosen by prepare
+        self.native = False      # the parse path of this engine's runs, chosen by ready
 
     # --- the session ------------------------------------------------------------------------------------
 
@@ -541,9 +541,17 @@ class SparkEngine(Engine):
             builder = builder.config(k, v)
         self._owns_session = active is None and not under_submit
         try:
+            if SparkContext._gateway is None and not under_submit:
+                # this process launches the driver JVM: through a pipe of ours for its stderr (spark_launch)
+                from logetl.engines.spark_launch import launch
+
+                launch({**({"spark.master": master} if master else {}), "spark.app.name": "logetl", **conf})
             self._spark = builder.getOrCreate()
         except Exception as exc:
-            raise EngineUnavailable(f"cannot start Spark ({master or 'from spark-submit'}): "
+            # the user's settings are named: Spark's message ("Executor memory must be a positive number")
+            # does not say which value it refused
+            given = f" with {', '.join(f'--conf {k}={v}' for k, v in self.conf.items())}" if self.conf else ""
+            raise EngineUnavailable(f"cannot start Spark ({master or 'from spark-submit'}){given}: "
                                     f"{str(exc).strip().splitlines()[0]}") from None
         self._spark.sparkContext.setLogLevel(os.environ.get("LOGETL_SPARK_LOG_LEVEL", "ERROR"))
         # Adaptive execution replaces a plan whose stage came out empty with an empty relation, and the
@@ -571,12 +579,16 @@ class SparkEngine(Engine):
 
     # --- running ------------------------------------------------------------------------------------------
 
+    def ready(self, flow: assembly.Flow, steps: list[assembly.Step]) -> list[str]:
+        """The parse path, when a step that runs parses (a restart after Join's checkpoint does not): a
+        forced native path that the executors cannot take is refused here, before the run starts."""
+        if not any(isinstance(n, assembly.Parse) for s in steps for n in s.nodes):
+            return []
+        self.native, notice = self.choose_parse()
+        return [notice]
+
     def prepare(self, ctx: StepContext) -> SparkRun:
-        run = SparkRun(HadoopFS(self.session()), ctx.taps, partitioned_taps(ctx.flow))
-        if any(isinstance(n, assembly.Parse) for n in ctx.flow.nodes):
-            self.native, notice = self.choose_parse()
-            self._notice(ctx.run, ctx.listener, notice)
-        return run
+        return SparkRun(HadoopFS(self.session()), ctx.taps, partitioned_taps(ctx.flow))
 
     def choose_parse(self) -> tuple[bool, str]:
         """The parse path of this engine's runs, and the notice that says which and why: logetl's native

@@ -1,0 +1,120 @@
+"""Launching the Spark driver JVM that logetl starts itself: its standard error passes through this
+process, so that a run says what it has to say and nothing else.
+
+- A launch that fails (a setting spark-submit refuses, such as ``spark.executor.memory=lots``, or a JVM
+  option java refuses) printed a Java stack trace, then PySpark's "Java gateway process exited". Now the
+  JVM's stderr is held while it starts: if it exits before it answers, its own message (the exception's,
+  or java's first line) becomes the run's one error line; if it starts, what it held is shown.
+- Spark's launcher adds ``--add-modules=jdk.incubator.vector`` to every driver it starts, and the JVM
+  announces it on stderr ("WARNING: Using incubator modules: ..."): a line on every run, ``-q`` too, that
+  says nothing to a user. That exact line is dropped; everything else the JVM writes (Spark's errors, its
+  log at ``LOGETL_SPARK_LOG_LEVEL``) is passed on to this process's stderr as it comes.
+
+The gateway is PySpark's own (``launch_gateway``, whose ``popen_kwargs`` exist for this), handed to
+``SparkContext`` before the session is built, as PySpark does when it launches it itself.
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+
+#: what the JVM prints because Spark's launcher asks for an incubator module (jdk.incubator.vector)
+INCUBATOR = re.compile(rb"WARNING: Using incubator modules: [\w.,]+\r?\n")
+#: how a JVM that failed in its main thread (spark-submit refusing an argument) says why
+MAIN_FAILED = re.compile(r'Exception in thread "main" [\w.$]+: (.+)')
+
+
+class JvmStderr:
+    """A pipe the JVM writes its stderr to, read by a thread of this process: held until ``started``,
+    then passed on to fd 2 line by line. Writes to fd 2 that fail (a closed pipe) are ignored, and the
+    pipe is still drained, so the JVM never blocks on its stderr."""
+
+    def __init__(self):
+        self.read_fd, self.write_fd = os.pipe()
+        self._lock = threading.Lock()
+        self._held: list[bytes] | None = []
+        self._thread = threading.Thread(target=self._pump, name="logetl-jvm-stderr", daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        pending = b""
+        while True:
+            try:
+                data = os.read(self.read_fd, 65536)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            pending += data
+            lines = pending.splitlines(keepends=True)
+            pending = lines.pop() if not lines[-1].endswith(b"\n") else b""
+            for line in lines:
+                self._line(line)
+        if pending:
+            self._line(pending)
+        os.close(self.read_fd)
+
+    def _line(self, line: bytes) -> None:
+        if INCUBATOR.fullmatch(line):
+            return
+        with self._lock:
+            if self._held is not None:
+                self._held.append(line)
+                return
+        _write(line)
+
+    def launched(self) -> None:
+        """The JVM answered: what it said while starting is shown, and from now on as it comes."""
+        os.close(self.write_fd)
+        with self._lock:
+            held, self._held = self._held, None
+        for line in held or ():
+            _write(line)
+
+    def failure(self) -> str | None:
+        """The JVM exited before it answered: the one line that says why, from all it wrote (it exited, so
+        the pipe ends once its last writer is gone)."""
+        os.close(self.write_fd)
+        self._thread.join(10)
+        with self._lock:
+            text = b"".join(self._held or ()).decode("utf-8", "replace")
+        return launch_failure(text)
+
+
+def launch_failure(text: str) -> str | None:
+    """The message of a failed JVM launch: the exception of its main thread (spark-submit's refusal), else
+    its first line that is no stack frame (java's own, e.g. "Invalid maximum heap size: -Xmxlots")."""
+    lines = [line.strip() for line in text.splitlines()]
+    for line in lines:
+        m = MAIN_FAILED.match(line)
+        if m:
+            return m.group(1).strip()
+    return next((line for line in lines if line and not line.startswith("at ")), None)
+
+
+def _write(line: bytes) -> None:
+    try:
+        os.write(2, line)
+    except OSError:
+        pass
+
+
+def launch(conf: dict[str, str]):
+    """Launches the driver JVM with ``conf`` (what the session builder would pass to spark-submit) and
+    makes it the gateway the next ``SparkContext`` uses. Raises ``RuntimeError`` with the JVM's one line
+    when it does not start."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    spark_conf = SparkConf(loadDefaults=False)
+    for k, v in conf.items():
+        spark_conf.set(k, v)
+    stderr = JvmStderr()
+    try:
+        gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": stderr.write_fd})
+    except Exception as exc:
+        why = stderr.failure()
+        raise RuntimeError(why or (str(exc).strip().splitlines() or [type(exc).__name__])[0]) from None
+    stderr.launched()
+    SparkContext._ensure_initialized(gateway=gateway)
