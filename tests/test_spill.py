@@ -93,7 +93,7 @@ def test_programs_give_the_same_bytes_when_every_blocking_operator_spills(tmp_pa
                        engine_options={"spill_buffers": 48 * 1024 if program == "filter" else 640 * 1024})
     assert parts(tmp_path / "spilled") == parts(tmp_path / "plain") != b""
     assert plain.spilled == {}
-    spilled_ops = {"filter": {"unique_ip", "sort_ip"}, "join": {"sort_score"}}[program]
+    spilled_ops = {"filter": {"unique_ip", "sort_ip"}, "join": {"unique_ip", "sort_score"}}[program]
     assert set(tiny.spilled) == spilled_ops
     for op in spilled_ops:
         assert tiny.spilled[op]["bytes"] > 0 and tiny.spilled[op]["files"] > 3, tiny.spilled
@@ -114,7 +114,8 @@ def test_a_hashjoin_left_side_past_the_budget_fails_with_one_line(tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["--memory-limit", "lots"], "Error: --memory-limit 'lots' is not a size (examples: 512M, 2G)"),
-    (["--memory-limit", "100M"], "Error: --memory-limit '100M' is too small: at least 264M"),
+    (["--memory-limit", "100M"], "Error: --memory-limit '100M' is too small: at least 384M"),
+    (["--memory-limit", "383M"], "Error: --memory-limit '383M' is too small: at least 384M"),
     (["--memory-limit", "1G", "--hdfs"],
      "Error: --memory-limit is a setting of the local engine: on Spark use --conf spark.executor.memory=SIZE"),
 ])

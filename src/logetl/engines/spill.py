@@ -38,7 +38,11 @@ DEFAULT_LIMIT = 512 * MiB
 #: kept for everything but the blocking operators' buffers (measured: runtime, imports, parse chunks in
 #: flight, one batch per streaming operator and a stored part being written)
 RESERVE = 256 * MiB
-MIN_BUFFERS = 8 * MiB
+#: the least the blocking operators get, which makes the smallest --memory-limit (384M): the runtime's own
+#: floor depends on the flow's per-batch work, and with 8 MiB of buffers user-shaped flows peaked at 280-354
+#: MiB over 2M lines (bench/memory.py: a GroupBy of nearly unique keys the highest); with 128 MiB, at 384M,
+#: every one stayed under the limit (295-366 MiB)
+MIN_BUFFERS = 128 * MiB
 BLOCK_BYTES = 2 * MiB          # rows per record batch of a run: about this many bytes
 SORT_BUFFER_PART = 4           # a sort buffers at most this part of its share before it writes a run
 PARTITIONS = 16
@@ -375,7 +379,11 @@ class HashPartitions:
         if self.size > 4 * BLOCK_BYTES and len(self.parts) > 8:   # compact: duplicates across batches
             merged = owned(self.reduce(pl.concat(self.parts, rechunk=False)))
             self.parts, self.size = [merged], frame_bytes(merged)
-        if self.budget.hold(self, self.size) or self.size * 2 > self.budget.share(self):
+        # the compaction above holds the parts, their reduction and its compact copy at once (and Polars'
+        # hash table): measured, ~120 MB of parts took the process ~320 MB higher. Spilling at half the
+        # share, a GroupBy with a count_distinct took a 512M run to 873 MB (1.5M lines, two Tops beside
+        # it); at a quarter, to 462 MB
+        if self.budget.hold(self, self.size) or self.size * 4 > self.budget.share(self):
             self._start_spilling()
 
     def _start_spilling(self) -> None:
