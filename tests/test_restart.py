@@ -128,6 +128,20 @@ def test_checkpoint_dir_keeps_the_checkpoint_and_restarts_from_it(engine, tmp_pa
     assert not os.path.exists(tmp_path / ".out.logetl-work")
 
 
+def test_a_kill_while_the_checkpoint_dir_was_being_completed_does_not_stop_the_rerun(tmp_path, monkeypatch):
+    # killed between writing the marker's temporary file and renaming it: the same command failed for good
+    # ("holds '_COMPLETE.tmp-25816': not a logetl checkpoint")
+    keep = tmp_path / "kept"
+    fail_join(tmp_path, "local", monkeypatch, checkpoint_dir=str(keep))
+    complete = (keep / "_COMPLETE").read_text()
+    os.remove(keep / "_COMPLETE")
+    (keep / "_COMPLETE.tmp-4242").write_text(complete[:5])
+    result = run_program("join", CORPUS_LOG, {"output": str(tmp_path / "out")}, checkpoint_dir=str(keep))
+    assert result.status == SUCCESSFUL and result.restarted_after is None
+    assert parts(tmp_path / "out") == corpus("join.tsv")
+    assert not (keep / "_COMPLETE.tmp-4242").exists() and (keep / "_COMPLETE").exists()
+
+
 def test_checkpoint_dir_refuses_a_directory_of_other_files(tmp_path):
     keep = tmp_path / "kept"
     keep.mkdir()

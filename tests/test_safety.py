@@ -430,6 +430,10 @@ def test_two_interruptions_in_a_row_keep_the_published_outputs_recognised(tmp_pa
      "Error: --work-dir 'afile' exists and is not a directory"),
     (["join", "--work-dir", "afile/sub", CORPUS_LOG, "o"],
      "Error: --work-dir 'afile/sub': cannot make a directory in '{tmp}/afile'"),
+    # checked before running as --work-dir is (it failed after the first step, exit 1; a read-only file
+    # system alike)
+    (["join", "--checkpoint-dir", "afile/cp", CORPUS_LOG, "o"],
+     "Error: --checkpoint-dir 'afile/cp': cannot make a directory in '{tmp}/afile'"),
     (["filter", "--input", CORPUS_LOG, "--output", "link"],
      "Error: output 'link' is a symbolic link: give the directory it points to"),
 ])

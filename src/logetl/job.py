@@ -52,6 +52,13 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
         problem = checkpoint_dir_problem(checkpoint_dir, fs)
         if problem:
             raise JobError(problem, "checkpoint-dir")
+        # checked as the outputs and --work-dir are, before anything runs (a read-only one failed the run
+        # after its first step, exit 1)
+        for problem in (fs.non_directory_ancestor(fs.join(checkpoint_dir, "x")),
+                        fs.writable_ancestor(fs.join(checkpoint_dir, "x"))):
+            if problem:
+                raise JobError(f"--checkpoint-dir {checkpoint_dir!r}: cannot make a directory in {problem!r}",
+                               "checkpoint-dir")
         bound[checkpoints[0]] = checkpoint_dir
     first = output_paths[wanted[0]]
     identity = flow_identity(program, flow.explain(), engine, files, output_paths,

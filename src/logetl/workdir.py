@@ -108,7 +108,7 @@ class Resume:
 
 
 _SIBLING = re.compile(r"\.(?:(new|trash)-(\d+)-[0-9a-f]{8}|published-[0-9A-F]{32})")
-_CHECKPOINT_FILE = re.compile(r"part-.*|\.part-.*\.crc|_SUCCESS|\._SUCCESS\.crc|_COMPLETE|_temporary")
+_CHECKPOINT_FILE = re.compile(r"part-.*|\.part-.*\.crc|_SUCCESS|\._SUCCESS\.crc|_COMPLETE(?:\.tmp-[0-9]+)?|_temporary")
 
 
 def default_path(output: str, work_dir: str | None, fs) -> str:
