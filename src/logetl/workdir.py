@@ -51,7 +51,7 @@ def file_fingerprint(path: str, fs) -> dict:
     if path == "-":   # standard input cannot be read again: a run reading it never restarts (a fresh nonce)
         return {"path": "-", "stdin": uuid.uuid4().hex}
     size, mtime = fs.stat(path)
-    return {"path": fs.abspath(path), "size": size, "mtime_ns": mtime}
+    return {"path": fs.abspath(path), "size": size, "mtime_ns": mtime, **fs.change_marks(path)}
 
 
 def flow_identity(program: str, definition: str, engine: str, inputs: list[str], outputs: dict[str, str],
@@ -86,7 +86,7 @@ def why_different(old: dict, new: dict) -> str:
         if path == "-" and old_in[path] != new_in[path]:
             return "the input is standard input, which cannot be read again"
         if old_in[path] != new_in[path]:
-            return f"input {path!r} changed (size or modification time)"
+            return f"input {path!r} changed (size, modification time or inode)"
     for path in old_in:
         if path not in new_in:
             return f"input {path!r} is gone"

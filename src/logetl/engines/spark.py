@@ -151,6 +151,9 @@ class HadoopFS:
         st = self._status(p)
         return int(st.getLen()), int(st.getModificationTime()) * 1_000_000
 
+    def change_marks(self, p: str) -> dict:
+        return {}     # Hadoop's file status has no inode change time: size and modification time only
+
     def readable(self, p: str) -> bool:
         fs, path = self._p(p)
         try:
