@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import CORPUS, HERE, corpus, logetl, parts, read
+from conftest import CORPUS, HERE, corpus, logetl, parts, read, require
 from logetl.job import run_program
 from logetl.listener import FAILED, FlowListener
 
@@ -480,3 +480,21 @@ def test_an_interrupt_after_the_outputs_are_committed_changes_nothing(tmp_path):
     assert result.notices[-1] == "interrupted after the outputs were committed"
     assert parts(tmp_path / "out") == corpus("join.tsv")
     assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_two_outputs_that_are_one_directory_through_a_bind_mount_are_refused(tmp_path):
+    """The same directory by two real paths (a bind mount): refused before running. It ran, published the
+    first output, then failed on the second (exit 1 with an output published)."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "bind").mkdir()
+    mounted = os.geteuid() == 0 and subprocess.run(
+        ["mount", "--bind", str(tmp_path / "real"), str(tmp_path / "bind")], capture_output=True).returncode == 0
+    require(mounted, "a bind mount needs root (mount --bind)")
+    try:
+        p = logetl("branch", "--input", CORPUS_LOG, "--output1", "real/z", "--output2", "bind/z", cwd=str(tmp_path))
+    finally:
+        subprocess.run(["umount", str(tmp_path / "bind")], check=True)
+    assert p.returncode == 2
+    assert one_line(p) == "Error: output1 'real/z' and output2 'bind/z' are the same directory (through a mount): " \
+                          "keep them apart"
+    assert os.listdir(tmp_path / "real") == []

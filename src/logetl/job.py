@@ -25,6 +25,24 @@ def _inside(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
+def _place(path: str) -> tuple:
+    """Where a local path is, whatever its spelling: the device and inode of its nearest existing ancestor
+    (or itself), and the rest of the path below it. Two outputs through a bind mount have different real
+    paths and the same place (one was published, then the run failed on the other)."""
+    rest = []
+    probe = os.path.abspath(path)
+    while True:
+        try:
+            st = os.stat(probe)
+            return st.st_dev, st.st_ino, tuple(reversed(rest))
+        except OSError:
+            parent = os.path.dirname(probe)
+            if parent == probe:
+                return 0, 0, (path,)
+            rest.append(os.path.basename(probe))
+            probe = parent
+
+
 def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], trap: str | None = None,
          overwrite: bool = False, work_dir: str | None = None, checkpoint_dir: str | None = None,
          engine: str = "local", *, fs, incremental: bool = False) -> Taps:
@@ -101,6 +119,9 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
         for other, other_path, theirs in placed:
             if where == theirs:
                 raise JobError(f"{tap} and {other} are the same path {path!r}", tap)
+            if fs is LOCAL and _place(where) == _place(theirs):
+                raise JobError(f"{other} {other_path!r} and {tap} {path!r} are the same directory (through a "
+                               "mount): keep them apart", tap)
             if _inside(where, theirs) or _inside(theirs, where):
                 raise JobError(f"{other} {other_path!r} and {tap} {path!r} overlap: keep them apart", tap)
         placed.append((tap, path, where))
