@@ -51,11 +51,69 @@ def test_mistakes_fail_when_the_flow_is_defined_with_one_exact_line():
     assert _error(lambda: logs.limit(-1)) == "limit: n is a count >= 0, not -1"
     assert _error(lambda: L.read(fields=("ip", "time", "ip"))) == "parse 'parse': field 'ip' is named twice"
     assert _error(lambda: L.Flow("two", [logs.write("a"), L.read().write("b")])) == \
-        "flow 'two': the input is read more than once (read it once and branch)"
+        "flow 'two': the input is read more than once (a run binds one input: read it once and branch)"
     assert _error(lambda: L.Flow("dup", [logs.write("a"), logs.write("a")])) == \
-        "flow 'dup': two sinks write the same output tap"
+        "flow 'dup': two sinks write the same output tap 'a'"
     with pytest.raises(ExpressionError, match="not a Python truth value"):
         bool(L.col("ip") == "x")
+
+
+def test_a_flow_reads_one_input_whatever_the_taps():
+    """A second read with another tap name read the same --input again: lines, malformed lines and the
+    trap doubled, a "join of two logs" joined the log with itself."""
+    a = L.read(fields=("ip",)).unique(name="a_ips")
+    b = L.read(fields=("ip", "size"), tap="second", name="parse_b")
+    assert _error(lambda: L.Flow("tap2", [b.join(a, on="ip").write("out")])) == \
+        "flow 'tap2': the input is read more than once, by taps input and second (a run binds one input: " \
+        "read it once and branch)"
+    logs = L.read(fields=("ip", "size"), tap="second")      # one read, under any tap name, is a flow
+    flow = L.Flow("one", [logs.join(logs.select("ip").unique(), on="ip").write("out")])
+    assert [n.tap for n in flow.sources] == ["second"]
+
+
+def test_a_string_where_a_list_is_expected_is_refused_naming_it():
+    """A string was taken as the list of its characters: is_in("200") kept responses in ('2', '0', '0'),
+    i.e. none; fields="ip" said the format had no field 'i'."""
+    logs = L.read()
+    assert _error(lambda: logs.filter(L.col("response").is_in("200"))) == \
+        "is_in takes a list of values, not the string '200': is_in(['200'])"
+    assert _error(lambda: logs.filter(L.col("response").is_in(200))) == \
+        "is_in takes a list of values, not 200: is_in([200])"
+    assert _error(lambda: L.read(fields="ip")) == \
+        "read: fields takes a list of field names, not the string 'ip': fields=['ip']"
+    assert _error(lambda: L.read(fields=("ip", L.col("time")))) == "read: a field is a name, not <expression time>"
+    assert _error(lambda: logs.select(["ip", "time"])) == \
+        "select (unnamed): a field is a name, not ['ip', 'time'] (select('ip', 'time'))"
+    assert _error(lambda: logs.group_by(["ip", "time"]).agg(n=L.count())) == \
+        "groupby (unnamed): a key is a field name, not ['ip', 'time'] (group_by('ip', 'time'))"
+    assert _error(lambda: logs.top(1, by="size", per=L.col("ip"))) == \
+        "top: per is a field name or a list of them, not <expression ip>"
+    # a set of values: sorted, so that the definition (and a restart's check of it) is the same every run
+    assert logs.filter(L.col("response").is_in({"404", "200", "304"})).describe() == \
+        "response in ('200', '304', '404')"
+    assert logs.filter(L.col("response").is_in(["404", "200"])).describe() == "response in ('404', '200')"
+
+
+def test_errors_name_the_value_at_fault():
+    logs = L.read()
+    assert _error(lambda: logs.top(3, by=L.col("size"))) == \
+        "a sort key is a field name, asc(name) or desc(name), not <expression size>"     # was TypeError
+    assert _error(lambda: logs.sort(L.col("size"))) == \
+        "a sort key is a field name, asc(name) or desc(name), not <expression size>"
+    assert _error(lambda: logs.select("ip", "ip")) == "select (unnamed): field 'ip' is named twice"
+    assert _error(lambda: logs.group_by("ip", "ip").agg(n=L.count())) == \
+        "groupby (unnamed): key 'ip' is named twice"
+    sized = logs.derive(n=L.col("size").to_int()).select("n", "time")
+    assert _error(lambda: sized.join(logs.select("ip"), on=("n", "ip"), name="j")) == \
+        "hashjoin 'j': key types differ: the streamed side's n is integer, the held side's ip is string " \
+        "(convert one: to_int() or concat())"
+
+
+def test_the_api_module_names_what_runs_a_flow():
+    import logetl.job
+
+    assert "logetl.api.run" not in L.__doc__ and "logetl.job.run_flow" in L.__doc__
+    assert callable(logetl.job.run_flow)
 
 
 def test_unnamed_operators_are_named_after_their_kind_in_flow_order():
@@ -117,6 +175,132 @@ def test_errors_in_a_flow_file_name_the_file_and_line(tmp_path):
         f"Error: flow file {missing!r} does not exist\n"
     assert _one_line_error(logetl("run", "", "--input", LOG, "--output", f"out={out}")) == \
         "Error: flow file '' does not exist\n"        # was an internal error (KeyError), exit 1
+    assert not os.path.exists(out)
+
+
+def test_a_flow_file_imports_the_modules_beside_it(tmp_path):
+    """As `python FLOW.py` does: `logetl run` had its bin directory first on sys.path and `python -m logetl`
+    the current directory, so a helper module beside the flow was found only from its directory."""
+    flows = tmp_path / "flows"
+    flows.mkdir()
+    (flows / "helpers_of_mine.py").write_text("import logetl.api as L\n\ndef ok():\n"
+                                              "    return L.col('response') == '200'\n")
+    f = flows / "useh.py"
+    f.write_text("import logetl.api as L\nfrom helpers_of_mine import ok\n\ndef flow(fmt):\n"
+                 "    return L.Flow('useh', [L.read(fmt).filter(ok(), name='ok').write('o')])\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    p = logetl("run", str(f), "--input", LOG, "--output", f"o={tmp_path / 'o'}", "-q", cwd=str(elsewhere))
+    assert p.returncode == 0, p.stderr
+    assert parts(tmp_path / "o") and all(r.split(b"\t")[3] == b"200" for r in parts(tmp_path / "o").splitlines())
+    # the console script too (its sys.path[0] is its bin directory, not the current one)
+    import shutil
+    import subprocess
+    import sys
+
+    script = shutil.which("logetl", path=os.path.dirname(sys.executable))
+    if script:
+        p = subprocess.run([script, "explain", "useh.py"], capture_output=True, cwd=str(flows))
+        assert p.returncode == 0 and b"operators:" in p.stdout, p.stderr
+    # and only while the file loads: sys.path is as it was
+    from logetl import flowfile
+
+    before = list(sys.path)
+    flowfile.load(str(f))
+    assert sys.path == before
+
+
+def test_a_flow_file_that_exits_or_ignores_the_format_is_one_line(tmp_path):
+    f = _flow_file(tmp_path, """\
+        import sys
+
+        def flow(fmt):
+            sys.exit(3)
+        """)
+    assert _one_line_error(logetl("explain", f)) == \
+        f"Error: {f}:4: the flow file calls sys.exit(3) instead of defining its flow\n"     # was exit 3, no word
+    f = _flow_file(tmp_path, "import sys\nsys.exit()\n")
+    assert _one_line_error(logetl("explain", f)) == \
+        f"Error: {f}:2: the flow file calls sys.exit() instead of defining its flow\n"
+    # --format given to a flow that reads another format: the log was parsed with that one, without a word
+    f = _flow_file(tmp_path, """\
+        import logetl.api as L
+
+        def flow(fmt):
+            return L.Flow("ignores", [L.read(fields=("ip",)).write("out")])
+        """)
+    out = tmp_path / "out"
+    assert _one_line_error(logetl("run", f, "--input", LOG, "--output", f"out={out}", "--format", "nginx")) == \
+        f"Error: {f}: its flow reads the log format combined, not the one --format gave (nginx): pass flow()'s " \
+        "format to read()\n"
+    assert _one_line_error(logetl("explain", f, "--format", "%h %l %u %t \"%r\" %>s %b %D")) == \
+        f"Error: {f}: its flow reads the log format combined, not the one --format gave " \
+        "('%h %l %u %t \"%r\" %>s %b %D'): pass flow()'s format to read()\n"
+    assert logetl("explain", f, "--format", "combined").returncode == 0      # the format it reads
+    assert logetl("explain", f).returncode == 0
+    assert not out.exists()
+
+
+def test_run_flow_checks_its_arguments_as_the_command_line_does(tmp_path):
+    """The command line's options are run_flow's keyword arguments: a bad one is refused, with the command
+    line's message where it has one, before anything is made."""
+    from logetl.errors import UsageError
+    from logetl.job import engine_options_for
+
+    def flow():
+        return L.Flow("opts", [L.read(fields=("ip",)).sort("ip").write("o")])
+
+    out = tmp_path / "o"
+    for kw, message in [
+        (dict(engine_options={"memory_limit": 0}), "--memory-limit 0 is too small: at least 264M"),
+        (dict(engine_options={"memory_limit": "100M"}), "--memory-limit '100M' is too small: at least 264M"),
+        (dict(engine_options={"memory_limit": "lots"}), "--memory-limit 'lots' is not a size (examples: 512M, 2G)"),
+        (dict(engine_options={"memory_limit": 5e8}), "--memory-limit 500000000.0 is not a size (examples: 512M, 2G)"),
+        (dict(engine_options={"memroy_limit": 1 << 30}),
+         "engine_options: unknown option 'memroy_limit' (the local engine takes memory_limit, spill_buffers)"),
+        (dict(engine_options={"master": "local[2]"}), "--master and --conf are Spark settings: use them with --hdfs"),
+        (dict(engine_options={"conf": {"spark.executor.memory": "2g"}}),
+         "--master and --conf are Spark settings: use them with --hdfs"),
+        (dict(engine_options={"spill_buffers": -1}), "engine_options: spill_buffers is a number of bytes > 0, not -1"),
+        (dict(engine_options=["memory_limit"]), "engine_options must be a dict of option: value, not ['memory_limit']"),
+        (dict(engine="spark", engine_options={"memory_limit": "1G"}),
+         "--memory-limit is a setting of the local engine: on Spark use --conf spark.executor.memory=SIZE"),
+        (dict(engine="spark", engine_options={"spill_buffers": 1}),
+         "engine_options: spill_buffers is an option of the local engine (the spark engine takes master, conf)"),
+        (dict(engine="spark", engine_options={"master": "local[x]"}),
+         "--master 'local[x]' is not a Spark master URL (local, local[N], local[*], spark://HOST:PORT, yarn, k8s://URL)"),
+        (dict(engine="spark", engine_options={"conf": {"spark.sql.shuffle.partitions": 4}}),
+         "engine_options: conf 'spark.sql.shuffle.partitions': 4: a Spark setting is a name and a string value "
+         "(as --conf KEY=VALUE gives them)"),
+        (dict(engine="hdfs"), "unknown engine 'hdfs' (choose from local, spark)"),
+        (dict(overwrite="no"), "overwrite must be True or False, not 'no'"),
+        (dict(quiet=1), "quiet must be True or False, not 1"),
+        (dict(incremental="yes"), "incremental must be True or False, not 'yes'"),
+        (dict(trap=5), "trap must be a path (a string), not 5"),
+        (dict(work_dir=b"w"), "work_dir must be a path (a string), not b'w'"),
+        (dict(application=7), "application must be a name (a string), not 7"),
+        (dict(tags={"team": 1}), "tags must be a dict of strings {KEY: VALUE}, not {'team': 1}"),
+    ]:
+        with pytest.raises(UsageError) as caught:
+            run_flow(flow(), LOG, {"o": str(out)}, **{"monitor": False, "quiet": True, **kw})
+        assert str(caught.value) == message, kw
+    assert os.listdir(tmp_path) == []          # no output, staging or working directory was made
+    # overwrite="no" replaced an existing output; the size strings of --memory-limit are taken
+    run = run_flow(flow(), LOG, {"o": out}, monitor=False, quiet=True, engine_options={"memory_limit": "512M"})
+    assert run.status == "SUCCESSFUL" and run.options["memory_limit"] == 512 << 20
+    with pytest.raises(UsageError):
+        run_flow(flow(), LOG, {"o": str(out)}, monitor=False, quiet=True, overwrite="no")
+    assert engine_options_for("spark", None) == {"master": None, "conf": {}}      # as the command line gives them
+    assert engine_options_for("local", {"memory_limit": None}) == {}
+
+
+def test_the_command_line_refuses_an_empty_memory_limit_or_master(tmp_path):
+    """--memory-limit '' ran with the default; --master '' on the local engine was not refused."""
+    out = str(tmp_path / "o")
+    assert _one_line_error(logetl("filter", "--input", LOG, "--output", out, "--memory-limit", "")) == \
+        "Error: --memory-limit '' is not a size (examples: 512M, 2G)\n"
+    assert _one_line_error(logetl("filter", "--input", LOG, "--output", out, "--master", "")) == \
+        "Error: --master and --conf are Spark settings: use them with --hdfs\n"
     assert not os.path.exists(out)
 
 

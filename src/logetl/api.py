@@ -1,5 +1,5 @@
-"""The public API: define a flow of your own, then run it with ``logetl run FLOW.py`` (or
-``logetl.api.run``), on the local engine or on Spark.
+"""The public API: define a flow of your own, then run it with ``logetl run FLOW.py`` (or from Python with
+``logetl.job.run_flow(flow, input, {tap: path})``), on the local engine or on Spark.
 
 A flow is a pipe assembly, in the spirit of Cascading's pipes and Beam's transforms: the builder calls
 only *describe* the computation, fields and types are checked at once (a mistake fails when the flow is
@@ -42,8 +42,17 @@ def read(format=None, fields=None, tap: str = "input", name: str | None = None) 
     ``nginx``), an Apache ``LogFormat`` or nginx ``log_format`` string, or None for ``combined``.
     ``fields``: the format's fields to keep, in that order (default: all; ``combined`` has ``ip, time,
     request, response, size``). Malformed lines are counted and trapped; records whose size is ``-`` are
-    dropped (the line contract), whichever fields are kept."""
+    dropped (the line contract), whichever fields are kept. ``tap`` names the input in ``explain`` and the
+    monitor; a flow reads one input (a run binds one, ``--input``): read it once and branch."""
     fmt = format if isinstance(format, formats.LogFormat) or format is None else formats.compile_format(format)
+    if isinstance(fields, str):     # not a list of its characters ("the log format has no field 'i'")
+        raise AssemblyError(f"read: fields takes a list of field names, not the string {fields!r}: "
+                            f"fields=[{fields!r}]")
+    if fields is not None and not isinstance(fields, (list, tuple)):
+        raise AssemblyError(f"read: fields takes a list of field names, not {fields!r}")
+    for f in fields or ():
+        if not isinstance(f, str):
+            raise AssemblyError(f"read: a field is a name, not {f!r}")
     return Parse(name or "parse", Source(tap, tap), fmt, keep=tuple(fields) if fields else None)
 
 

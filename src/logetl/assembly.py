@@ -55,6 +55,17 @@ def _sort_keys(keys) -> tuple[tuple[str, bool], ...]:
     return tuple(out)
 
 
+def _field_names(fields, what: str) -> tuple[str, ...]:
+    """One field name, or a list of them (``per``): each a name."""
+    names = (fields,) if isinstance(fields, str) else fields
+    if not isinstance(names, (tuple, list)):
+        raise AssemblyError(f"{what} is a field name or a list of them, not {fields!r}")
+    for f in names:
+        if not isinstance(f, str):
+            raise AssemblyError(f"{what}: a field is a name, not {f!r}")
+    return tuple(names)
+
+
 def _describe_keys(keys) -> str:
     return ", ".join(f + (" descending" if d else "") for f, d in keys)
 
@@ -265,9 +276,13 @@ class Select(Pipe):
         self._inherit()
         if not self.keep:
             raise AssemblyError(f"select {self.label}: no fields")
+        for f in self.keep:
+            if not isinstance(f, str):
+                raise AssemblyError(f"select {self.label}: a field is a name, not {f!r} (select('ip', 'time'))")
         self._require(*self.keep)
-        if len(set(self.keep)) != len(self.keep):
-            raise AssemblyError(f"select {self.label}: a field is named twice")
+        twice = [f for i, f in enumerate(self.keep) if f in self.keep[:i]]
+        if twice:
+            raise AssemblyError(f"select {self.label}: field {twice[0]!r} is named twice")
         self.fields = self.keep
         self.types = {f: self.types[f] for f in self.keep}
 
@@ -362,7 +377,14 @@ class GroupBy(Pipe):
         if not self.keys:
             raise AssemblyError(f"groupby {self.label}: no key fields (use a constant derived field to "
                                 "aggregate everything)")
+        for k in self.keys:
+            if not isinstance(k, str):
+                raise AssemblyError(f"groupby {self.label}: a key is a field name, not {k!r} "
+                                    "(group_by('ip', 'time'))")
         self._require(*self.keys)
+        twice = [k for i, k in enumerate(self.keys) if k in self.keys[:i]]
+        if twice:
+            raise AssemblyError(f"groupby {self.label}: key {twice[0]!r} is named twice")
         if not self.aggregates:
             raise AssemblyError(f"groupby {self.label}: no aggregates (use unique() for distinct keys)")
         types = {k: self.types[k] for k in self.keys}
@@ -433,7 +455,9 @@ class HashJoin(Pipe):
         if self.held_key not in held.fields:
             raise AssemblyError(f"hashjoin {self.label}: the held side has no field {self.held_key!r}")
         if held.types[self.held_key] != stream.types[self.stream_key]:
-            raise AssemblyError(f"hashjoin {self.label}: key types differ")
+            raise AssemblyError(f"hashjoin {self.label}: key types differ: the streamed side's {self.stream_key} is "
+                                f"{stream.types[self.stream_key]}, the held side's {self.held_key} is "
+                                f"{held.types[self.held_key]} (convert one: to_int() or concat())")
         clash = set(stream.fields) & set(self.held_fields)
         if clash:
             raise AssemblyError(f"hashjoin {self.label}: fields on both sides: {', '.join(sorted(clash))} "
@@ -517,10 +541,10 @@ class Top(Pipe):
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise AssemblyError(f"top: n is a count >= 1, not {n!r}")
         self.n = n
-        single = isinstance(by, str) or (isinstance(by, tuple) and len(by) == 2 and isinstance(by[0], str)
-                                         and isinstance(by[1], bool))
-        self.by_keys = _sort_keys([by] if single else by)
-        self.per = (per,) if isinstance(per, str) else tuple(per)
+        single = not isinstance(by, (tuple, list)) or (isinstance(by, tuple) and len(by) == 2
+                                                        and isinstance(by[0], str) and isinstance(by[1], bool))
+        self.by_keys = _sort_keys([by] if single else by)     # an expression is refused as a key, naming it
+        self.per = _field_names(per, "top: per")
         super().__init__(name, previous)
 
     @property
@@ -628,11 +652,16 @@ class Flow:
         self.nodes = self._topological(self.sinks)
         self._name_unnamed()
         taps = [s.tap for s in self.sinks]
-        if len(set(taps)) != len(taps):
-            raise AssemblyError(f"flow {name!r}: two sinks write the same output tap")
+        twice = [t for i, t in enumerate(taps) if t in taps[:i]]
+        if twice:
+            raise AssemblyError(f"flow {name!r}: two sinks write the same output tap {twice[0]!r}")
+        # a run binds one input (--input): a second read, whatever its tap, would read the same files again
         sources = [n for n in self.nodes if isinstance(n, Source)]
-        if len({s.tap for s in sources}) != len(sources):
-            raise AssemblyError(f"flow {name!r}: the input is read more than once (read it once and branch)")
+        if len(sources) > 1:
+            read_taps = list(dict.fromkeys(s.tap for s in sources))
+            by = f", by taps {', '.join(read_taps[:-1])} and {read_taps[-1]}" if len(read_taps) > 1 else ""
+            raise AssemblyError(f"flow {name!r}: the input is read more than once{by} (a run binds one input: "
+                                "read it once and branch)")
         names = [n.name for n in self.nodes]
         dup = {n for n in names if names.count(n) > 1}
         if dup:

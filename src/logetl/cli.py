@@ -186,24 +186,15 @@ def _flow(program: str | None, flow_file: str | None, log_format: str | None, fo
 def _run(program: str | None, input_path: str, outputs: dict[str, str], opts: dict, trap, overwrite: bool,
          quiet: bool, work_dir: str | None, checkpoint_dir: str | None = None, flow_file: str | None = None):
     from logetl.console import ConsoleReporter
-    from logetl.job import run_flow
+    from logetl.job import engine_options_for, run_flow
 
     flow = _flow(program, flow_file, opts["log_format"], opts["format_file"])
     if opts["hdfs"] and opts["engine"] == "local":
         raise UserError("--hdfs runs on spark: it cannot go with --engine local")
     engine = "spark" if opts["hdfs"] else (opts["engine"] or "local")
-    engine_options = {}
-    if engine == "spark":
-        engine_options = {"master": opts["master"], "conf": opts["confs"]}
-        if opts["memory_limit"]:
-            raise UserError("--memory-limit is a setting of the local engine: on Spark use --conf "
-                            "spark.executor.memory=SIZE")
-    elif opts["master"] or opts["confs"]:
-        raise UserError("--master and --conf are Spark settings: use them with --hdfs")
-    elif opts["memory_limit"]:
-        from logetl.engines.spill import parse_size
-
-        engine_options = {"memory_limit": parse_size(opts["memory_limit"])}
+    # checked as run_flow checks its engine_options: one place says what each engine takes
+    engine_options = engine_options_for(engine, {"memory_limit": opts["memory_limit"], "master": opts["master"],
+                                                 "conf": opts["confs"] or None})
     listener = ConsoleReporter(outputs={**outputs, **({"trap": trap} if trap else {})}, quiet=quiet)
     try:
         run_flow(flow, input_path, outputs, engine=engine, trap=trap, overwrite=overwrite, listener=listener,
@@ -334,7 +325,8 @@ def run(flow_file, input_path, outputs, checkpoint_dir, trap, overwrite, quiet, 
     """Run the flow a Python file defines (see logetl.api).
 
     FLOW.py defines flow(fmt): a function that takes the log format (--format; default combined) and
-    returns a logetl.api.Flow whose sinks name its outputs. Every option of the programs applies: the
+    returns a logetl.api.Flow whose sinks name its outputs; it imports modules beside it, as under
+    python FLOW.py. Every option of the programs applies: the
     engine (--hdfs), --trap, --overwrite, --work-dir, restart after a checkpoint, the monitor.
 
     \b

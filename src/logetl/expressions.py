@@ -94,7 +94,7 @@ class Expr:
     # --- methods -----------------------------------------------------------------------------------
     def is_null(self) -> "IsNull": return IsNull(self)
     def is_not_null(self) -> "Not": return Not(IsNull(self))
-    def is_in(self, values) -> "IsIn": return IsIn(self, tuple(values))
+    def is_in(self, values) -> "IsIn": return IsIn(self, _values(values))
     def starts_with(self, prefix: str) -> "StartsWith": return StartsWith(self, prefix)
     def ends_with(self, suffix: str) -> "EndsWith": return EndsWith(self, suffix)
     def contains(self, text: str) -> "Contains": return Contains(self, text)
@@ -104,6 +104,18 @@ class Expr:
     def upper(self) -> "Upper": return Upper(self)
     def split_part(self, delimiter: str, n: int) -> "SplitPart": return SplitPart(self, delimiter, n)
     def to_int(self) -> "ToInt": return ToInt(self)
+
+
+def _values(values) -> tuple:
+    """``is_in``'s list of literals. A string is refused (it is not a list of its characters), and a set's
+    values are sorted so that the flow's definition, and so its restart, is the same in every process."""
+    if isinstance(values, (str, bytes)):
+        raise ExpressionError(f"is_in takes a list of values, not the string {values!r}: is_in([{values!r}])")
+    if isinstance(values, (set, frozenset)):
+        return tuple(sorted(values, key=lambda v: (type(v).__name__, v)))
+    if not isinstance(values, (list, tuple)):
+        raise ExpressionError(f"is_in takes a list of values, not {values!r}: is_in([{values!r}])")
+    return tuple(values)
 
 
 class Compiler:

@@ -6,8 +6,13 @@ takes the run's log format as its one argument (``--format`` / ``--format-file``
 neither is given) and passes it to ``read``; a function without parameters fixes its own format, and then
 ``--format`` is refused. The flow's name (``Flow("name", ...)``) is the application name in the monitor.
 
+While the file is loaded and its flow defined, the file's directory is first on ``sys.path`` (as
+``python FLOW.py`` puts it), so that it imports the modules beside it whether it is run as ``logetl run``
+or ``python -m logetl run``, from any directory.
+
 Any error while loading the file or defining the flow is one line naming the file and the line of the
-user's code it came from (``FlowFileError``, exit 2).
+user's code it came from (``FlowFileError``, exit 2); so is a file that calls ``sys.exit``, and a flow
+that does not read the log format ``--format`` gave.
 """
 from __future__ import annotations
 
@@ -46,11 +51,16 @@ def load(path: str, log_format: formats.LogFormat | None = None, format_given: b
         raise FlowFileError(f"flow file {path!r} is not a Python file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module      # dataclasses and pickling look a module up by name
+    # the modules beside the file, as `python FLOW.py` finds them (`logetl run` has the script's bin first)
+    here = os.path.dirname(os.path.abspath(path))
+    sys.path.insert(0, here)
     try:
         try:
             spec.loader.exec_module(module)
         except SyntaxError as exc:
             raise FlowFileError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
+        except SystemExit as exc:
+            raise FlowFileError(_exits(path, exc)) from None
         except Exception as exc:
             raise FlowFileError(f"{_where(path, exc)}: {type(exc).__name__}: {exc}") from None
         define = getattr(module, "flow", None)
@@ -79,10 +89,37 @@ def load(path: str, log_format: formats.LogFormat | None = None, format_given: b
             raise FlowFileError(f"{_where(path, exc)}: {exc} (choose a --format that has it)") from None
         except (assembly.AssemblyError, expressions.ExpressionError) as exc:
             raise FlowFileError(f"{_where(path, exc)}: {exc}") from None
+        except SystemExit as exc:
+            raise FlowFileError(_exits(path, exc)) from None
         except Exception as exc:
             raise FlowFileError(f"{_where(path, exc)}: {type(exc).__name__}: {exc}") from None
         if not isinstance(result, assembly.Flow):
             raise FlowFileError(f"{path}: flow() returned {type(result).__name__}, not a logetl.api.Flow")
+        if format_given:
+            # a flow that reads another format than the one given would parse the log with that one silently
+            for node in result.nodes:
+                if isinstance(node, assembly.Parse) and node.format != log_format:
+                    raise FlowFileError(
+                        f"{path}: its flow reads the log format {_format_name(node.format)}, not the one --format "
+                        f"gave ({_format_name(log_format)}): pass flow()'s format to read()")
         return result
     finally:
         sys.modules.pop(name, None)
+        try:
+            sys.path.remove(here)       # the first occurrence: the one inserted above
+        except ValueError:
+            pass
+
+
+def _exits(path: str, exc: SystemExit) -> str:
+    """A flow file that calls ``sys.exit``: one line, as any other error in it (an exit status of its own
+    would pass for logetl's)."""
+    code = "" if exc.code is None else repr(exc.code)
+    return f"{_where(path, exc)}: the flow file calls sys.exit({code}) instead of defining its flow"
+
+
+def _format_name(fmt: formats.LogFormat) -> str:
+    """A preset by its name, a format string as written."""
+    if fmt.name in formats.PRESETS and formats.compile_format(fmt.name) == fmt:
+        return fmt.name
+    return repr(fmt.text)

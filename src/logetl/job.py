@@ -21,6 +21,85 @@ class JobError(UsageError):
         self.option = option
 
 
+#: ``run_flow``'s ``engine_options``, per engine: the command line's ``--memory-limit`` (``memory_limit``: a
+#: size such as ``"512M"``, or bytes), ``--master`` and ``--conf`` (``conf``: {KEY: VALUE}); ``spill_buffers``
+#: (bytes the blocking operators may buffer) is for tests
+ENGINE_OPTIONS = {"local": ("memory_limit", "spill_buffers"), "spark": ("master", "conf")}
+SPARK_SETTINGS = "--master and --conf are Spark settings: use them with --hdfs"
+LOCAL_SETTING = "--memory-limit is a setting of the local engine: on Spark use --conf spark.executor.memory=SIZE"
+
+
+def engine_options_for(engine: str, given: dict | None) -> dict:
+    """The options for ``engine`` (``local`` or ``spark``), checked as the command line checks its own
+    (``UsageError`` naming the bad one, before anything runs); an option given as None is not given. The
+    command line's ``--memory-limit``, ``--master`` and ``--conf`` come through here too."""
+    if given is None:
+        given = {}
+    if not isinstance(given, dict):
+        raise UsageError(f"engine_options must be a dict of option: value, not {given!r}")
+    takes = ENGINE_OPTIONS[engine]
+    options = {k: v for k, v in given.items() if v is not None}
+    for key in given:
+        if not any(key in names for names in ENGINE_OPTIONS.values()):
+            raise UsageError(f"engine_options: unknown option {key!r} (the {engine} engine takes "
+                             f"{', '.join(takes)})")
+    if engine == "local" and ("master" in options or "conf" in options):
+        raise UsageError(SPARK_SETTINGS)
+    if engine == "spark" and "memory_limit" in options:
+        raise UsageError(LOCAL_SETTING)
+    for key in options:
+        if key not in takes:
+            raise UsageError(f"engine_options: {key} is an option of the "
+                             f"{'spark' if engine == 'local' else 'local'} engine (the {engine} engine takes "
+                             f"{', '.join(takes)})")
+    if engine == "local":
+        from logetl.engines.spill import parse_size
+
+        if "memory_limit" in options:
+            options["memory_limit"] = parse_size(options["memory_limit"])
+        buffers = options.get("spill_buffers")
+        if buffers is not None and not (isinstance(buffers, int) and not isinstance(buffers, bool) and buffers > 0):
+            raise UsageError(f"engine_options: spill_buffers is a number of bytes > 0, not {buffers!r}")
+        return options
+    from logetl.engines.spark import check_master_url
+
+    if "master" in options:
+        check_master_url(options["master"])
+    conf = options.get("conf", {})
+    if not isinstance(conf, dict):
+        raise UsageError(f"engine_options: conf is a dict of Spark settings {{KEY: VALUE}}, not {conf!r}")
+    for key, value in conf.items():
+        if not isinstance(key, str) or not key or not isinstance(value, str):
+            raise UsageError(f"engine_options: conf {key!r}: {value!r}: a Spark setting is a name and a string "
+                             "value (as --conf KEY=VALUE gives them)")
+    # as the command line gives them (what the monitor records)
+    return {"master": options.get("master"), "conf": dict(conf)}
+
+
+def _path(path):
+    """A path given as a ``pathlib.Path`` (any ``os.PathLike``) as its string; anything else as it is."""
+    return os.fspath(path) if isinstance(path, os.PathLike) else path
+
+
+def _check_options(input_path, output_paths, flags: dict, paths: dict, texts: dict, tags) -> None:
+    """``run_flow``'s other arguments, checked before anything runs: a flag is True or False (``"no"`` is
+    not false), a path a string, tags a dict of strings."""
+    if not isinstance(input_path, str):
+        raise UsageError(f"the input is a path (a string), not {input_path!r}")
+    if not isinstance(output_paths, dict) or not all(isinstance(t, str) and isinstance(p, str)
+                                                     for t, p in output_paths.items()):
+        raise UsageError(f"the outputs are a dict {{tap: path}} of strings, not {output_paths!r}")
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise UsageError(f"{name} must be True or False, not {value!r}")
+    for name, value in {**paths, **texts}.items():
+        if value is not None and not isinstance(value, str):
+            raise UsageError(f"{name} must be a {'path' if name in paths else 'name'} (a string), not {value!r}")
+    if tags is not None and not (isinstance(tags, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                                                for k, v in tags.items())):
+        raise UsageError(f"tags must be a dict of strings {{KEY: VALUE}}, not {tags!r}")
+
+
 def _inside(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
@@ -204,7 +283,18 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
     """Runs a flow. Unless ``monitor`` is false (or LOGETL_MONITOR=off), the run's documents go to the
     monitor (``logetl.monitor.reporter``). ``incremental``: read only the complete lines that are new since
     the outputs' last run and add their records as new parts (``logetl.incremental``). ``output_format``:
-    every sink writes it (``tsv``, ``parquet``, ``jsonl``; as ``--output-format``)."""
+    every sink writes it (``tsv``, ``parquet``, ``jsonl``; as ``--output-format``). ``engine_options``: see
+    ``ENGINE_OPTIONS``. Every argument is checked before anything runs or is made (``UsageError``)."""
+    get_engine(engine)          # an unknown engine, named
+    input_path, trap, work_dir, checkpoint_dir = (_path(p) for p in (input_path, trap, work_dir, checkpoint_dir))
+    if isinstance(output_paths, dict):
+        output_paths = {tap: _path(p) for tap, p in output_paths.items()}
+    _check_options(input_path, output_paths,
+                   {"overwrite": overwrite, "quiet": quiet, "incremental": incremental,
+                    **({"monitor": monitor} if monitor is not None else {})},
+                   {"trap": trap, "work_dir": work_dir, "checkpoint_dir": checkpoint_dir},
+                   {"application": application}, tags)
+    engine_options = engine_options_for(engine, engine_options)
     if output_format is not None:
         try:
             flow.set_output_format(output_format)
@@ -227,7 +317,7 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
         from logetl.incremental import refuse
 
         refuse(flow, engine, input_path)
-    runner = get_engine(engine)(**(engine_options or {}))
+    runner = get_engine(engine)(**engine_options)
     try:
         taps = bind(flow, input_path, output_paths, trap, overwrite, work_dir, checkpoint_dir, engine,
                     fs=runner.filesystem(), incremental=incremental)
@@ -246,7 +336,7 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
         run.describe(taps.work.identity, {"engine": engine, "overwrite": overwrite, "max_malformed": max_malformed,
                                           **({"incremental": True} if incremental else {}),
                                           "format": ", ".join(formats_read) or "combined",
-                                          **(engine_options or {})})
+                                          **engine_options})
         return runner.run(flow, taps, Listeners(listeners), run=run)
     finally:
         runner.shutdown()

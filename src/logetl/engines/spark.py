@@ -242,12 +242,21 @@ _MASTER = re.compile(r"local(\[(\*|[1-9][0-9]*)(\s*,\s*[0-9]+)?\])?"
                      r"|local-cluster\[\s*[0-9]+\s*,\s*[0-9]+\s*,\s*[0-9]+\s*\]|spark://\S+|yarn|k8s://\S+")
 
 
+def check_master_url(master) -> None:
+    """A master URL of a form Spark takes (``--master``, ``run_flow``'s ``master``), without asking anyone:
+    checked before anything runs."""
+    if master == "":
+        raise EngineUnavailable("--master is empty: give a Spark master URL, or leave it out for "
+                                f"${MASTER_ENV} or local[*]")
+    if not isinstance(master, str) or not _MASTER.fullmatch(master):
+        raise EngineUnavailable(f"--master {master!r} is not a Spark master URL (local, local[N], local[*], "
+                                "spark://HOST:PORT, yarn, k8s://URL)")
+
+
 def _check_master(master: str) -> None:
     """A master URL Spark takes, checked here so that a bad one is one line; a standalone master that does
     not answer makes Spark retry for a minute: say so at once."""
-    if not _MASTER.fullmatch(master):
-        raise EngineUnavailable(f"--master {master!r} is not a Spark master URL (local, local[N], local[*], "
-                                "spark://HOST:PORT, yarn, k8s://URL)")
+    check_master_url(master)
     if master == "yarn" and not (os.environ.get("HADOOP_CONF_DIR") or os.environ.get("YARN_CONF_DIR")):
         raise EngineUnavailable("--master yarn needs HADOOP_CONF_DIR or YARN_CONF_DIR: the directory of the "
                                 "cluster's configuration")
@@ -504,8 +513,7 @@ class SparkEngine(Engine):
         active = SparkSession.getActiveSession()
         builder = SparkSession.builder.appName("logetl")
         if self.master == "":
-            raise EngineUnavailable("--master is empty: give a Spark master URL, or leave it out for "
-                                    f"${MASTER_ENV} or local[*]")
+            check_master_url(self.master)
         master = self.master or (None if under_submit or active else os.environ.get(MASTER_ENV, "local[*]"))
         if master:
             _check_master(master)

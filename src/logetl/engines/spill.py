@@ -52,13 +52,17 @@ class MemoryLimitExceeded(RunFailed):
     """A blocking operator that cannot spill outgrew the budget."""
 
 
-def parse_size(text: str) -> int:
-    """``512M``, ``2G``, ``1.5GB``, ``300MiB``, ``1048576``: bytes (K, M, G are powers of 1024)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", text or "")
-    if not m:
-        raise UsageError(f"--memory-limit {text!r} is not a size (examples: 512M, 2G)")
-    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[m.group(2).lower()]
-    value = int(float(m.group(1)) * scale)
+def parse_size(text: str | int) -> int:
+    """``512M``, ``2G``, ``1.5GB``, ``300MiB``, ``1048576``: bytes (K, M, G are powers of 1024); an
+    integer is bytes (``run_flow``'s ``memory_limit``). Either is at least the reserve and a little more."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    else:
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", text if isinstance(text, str) else "")
+        if not m:
+            raise UsageError(f"--memory-limit {text!r} is not a size (examples: 512M, 2G)")
+        scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[m.group(2).lower()]
+        value = int(float(m.group(1)) * scale)
     if value < RESERVE + MIN_BUFFERS:
         raise UsageError(f"--memory-limit {text!r} is too small: at least {(RESERVE + MIN_BUFFERS) // MiB}M")
     return value
