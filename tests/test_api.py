@@ -252,8 +252,8 @@ def test_run_flow_checks_its_arguments_as_the_command_line_does(tmp_path):
 
     out = tmp_path / "o"
     for kw, message in [
-        (dict(engine_options={"memory_limit": 0}), "--memory-limit 0 is too small: at least 264M"),
-        (dict(engine_options={"memory_limit": "100M"}), "--memory-limit '100M' is too small: at least 264M"),
+        (dict(engine_options={"memory_limit": 0}), "--memory-limit 0 is too small: at least 384M"),
+        (dict(engine_options={"memory_limit": "100M"}), "--memory-limit '100M' is too small: at least 384M"),
         (dict(engine_options={"memory_limit": "lots"}), "--memory-limit 'lots' is not a size (examples: 512M, 2G)"),
         (dict(engine_options={"memory_limit": 5e8}), "--memory-limit 500000000.0 is not a size (examples: 512M, 2G)"),
         (dict(engine_options={"memroy_limit": 1 << 30}),
@@ -358,7 +358,7 @@ def test_group_by_and_top_spill_and_give_the_in_memory_bytes(tmp_path):
         top = per.top(3, by=[L.desc("n"), "request"], per=["d", "ip"])
         return L.Flow("spill", [top.write("out")])
 
-    small = _run(flow(), log, tmp_path / "small", memory_limit=300 << 20, spill_buffers=64 * 1024)
+    small = _run(flow(), log, tmp_path / "small", memory_limit=400 << 20, spill_buffers=64 * 1024)
     large = _run(flow(), log, tmp_path / "large")
     assert small == large and small.count(b"\n") > 3
 
@@ -376,7 +376,7 @@ def test_group_by_spills_in_partitions_with_the_in_memory_result(tmp_path):
     from logetl.listener import FlowRun
 
     small_run = run_flow(flow(), str(log), {"out": str(tmp_path / "small")}, monitor=False,
-                         engine_options={"memory_limit": 300 << 20, "spill_buffers": 64 * 1024})
+                         engine_options={"memory_limit": 400 << 20, "spill_buffers": 64 * 1024})
     assert isinstance(small_run, FlowRun) and "groupby" in small_run.spilled
     assert parts(tmp_path / "small") == _run(flow(), log, tmp_path / "large")
     # and both are the result, computed here in plain Python from the reference parser

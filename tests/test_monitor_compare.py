@@ -181,11 +181,11 @@ def test_data_quality_columns_sorting_and_the_malformed_share_filter(client, sto
 def test_a_real_run_records_its_inputs_options_and_flow_hash(tmp_path):
     out = str(tmp_path / "out")
     run = run_program("join", CORPUS_LOG, {"output": out}, trap=str(tmp_path / "trap"), monitor=False,
-                      engine_options={"memory_limit": 300 << 20})
+                      engine_options={"memory_limit": 400 << 20})
     assert run.inputs == [{"path": os.path.abspath(CORPUS_LOG), "size": os.path.getsize(CORPUS_LOG)}]
     assert run.flow_hash == hashlib.sha256(programs.get("join").explain().encode()).hexdigest()[:16]
     assert run.options == {"checkpoint_dir": None, "engine": "local", "format": "combined", "max_malformed": None,
-                           "memory_limit": 300 << 20, "outputs": {"output": out}, "overwrite": False,
+                           "memory_limit": 400 << 20, "outputs": {"output": out}, "overwrite": False,
                            "trap": str(tmp_path / "trap")}
     assert run.to_dict()["flow_hash"] == run.flow_hash
 

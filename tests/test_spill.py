@@ -105,9 +105,9 @@ def test_a_hashjoin_left_side_past_the_budget_fails_with_one_line(tmp_path):
     log = _log(tmp_path / "in.log", 20_000)
     with pytest.raises(MemoryLimitExceeded) as caught:
         run_program("join", log, {"output": str(tmp_path / "out")},
-                    engine_options={"memory_limit": 300 << 20, "spill_buffers": 16 * 1024})
+                    engine_options={"memory_limit": 400 << 20, "spill_buffers": 16 * 1024})
     assert str(caught.value) == (
-        "operator 'join' (hashjoin) holds its held side in memory, and it outgrew the memory limit (300 MiB, of "
+        "operator 'join' (hashjoin) holds its held side in memory, and it outgrew the memory limit (400 MiB, of "
         "which blocking operators may hold 0 MiB): raise --memory-limit, or hold the smaller side")
     assert not (tmp_path / "out").exists()
 
