@@ -498,3 +498,24 @@ def test_two_outputs_that_are_one_directory_through_a_bind_mount_are_refused(tmp
     assert one_line(p) == "Error: output1 'real/z' and output2 'bind/z' are the same directory (through a mount): " \
                           "keep them apart"
     assert os.listdir(tmp_path / "real") == []
+
+
+def test_a_full_file_system_is_named(tmp_path):
+    """A write that fails for want of space names the output whose file system is full (the error of a
+    write to an open file names no file: "branch failed: [Errno 28] No space left on device")."""
+    (tmp_path / "small").mkdir()
+    mounted = os.geteuid() == 0 and subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(tmp_path / "small")], capture_output=True).returncode == 0
+    require(mounted, "a small file system needs root (mount -t tmpfs)")
+    log = tmp_path / "in.log"
+    log.write_bytes(b"".join(read(CORPUS_LOG).splitlines(keepends=True)[:3]) * 30_000)   # ~4 MB of records
+    try:
+        p = logetl("branch", "--input", str(log), "--output1", "small/o1", "--output2", "o2", "-q", cwd=str(tmp_path))
+        left = os.listdir(tmp_path / "small")
+    finally:
+        subprocess.run(["umount", str(tmp_path / "small")], check=True)
+    assert p.returncode == 1
+    assert one_line(p) == ("Error: branch failed: No space left on device: output1 'small/o1' and the working "
+                           f"directory '{tmp_path}/small/.o1.logetl-work' (their file system has 0.0 MB free)")
+    # nothing published, the staged outputs discarded (the working directory stays for a rerun)
+    assert not os.path.exists(tmp_path / "o2") and left == [".o1.logetl-work"]

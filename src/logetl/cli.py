@@ -213,7 +213,9 @@ def _run(program: str | None, input_path: str, outputs: dict[str, str], opts: di
     except Exception as exc:  # the summary above already says FAILED; one line names the cause
         if errors.debug():
             traceback.print_exc()
-        raise RunFailed(f"{flow.name} failed: {exc}") from None
+        where = getattr(exc, "logetl_where", None)      # a full file system (engines.base.full_places)
+        raise RunFailed(f"{flow.name} failed: {exc.strerror}: {where}" if where else f"{flow.name} failed: {exc}") \
+            from None
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

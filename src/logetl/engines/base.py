@@ -5,12 +5,14 @@ an engine implements ``execute_step`` (and may override ``check``, ``ready``, ``
 """
 from __future__ import annotations
 
+import errno
 import os
 import time
 from dataclasses import dataclass, field
 
 from logetl import assembly
 from logetl.expressions import Expr
+from logetl.io.fs import LOCAL
 from logetl.io.outputs import StagedOutput
 from logetl.errors import EnvError, RunFailed, UsageError
 from logetl.listener import (
@@ -102,6 +104,36 @@ class StepContext:
     #: the engine's state of this run (staged outputs, open files, budgets), made by ``prepare``: per-run
     #: state lives here, never on the engine, which may run several flows
     state: object = None
+
+
+#: a file system with less than this free, when a write failed for want of space, is the one that is full
+FULL_BELOW = 16 << 20
+
+
+def full_places(taps: Taps) -> str | None:
+    """Which of a run's places (outputs, trap, working directory; local paths) are on a file system that is
+    full, as the user named them, with what it has free: a write that failed with "No space left on device"
+    says where (the error of a write to an open file names no file)."""
+    places = [(f"{tap} {path!r}", path) for tap, path in taps.outputs.items()]
+    if taps.trap:
+        places.append((f"trap {taps.trap!r}", taps.trap))
+    if taps.work is not None:
+        places.append((f"the working directory {taps.work.path!r}", taps.work.path))
+    full: dict[int, list] = {}      # device -> [names, what it has free]
+    for name, path in places:
+        probe = os.path.abspath(path)
+        while not os.path.exists(probe):
+            probe = os.path.dirname(probe)
+        try:
+            device, st = os.stat(probe).st_dev, os.statvfs(probe)
+        except OSError:
+            continue
+        free = st.f_bavail * st.f_frsize
+        if free < FULL_BELOW or (st.f_files and st.f_favail == 0):
+            left = f"{free / 1e6:.1f} MB free" + (", no inode" if st.f_files and st.f_favail == 0 else "")
+            full.setdefault(device, [[], left])[0].append(name)
+    return "; ".join(f"{' and '.join(names)} ({'its' if len(names) == 1 else 'their'} file system has {left})"
+                     for names, left in full.values()) or None
 
 
 class Engine:
@@ -284,8 +316,14 @@ class Engine:
         except BaseException as exc:
             exc.logetl_publishing = publishing   # read by the CLI: what an interrupt left
             stopped = isinstance(exc, KeyboardInterrupt)
+            if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT) and exc.filename is None \
+                    and self.filesystem() is LOCAL:
+                # before the staged outputs are discarded (which frees the space)
+                exc.logetl_where = full_places(taps)
             run.status = STOPPED if stopped else FAILED
             run.error = "interrupted" if stopped else (str(exc) or type(exc).__name__)
+            if getattr(exc, "logetl_where", None):
+                run.error = f"{exc.strerror}: {exc.logetl_where}"
             if not publishing:
                 # the records the steps wrote were staged and are discarded with them: the run wrote nothing
                 # (the monitor counted them as written, and its trend summed them)
