@@ -391,3 +391,80 @@ def test_group_by_spills_in_partitions_with_the_in_memory_result(tmp_path):
     assert parts(tmp_path / "small") == "".join(
         f"{ip}\t{request}\t{groups[(ip, request)][0]}\t{len(groups[(ip, request)][1])}\n" for ip, request in keys
     ).encode()
+
+
+# --- field names ------------------------------------------------------------------------------------------
+
+RULE = "(ASCII letters, digits, _ and -, starting with a letter or digit)"
+
+
+def test_every_field_name_a_flow_gives_is_checked_with_one_rule():
+    # derive, rename and the aggregates made any string a field (JSON key "", partition directory "=200", a
+    # partition_by "../x" wrote outside the output); names starting with _ were taken for the engines' own
+    # columns (Spark's _order: a sort after derive(_order=...) wrote the row numbers instead of the values)
+    logs = L.read()
+    assert _error(lambda: logs.derive(**{"../x": L.col("response")}, name="d")) == \
+        f"derive 'd': invalid field name '../x' {RULE}"
+    assert _error(lambda: logs.derive(**{"": L.col("response")})) == f"derive (unnamed): invalid field name '' {RULE}"
+    assert _error(lambda: logs.derive(**{"a\tb": L.lit(1)})) == f"derive (unnamed): invalid field name 'a\\tb' {RULE}"
+    assert _error(lambda: logs.derive(_order=L.col("request"))) == \
+        f"derive (unnamed): invalid field name '_order' {RULE}"
+    assert _error(lambda: logs.derive(**{"-x": L.lit(1)})) == f"derive (unnamed): invalid field name '-x' {RULE}"
+    assert _error(lambda: logs.derive(**{"größe": L.lit(1)})) == \
+        f"derive (unnamed): invalid field name 'größe' {RULE}"
+    assert _error(lambda: logs.rename(response="a/b")) == f"rename (unnamed): invalid field name 'a/b' {RULE}"
+    assert _error(lambda: logs.rename({"ip": ""})) == f"rename (unnamed): invalid field name '' {RULE}"
+    assert _error(lambda: logs.group_by("ip").agg(**{"n=1": L.count()})) == \
+        f"groupby (unnamed): invalid field name 'n=1' {RULE}"
+    # where a field is named, the same rule and message
+    assert _error(lambda: logs.select("ip", "../x")) == f"select (unnamed): invalid field name '../x' {RULE}"
+    assert _error(lambda: logs.group_by("a b").agg(n=L.count())) == f"groupby (unnamed): invalid field name 'a b' {RULE}"
+    assert _error(lambda: logs.sort(L.desc("_x"))) == f"sort (unnamed): invalid field name '_x' {RULE}"
+    assert _error(lambda: logs.top(1, by="size", per="../x")) == f"top (unnamed): invalid field name '../x' {RULE}"
+    assert _error(lambda: logs.write("o", partition_by="../x")) == f"sink (unnamed): invalid field name '../x' {RULE}"
+    assert _error(lambda: logs.join(logs.select("ip"), on=("ip", "i p"))) == \
+        f"hashjoin (unnamed): invalid field name 'i p' {RULE}"
+    assert _error(lambda: L.read(fields=("ip", "../x"))) == f"parse 'parse': invalid field name '../x' {RULE}"
+    assert _error(lambda: L.col("../x")) == f"invalid field name '../x' {RULE}"
+    assert _error(lambda: L.count("")) == f"invalid field name '' {RULE}"
+    # the names that pass
+    ok = logs.derive(**{"Day-1": L.lit(1), "2xx": L.lit(2), "a_b": L.lit(3)}).rename({"Day-1": "d-1"})
+    assert ok.fields == ("ip", "time", "request", "response", "size", "d-1", "2xx", "a_b")
+
+
+def test_two_fields_that_differ_only_in_case_are_refused():
+    # on Spark (case-insensitive by default) derive(IP=...) replaced ip: both columns held the request
+    logs = L.read()
+    assert _error(lambda: logs.derive(IP=L.col("request"), name="d")) == \
+        "derive 'd': fields 'ip' and 'IP' differ only in case (Spark, Hive and DuckDB take them for one field)"
+    assert _error(lambda: logs.rename(time="Size")) == \
+        "rename (unnamed): fields 'Size' and 'size' differ only in case (Spark, Hive and DuckDB take them for one field)"
+
+
+def test_a_flow_file_whose_partition_field_would_leave_the_output_is_one_line_and_writes_nothing(tmp_path):
+    # was exit 0 with x=200, x=206, ... written beside the output directory, outside its commit
+    (tmp_path / "o3").mkdir()
+    out = tmp_path / "o3" / "out"
+    f = _flow_file(tmp_path, """\
+        import logetl.api as L
+        def flow(fmt):
+            r = L.read(fmt, fields=("ip", "response")).derive(**{"../x": L.col("response")}, name="d")
+            return L.Flow("esc", [r.write("o", partition_by="../x")])
+        """)
+    assert _one_line_error(logetl("run", f, "--input", LOG, "--output", f"o={out}", "-q")) == \
+        f"Error: {f}:3: derive 'd': invalid field name '../x' {RULE}\n"
+    assert os.listdir(tmp_path / "o3") == []
+
+
+def test_a_log_format_whose_field_name_breaks_the_rule_is_refused_naming_the_variable():
+    from logetl import formats
+
+    with pytest.raises(formats.FormatError) as caught:
+        formats.compile_format('$remote_addr "$_order"')
+    assert str(caught.value) == ("$_order at position 15 of the format gives the field name '_order': a field "
+                                 "name is ASCII letters, digits, _ and -, starting with a letter or digit")
+    with pytest.raises(formats.FormatError) as caught:
+        formats.compile_format("$remote_addr $Host $host")
+    assert str(caught.value) == ("$host at position 20 of the format gives the field name 'host', which differs "
+                                 "only in case from 'Host' (Spark, Hive and DuckDB take them for one)")
+    assert formats.compile_format("$remote_addr $Host").fields == ("ip", "Host")

@@ -97,3 +97,113 @@ def test_a_value_too_long_for_a_directory_name_fails_the_run_naming_the_field(tm
     assert str(caught.value) == ("partition field 'request': the value 'GET /" + "a" * 35 + "'... makes a "
                                  "directory name longer than 255 bytes (partition by a shorter field)")
     assert not (tmp_path / "o").exists()          # nothing published (the working directory stays, for a rerun)
+
+
+def files_of(path) -> dict[str, bytes]:
+    """Every file under ``path`` (relative path -> bytes); Hadoop's checksum files left out."""
+    return {os.path.relpath(os.path.join(d, n), path): open(os.path.join(d, n), "rb").read()
+            for d, _, names in os.walk(path) for n in names if not n.endswith(".crc")}
+
+
+def flat_flow():
+    return L.Flow("flat", [L.read().select("ip", "size").write("out")])
+
+
+def test_overwrite_replaces_an_unpartitioned_output_with_the_partitions_only(engine, tmp_path):
+    # the earlier part-00000 stayed beside the partitions: readers of the directory got both results
+    log = tmp_path / "a.log"
+    log.write_bytes(line("1.1.1.1", "17") + line("2.2.2.2", "18"))
+    out = tmp_path / "out"
+    run_flow(flat_flow(), str(log), {"out": str(out)}, engine=engine, monitor=False)
+    with pytest.raises(OutputError) as caught:
+        run_flow(flow(), str(log), {"out": str(out)}, engine=engine, monitor=False)
+    assert str(caught.value) == (f"out directory {str(out)!r} is not empty and holds 'part-00000', which is not part "
+                                 "of a tsv output partitioned by day, kind (use --overwrite to replace it)")
+    run_flow(flow(), str(log), {"out": str(out)}, engine=engine, monitor=False, overwrite=True)
+    assert files_of(out) == {"_SUCCESS": b"", "day=2015-05-17/kind=%2F/part-00000": b"1.1.1.1\t10\n",
+                             "day=2015-05-18/kind=%2F/part-00000": b"2.2.2.2\t10\n"}
+    assert sorted(os.listdir(tmp_path)) == ["a.log", "out"]     # nothing left beside it
+
+
+def test_overwrite_removes_what_is_not_this_sinks_and_keeps_its_other_partitions(engine, tmp_path):
+    # partitions by another field (response=...), a day-only layout's parts inside day=..., parts of another
+    # format and an unpartitioned output's part stayed, mixed with this sink's partitions
+    first, second = tmp_path / "a.log", tmp_path / "b.log"
+    first.write_bytes(line("1.1.1.1", "17") + line("2.2.2.2", "18"))
+    second.write_bytes(line("3.3.3.3", "18") + line("4.4.4.4", "19"))
+    out = tmp_path / "out"
+    run_flow(flow(), str(first), {"out": str(out)}, engine=engine, monitor=False)
+    stale = {"part-00000": b"old\n", "response=200/part-00000": b"old\n", "day=2015-05-17/part-00000": b"old\n",
+             "day=2015-05-17/kind=%2F/part-00000.parquet": b"PAR1",
+             "day=2015-05-18/kind=x/part-00000": b"kept\n"}       # (this one is a partition of day, kind)
+    for rel, data in stale.items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_bytes(data)
+    with pytest.raises(OutputError) as caught:
+        run_flow(flow(), str(second), {"out": str(out)}, engine=engine, monitor=False)
+    assert str(caught.value) == (f"out directory {str(out)!r} is not empty and holds 'day=2015-05-17/kind=%2F/"
+                                 "part-00000.parquet', which is not part of a tsv output partitioned by day, kind "
+                                 "(use --overwrite to replace it)")
+    run_flow(flow(), str(second), {"out": str(out)}, engine=engine, monitor=False, overwrite=True)
+    assert files_of(out) == {"_SUCCESS": b"", "day=2015-05-17/kind=%2F/part-00000": b"1.1.1.1\t10\n",
+                             "day=2015-05-18/kind=%2F/part-00000": b"3.3.3.3\t10\n",
+                             "day=2015-05-18/kind=x/part-00000": b"kept\n",
+                             "day=2015-05-19/kind=%2F/part-00000": b"4.4.4.4\t10\n"}
+    assert sorted(os.listdir(tmp_path)) == ["a.log", "b.log", "out"]
+
+
+def test_overwrite_by_another_format_leaves_that_format_only(tmp_path):
+    first, second = tmp_path / "a.log", tmp_path / "b.log"
+    first.write_bytes(line("1.1.1.1", "17") + line("2.2.2.2", "18"))
+    second.write_bytes(line("3.3.3.3", "18"))
+    out = tmp_path / "out"
+    run_flow(flow(), str(first), {"out": str(out)}, monitor=False)
+    run_flow(flow("jsonl"), str(second), {"out": str(out)}, monitor=False, overwrite=True)
+    assert files_of(out) == {"_SUCCESS": b"",
+                             "day=2015-05-18/kind=%2F/part-00000.jsonl": b'{"ip":"3.3.3.3","size":"10"}\n'}
+
+
+def test_a_users_file_in_a_partitioned_output_is_refused_even_with_overwrite(tmp_path):
+    log = tmp_path / "a.log"
+    log.write_bytes(line("1.1.1.1", "17"))
+    out = tmp_path / "out"
+    run_flow(flat_flow(), str(log), {"out": str(out)}, monitor=False)
+    (out / "notes.txt").write_bytes(b"mine")
+    with pytest.raises(OutputError) as caught:
+        run_flow(flow(), str(log), {"out": str(out)}, monitor=False, overwrite=True)
+    assert str(caught.value) == (f"out directory {str(out)!r} is not empty and holds 'notes.txt', which is not part "
+                                 "of a logetl output: choose another directory (--overwrite replaces only earlier "
+                                 "outputs)")
+    assert files_of(out) == {"_SUCCESS": b"", "part-00000": b"1.1.1.1\t10\n", "notes.txt": b"mine"}
+
+
+def test_overwrite_over_an_incremental_partitioned_output_drops_its_state(tmp_path):
+    # the incremental state named parts that the rerun replaced: the next --incremental run failed on them
+    first, second = tmp_path / "a.log", tmp_path / "b.log"
+    first.write_bytes(line("1.1.1.1", "17") + line("2.2.2.2", "18"))
+    second.write_bytes(line("3.3.3.3", "18"))
+    out = tmp_path / "out"
+    run_flow(flow(), str(first), {"out": str(out)}, monitor=False, incremental=True)
+    assert sorted(files_of(out)) == ["_INCREMENTAL", "_SUCCESS", "day=2015-05-17/kind=%2F/part-000001-00000",
+                                     "day=2015-05-18/kind=%2F/part-000001-00000"]
+    run_flow(flow(), str(second), {"out": str(out)}, monitor=False, overwrite=True)
+    assert files_of(out) == {"_SUCCESS": b"", "day=2015-05-17/kind=%2F/part-000001-00000": b"1.1.1.1\t10\n",
+                             "day=2015-05-18/kind=%2F/part-00000": b"3.3.3.3\t10\n"}
+    from logetl.incremental import IncrementalError
+
+    with pytest.raises(IncrementalError) as caught:
+        run_flow(flow(), str(second), {"out": str(out)}, monitor=False, incremental=True)
+    assert str(caught.value) == (f"out directory {str(out)!r} is not empty and holds no _INCREMENTAL: it was not "
+                                 "written by an incremental run (--overwrite starts it afresh)")
+
+
+def test_a_partition_field_named_value_is_written_on_every_engine(engine, tmp_path):
+    # Spark's text writer took the TSV line as a column "value": [AMBIGUOUS_REFERENCE] with the partition field
+    log = tmp_path / "a.log"
+    log.write_bytes(line("1.1.1.1", "17") + line("2.2.2.2", "18"))
+    logs = L.read()
+    f = L.Flow("v", [logs.derive(value=L.day(L.col("time"))).select("ip", "value").write("out", partition_by="value")])
+    out = tmp_path / "out"
+    run_flow(f, str(log), {"out": str(out)}, engine=engine, monitor=False)
+    assert files_of(out) == {"_SUCCESS": b"", "value=2015-05-17/part-00000": b"1.1.1.1\n",
+                             "value=2015-05-18/part-00000": b"2.2.2.2\n"}

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from logetl import contract, formats
-from logetl.expressions import BOOLEAN, STRING, Aggregate, Col, Expr, ExpressionError
+from logetl.expressions import BOOLEAN, STRING, Aggregate, Col, Expr, ExpressionError, field_name
 
 
 class AssemblyError(ValueError):
@@ -95,6 +95,7 @@ class Pipe:
         self.types: dict[str, str] = {}
         try:
             self._resolve()
+            self._check_names()
         except ExpressionError as exc:
             raise AssemblyError(f"{self.kind} {self.label}: {exc}") from None
 
@@ -109,8 +110,21 @@ class Pipe:
         self.fields = self._input().fields
         self.types = dict(self._input().types)
 
+    def _check_names(self) -> None:
+        """Every field this node emits has a valid name (``expressions.field_name``), and no two differ
+        only in case: Spark (by default), Hive and DuckDB take such names for one column (on Spark a
+        derived ``IP`` would replace ``ip``)."""
+        seen: dict[str, str] = {}
+        for f in self.fields:
+            field_name(f)
+            other = seen.setdefault(f.lower(), f)
+            if other != f:
+                raise ExpressionError(f"fields {other!r} and {f!r} differ only in case (Spark, Hive and DuckDB "
+                                      "take them for one field)")
+
     def _require(self, *names: str) -> None:
         for n in names:
+            field_name(n)
             if n not in self.fields:
                 raise AssemblyError(f"{self.kind} {self.label}: no field {n!r} in {', '.join(self.fields)}")
 
@@ -223,6 +237,8 @@ class Parse(Pipe):
         if not isinstance(self._input(), Source):
             raise AssemblyError(f"parse {self.label} must read a source")
         fmt = self.format
+        for f in self.keep or ():
+            field_name(f)
         twice = sorted({f for f in self.keep or () if self.keep.count(f) > 1})
         if twice:
             raise AssemblyError(f"parse {self.label}: field {twice[0]!r} is named twice")
@@ -304,6 +320,8 @@ class Rename(Pipe):
         if not self.mapping:
             raise AssemblyError(f"rename {self.label}: nothing to rename")
         self._require(*self.mapping)
+        for new in self.mapping.values():
+            field_name(new)
         fields = tuple(self.mapping.get(f, f) for f in self.fields)
         if len(set(fields)) != len(fields):
             raise AssemblyError(f"rename {self.label}: two fields would be named alike ({', '.join(fields)})")
@@ -333,6 +351,7 @@ class Derive(Pipe):
             raise AssemblyError(f"derive {self.label}: no fields to compute")
         types = dict(self.types)
         for field, expr in self.computed.items():
+            field_name(field)
             if field in self.fields:
                 raise AssemblyError(f"derive {self.label}: field {field!r} exists (rename or select first)")
             self.types[field] = expr.check(types)
@@ -389,6 +408,7 @@ class GroupBy(Pipe):
             raise AssemblyError(f"groupby {self.label}: no aggregates (use unique() for distinct keys)")
         types = {k: self.types[k] for k in self.keys}
         for field, agg in self.aggregates.items():
+            field_name(field)
             if not isinstance(agg, Aggregate):
                 raise AssemblyError(f"groupby {self.label}: {field} must be an aggregate (count(), sum(...), ...)")
             if field in types:
@@ -450,6 +470,8 @@ class HashJoin(Pipe):
 
     def _resolve(self) -> None:
         held, stream = self.previous
+        field_name(self.stream_key)
+        field_name(self.held_key)
         if self.stream_key not in stream.fields:
             raise AssemblyError(f"hashjoin {self.label}: the streamed side has no field {self.stream_key!r}")
         if self.held_key not in held.fields:
@@ -585,7 +607,9 @@ class Sink(Pipe):
     ``partition_by`` (fields): Hive-style partitions, ``FIELD=VALUE/part-…`` (nested in the order given),
     the partition fields left out of the files; each partition holds its records in input order. A run
     over an earlier output (``--overwrite``) replaces exactly the partitions it writes, each with one
-    rename, and keeps the others. Values are escaped as Hive and Spark do (``%XX`` for control characters
+    rename, and keeps the others of its fields and format; what an earlier output of another shape left
+    (``part-*`` beside the partitions, partitions by other fields) is removed (``io.outputs.layout_scan``).
+    Values are escaped as Hive and Spark do (``%XX`` for control characters
     and ``"#%'*/:=?\\{[]^``); null and the empty string are ``__HIVE_DEFAULT_PARTITION__``."""
 
     kind = "sink"

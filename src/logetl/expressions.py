@@ -28,6 +28,21 @@ class ExpressionError(ValueError):
     """An expression that cannot be computed (wrong type, unknown field, unsupported regex, ...)."""
 
 
+#: what a field name is: ASCII letters, digits, ``_`` and ``-``, the first a letter or a digit. The name is a
+#: directory's (``FIELD=VALUE``, partitioned outputs), a JSON key, a Parquet column and a Spark column; a
+#: leading ``_`` is the engines' own columns' (Spark's ``_order``, ``_input``, ``_status``; the local
+#: engine's ``_p``; ``__logetl_...``), where a field of that name would be taken for one of them
+FIELD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+FIELD_NAME_RULE = "ASCII letters, digits, _ and -, starting with a letter or digit"
+
+
+def field_name(name) -> str:
+    """``name`` when it is a valid field name, else ``ExpressionError`` naming it (one message for all)."""
+    if not isinstance(name, str) or FIELD_NAME.fullmatch(name) is None:
+        raise ExpressionError(f"invalid field name {name!r} ({FIELD_NAME_RULE})")
+    return name
+
+
 def _wrap(value) -> "Expr":
     if isinstance(value, Expr):
         return value
@@ -158,7 +173,7 @@ class Col(Expr):
     """The value of field ``name``."""
 
     def __init__(self, name: str):
-        self.name = _literal(name, str, "a field name")
+        self.name = field_name(name)
 
     def check(self, types):
         if self.name not in types:

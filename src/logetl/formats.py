@@ -61,6 +61,7 @@ from dataclasses import dataclass
 
 from logetl import contract
 from logetl.errors import UsageError
+from logetl.expressions import FIELD_NAME, FIELD_NAME_RULE
 
 
 class FormatError(UsageError):
@@ -375,6 +376,13 @@ def _program(items: list, text: str, syntax: str, name: str, escaped_quotes: boo
             fname = f"{fname}_{seen[fname]}"
         else:
             seen[fname] = 1
+        if FIELD_NAME.fullmatch(fname) is None:      # an nginx variable's own name: $_x
+            raise FormatError(f"{source} at position {position} of the format gives the field name {fname!r}: a "
+                              f"field name is {FIELD_NAME_RULE}")
+        alike = next((f for f in fields if f.lower() == fname.lower()), None)
+        if alike is not None:                        # $ip and $IP
+            raise FormatError(f"{source} at position {position} of the format gives the field name {fname!r}, "
+                              f"which differs only in case from {alike!r} (Spark, Hive and DuckDB take them for one)")
         before = prev[1][-1:] if prev else ""
         after = nxt[1][:1] if nxt else ""
         port = merged[i + 2] if i + 2 < len(merged) else None

@@ -193,6 +193,7 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
                 raise JobError(f"{option} {given!r} and {other} {other_given!r} overlap: keep them apart",
                                option.lstrip("-"))
     placed: list[tuple[str, str, str]] = []
+    layouts = {s.tap: (s.partition_by, s.format) for s in flow.sinks if s.partition_by}
     for tap, path in taps_out:
         where = real(path)
         for other, other_path, theirs in placed:
@@ -205,7 +206,7 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
                 raise JobError(f"{other} {other_path!r} and {tap} {path!r} overlap: keep them apart", tap)
         placed.append((tap, path, where))
         outputs.check_output(path, overwrite or path in carry or (plan is not None and fs.abspath(path) in plan.owned),
-                             tap, fs)
+                             tap, fs, *layouts.get(tap, ((), "tsv")))
         for option, given, mine in owned:
             if _inside(mine, where) or _inside(where, mine):
                 raise JobError(f"{option} {given!r} and {tap} {path!r} overlap: keep them apart", tap)

@@ -64,8 +64,9 @@ class Taps:
         return self.overwrite or path in self.carry
 
 
-def partitioned_taps(flow: assembly.Flow) -> tuple[str, ...]:
-    return tuple(s.tap for s in flow.sinks if s.partition_by)
+def partitioned_taps(flow: assembly.Flow) -> dict[str, tuple[tuple[str, ...], str]]:
+    """The output taps whose sinks write partitions: tap -> (the partition fields, the format)."""
+    return {s.tap: (s.partition_by, s.format) for s in flow.sinks if s.partition_by}
 
 
 class RunState:
@@ -73,11 +74,13 @@ class RunState:
     may run several flows): the staged outputs and the trap, in the order they are published, and the
     working directory. Engines subclass it for what else a run holds (budgets, sessions' cached data)."""
 
-    def __init__(self, taps: "Taps", fs, create: bool = True, partitioned: tuple[str, ...] = ()):
-        """``partitioned``: the output taps whose sinks write partitions."""
+    def __init__(self, taps: "Taps", fs, create: bool = True, partitioned: dict | None = None):
+        """``partitioned``: the output taps whose sinks write partitions (``partitioned_taps``)."""
         self.fs = fs
         self.work = taps.work
-        self.outputs = {tap: StagedOutput(path, taps.may_replace(path), fs, create, partitioned=tap in partitioned)
+        partitioned = partitioned or {}
+        self.outputs = {tap: StagedOutput(path, taps.may_replace(path), fs, create,
+                                          *partitioned.get(tap, ((), "tsv")))
                         for tap, path in taps.outputs.items()}
         self.trap = StagedOutput(taps.trap, taps.may_replace(taps.trap), fs, create) if taps.trap else None
 

@@ -1081,7 +1081,7 @@ class LocalRun(RunState):
     """The local engine's state of one run: besides the staged outputs, the trap file, bytes read, the
     memory budget that blocking operators share, and where they spill."""
 
-    def __init__(self, taps, memory_limit: int, spill_buffers: int | None = None, partitioned=()):
+    def __init__(self, taps, memory_limit: int, spill_buffers: int | None = None, partitioned=None):
         super().__init__(taps, LOCAL, partitioned=partitioned)
         self.trap_file = None
         self.done_bytes = 0

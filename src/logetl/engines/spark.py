@@ -457,7 +457,7 @@ class SparkRun(RunState):
     """The Spark engine's state of one run: besides the staged outputs and the trap (``RunState``), the
     frames a step persisted (unpersisted when it ends)."""
 
-    def __init__(self, fs: HadoopFS, taps, partitioned=()):
+    def __init__(self, fs: HadoopFS, taps, partitioned=None):
         super().__init__(taps, fs, create=False, partitioned=partitioned)
         self.persisted: list = []
 
@@ -1194,7 +1194,8 @@ class SparkEngine(Engine):
             # the TSV of the fields: longs in decimal, booleans true/false (Spark's casts to string), null as
             # the empty field (concat_ws would leave a null out, separator and all)
             line = F.concat_ws("\t", *[F.coalesce(column(f).cast("string"), F.lit("")) for f in node.file_fields])
-            columns = [line.alias("value")]
+            # (the text writer takes one column of any name: not "value", which a partition field may be)
+            columns = [line.alias("__logetl_line")]
         else:
             columns = [column(f) for f in node.file_fields]
         if by:

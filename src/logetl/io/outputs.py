@@ -11,6 +11,12 @@ an earlier output's files (``part-*``, ``_SUCCESS``, an incremental output's ``_
 ``.crc`` companions); anything else in it is
 refused, naming the first such entry. Stale staging directories are recognised by their exact name
 (``.NAME.logetl-PID-XXXXXXXX``) and a writer process that is gone.
+
+A partitioned output (``FIELD=VALUE/.../part-…``) is replaced partition by partition, and keeps the
+partitions of its fields (and format) that a run does not write. What an earlier output of another shape
+left there (``part-*`` files beside the partitions, partitions by other fields, parts of another format,
+an incremental state) is logetl's but none of this output's: it is refused without ``--overwrite``, naming
+it, and removed with it (``layout_scan``), so that readers of the directory find this output only.
 """
 from __future__ import annotations
 
@@ -56,25 +62,84 @@ def partition_name(field: str, value) -> str:
     return name
 
 
-def is_output_entry(directory: str, name: str, fs) -> bool:
+#: the part files' suffix of each sink format
+SUFFIXES = {"tsv": "", "parquet": ".parquet", "jsonl": ".jsonl"}
+
+
+def _bare(name: str) -> str:
+    """The file a ``.NAME.crc`` checksum (Hadoop's) is of, else ``name``."""
+    return name[1:-4] if name.startswith(".") and name.endswith(".crc") else name
+
+
+def _is_part(name: str, format: str) -> bool:
+    """Whether ``name`` is a part file of ``format`` (TSV parts have no suffix)."""
+    suffix = SUFFIXES[format]
+    return _PART.fullmatch(name) is not None and (name.endswith(suffix) if suffix else "." not in name)
+
+
+def layout_scan(path: str, partition_by: tuple[str, ...], format: str, fs,
+                written: frozenset[str] = frozenset()) -> tuple[set[str], list[str]]:
+    """What an earlier output at ``path`` (holding only output entries, ``foreign_entry``) holds for a
+    sink partitioned by ``partition_by`` that writes ``format``. Of that shape are ``_SUCCESS``,
+    directories ``FIELD=VALUE`` of the fields in order, and in the innermost ones part files of the format
+    (and their checksums); ``written`` (relative paths) are the partitions this run replaces.
+
+    Returns (the directories, relative, ``""`` the output itself, that hold a partition of that shape this
+    run does not write: what a publish keeps; the entries that are not of that shape: an unpartitioned
+    output's ``part-*``, partitions by other fields, parts of another format, ``_INCREMENTAL``, each
+    outermost file or directory once). A directory of the shape that keeps nothing is one stale entry when
+    no written partition is under it, else neither (the publish replaces it whole)."""
+    kept_dirs: set[str] = set()
+
+    def walk(directory: str, rel: str, depth: int) -> list[str]:
+        kept, stale = False, []
+        for name in fs.listdir(directory):
+            where, r = fs.join(directory, name), rel + name
+            if depth == 0 and _bare(name) == SUCCESS:
+                continue
+            if depth < len(partition_by):
+                if r in written:
+                    continue
+                if _PARTITION.fullmatch(name) and name.split("=", 1)[0] == partition_by[depth] \
+                        and fs.isdir(where) and not fs.islink(where):
+                    below = walk(where, r + "/", depth + 1)
+                    if r in kept_dirs:
+                        kept, stale = True, stale + below
+                    elif not any(w.startswith(r + "/") for w in written):
+                        stale.append(r)
+                    continue
+            elif _is_part(_bare(name), format) and fs.isfile(where):
+                kept = kept or name == _bare(name)
+                continue
+            stale.append(r)
+        if kept:
+            kept_dirs.add(rel.rstrip("/"))
+        return stale
+
+    stale = walk(path, "", 0)
+    return kept_dirs, stale
+
+
+def is_output_entry(directory: str, name: str, fs, staging: bool = False) -> bool:
     """Whether ``name`` in ``directory`` is what an output written by logetl (or Spark) holds: a regular
     file ``part-NNNNN…`` or ``_SUCCESS``, the ``.crc`` checksum of one, or a partition directory
-    (``FIELD=VALUE``) holding nothing else."""
-    bare = name[1:-4] if name.startswith(".") and name.endswith(".crc") else name
+    (``FIELD=VALUE``) holding nothing else. ``staging``: ``directory`` is logetl's staging directory, where
+    a partition directory may be empty (a run killed while writing or publishing it)."""
+    bare = _bare(name)
     where = fs.join(directory, name)
     if fs.islink(where):
         return False
     if _PARTITION.fullmatch(name) and fs.isdir(where):
         entries = fs.listdir(where)
-        return bool(entries) and all(n not in (SUCCESS, INCREMENTAL) and is_output_entry(where, n, fs)
-                                     for n in entries)
+        return (bool(entries) or staging) and all(
+            n not in (SUCCESS, INCREMENTAL) and is_output_entry(where, n, fs, staging) for n in entries)
     return (bare in (SUCCESS, INCREMENTAL) or _PART.fullmatch(bare) is not None) and fs.isfile(where)
 
 
-def foreign_entry(path: str, fs, allow: tuple[str, ...] = ()) -> str | None:
+def foreign_entry(path: str, fs, allow: tuple[str, ...] = (), staging: bool = False) -> str | None:
     """The first entry of directory ``path`` that is not part of an output (nor in ``allow``), or None."""
     for name in fs.listdir(path):
-        if name not in allow and not is_output_entry(path, name, fs):
+        if name not in allow and not is_output_entry(path, name, fs, staging):
             return name
     return None
 
@@ -107,8 +172,11 @@ def short_name(name: str) -> str:
     return name.encode()[:80].decode(errors="ignore") + "~" + digest
 
 
-def check_output(path: str, overwrite: bool, option: str, fs) -> None:
-    """Refuses, naming the user's path, an output that cannot be written or must not be replaced."""
+def check_output(path: str, overwrite: bool, option: str, fs, partition_by: tuple[str, ...] = (),
+                 format: str = "tsv") -> None:
+    """Refuses, naming the user's path, an output that cannot be written or must not be replaced.
+    ``partition_by`` and ``format``: the sink's, when it writes partitions (an earlier output of another
+    shape is named: ``--overwrite`` replaces it rather than adding partitions to it)."""
     base = fs.basename(path)
     if len(base.encode()) > NAME_MAX:
         raise OutputError(f"{option} {path!r}: the name {base[:40]!r}... is longer than {NAME_MAX} bytes")
@@ -122,6 +190,11 @@ def check_output(path: str, overwrite: bool, option: str, fs) -> None:
                                   "part of a logetl output: choose another directory (--overwrite replaces "
                                   "only earlier outputs)")
             if not overwrite:
+                stale = layout_scan(path, partition_by, format, fs)[1] if partition_by else []
+                if stale:
+                    raise OutputError(f"{option} directory {path!r} is not empty and holds {stale[0]!r}, which is "
+                                      f"not part of a {format} output partitioned by {', '.join(partition_by)} "
+                                      "(use --overwrite to replace it)")
                 raise OutputError(f"{option} directory {path!r} is not empty (use --overwrite to replace it)")
     elif fs.exists(path):
         raise OutputError(f"{option} {path!r} exists and is not a directory")
@@ -155,7 +228,7 @@ def clean_stale(path: str, fs) -> None:
         m = _STAGING.fullmatch(name[len(base):])
         where = fs.join(parent, name)
         if m and not fs.pid_alive(int(m.group(1))) and fs.isdir(where) \
-                and foreign_entry(where, fs, allow=("_temporary", ".replaced")) is None:
+                and foreign_entry(where, fs, allow=("_temporary", ".replaced"), staging=True) is None:
             fs.rmtree(where)
 
 
@@ -163,11 +236,15 @@ class StagedOutput:
     """One output directory being written. ``staging`` is where to write (``part`` for a single part
     file); ``commit`` publishes it."""
 
-    def __init__(self, path: str, overwrite: bool, fs, create: bool = True, partitioned: bool = False):
-        """``partitioned``: the staging directory holds partition directories; publishing over an earlier
-        output replaces those partitions and keeps the others."""
+    def __init__(self, path: str, overwrite: bool, fs, create: bool = True, partition_by: tuple[str, ...] = (),
+                 format: str = "tsv"):
+        """``partition_by``: the sink's partition fields, when the staging directory holds partition
+        directories (``format``: of their part files); publishing over an earlier output replaces those
+        partitions and keeps the others of that shape."""
         self.fs = fs
-        self.partitioned = partitioned
+        self.partition_by = tuple(partition_by)
+        self.partitioned = bool(self.partition_by)
+        self.format = format
         self.path = fs.abspath(path)
         self.overwrite = overwrite
         fs.makedirs(fs.parent(self.path))
@@ -224,17 +301,49 @@ class StagedOutput:
         return out
 
     def _replace_partitions(self) -> None:
-        """Each partition this run wrote replaces the earlier one with one rename (the earlier is first
-        moved aside into the staging directory, deleted with it); partitions it did not write stay."""
+        """Publishes over an earlier output: each partition this run wrote replaces the earlier one with
+        one rename (the earlier is first moved aside into the staging directory, deleted with it), and
+        partitions of this shape it did not write stay. What is not of this shape (``layout_scan``: an
+        unpartitioned output's parts, partitions by other fields, parts of another format) is moved aside
+        first, each entry with one rename. A directory that keeps nothing is replaced whole (when nothing
+        of the earlier output stays, the output itself, as an unpartitioned one is), and a new one is moved
+        in whole: no partition directory of the output is ever empty. A kill on the way leaves every
+        partition whole (old or new) and the rest aside in the staging directory, which the next run
+        removes (``clean_stale``); that run also removes what is left."""
         fs = self.fs
+        leaves = frozenset(self._leaves(self.staging))
+        kept, stale = layout_scan(self.path, self.partition_by, self.format, fs, written=leaves)
+        if "" not in kept:
+            trash = self.staging + ".old"
+            fs.rename(self.path, trash)
+            fs.replace_dir(self.staging, self.path)
+            fs.rmtree(trash)
+            return
         aside = fs.join(self.staging, ".replaced")
-        for i, leaf in enumerate(self._leaves(self.staging)):
-            target = fs.join(self.path, leaf)
-            if fs.exists(target):
-                fs.makedirs(aside)
-                fs.rename(target, fs.join(aside, str(i)))
-            fs.makedirs(fs.parent(target))
-            fs.rename(fs.join(self.staging, leaf), target)
+        moved = [0]
+
+        def put_aside(where: str) -> None:
+            fs.makedirs(aside)
+            fs.rename(where, fs.join(aside, str(moved[0])))
+            moved[0] += 1
+
+        def publish(rel: str, depth: int) -> None:
+            source = fs.join(self.staging, rel) if rel else self.staging
+            for name in fs.listdir(source):
+                if not _PARTITION.fullmatch(name):
+                    continue
+                r = f"{rel}/{name}" if rel else name
+                target = fs.join(self.path, r)
+                if fs.exists(target):
+                    if depth + 1 < len(self.partition_by) and r in kept:
+                        publish(r, depth + 1)
+                        continue
+                    put_aside(target)
+                fs.rename(fs.join(source, name), target)
+
+        for rel in stale:
+            put_aside(fs.join(self.path, rel))
+        publish("", 0)
         fs.touch(fs.join(self.path, SUCCESS))
         fs.rmtree(self.staging)
 
