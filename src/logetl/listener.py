@@ -92,11 +92,15 @@ class FlowRun:
     filters: list[str] = field(default_factory=list)
 
     def left_out(self) -> dict[str, int]:
-        """Records each filter dropped (in minus out), for the filters that ran or were restored."""
+        """Records each filter dropped (in minus out), for the filters that ran or were restored: a filter of
+        a step that completed counts 0 when no record reached it (Spark observes every filter; the local
+        engine counts the records it saw)."""
         out = {}
         for s in self.steps:
             for name in self.filters:
                 c = s.counters.get(name)
+                if c is None and name in s.operators and s.status in (SUCCESSFUL, SKIPPED):
+                    c = {}
                 if c is not None:
                     out[name] = out.get(name, 0) + c.get("in", 0) - c.get("out", 0)
         return out
