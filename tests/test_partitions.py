@@ -84,19 +84,45 @@ def test_partitioning_by_every_field_is_refused():
         L.read().select("ip").write("out", partition_by="ip")
 
 
-def test_a_value_too_long_for_a_directory_name_fails_the_run_naming_the_field(tmp_path):
-    # it failed with the file system's "[Errno 36] File name too long" and a path in the staging directory
+def refused_partition(engine, tmp_path, request: str, capfd) -> str:
+    """The error of a run partitioned by request over a line with this request (after a good line), on
+    ``engine``; nothing published, and on Spark not a line of its task-failure logs on stderr."""
     from logetl.errors import RunFailed
 
     log = tmp_path / "a.log"
-    log.write_bytes(line("1.1.1.1", "17") + line("2.2.2.2", "17", request="GET /" + "a" * 300 + " HTTP/1.1"))
+    log.write_bytes(line("1.1.1.1", "17") + line("2.2.2.2", "17", request=request))
     logs = L.read()
     f = L.Flow("preq", [logs.select("request", "ip").write("out", partition_by="request")])
+    capfd.readouterr()
     with pytest.raises(RunFailed) as caught:
-        run_flow(f, str(log), {"out": str(tmp_path / "o")}, monitor=False)
-    assert str(caught.value) == ("partition field 'request': the value 'GET /" + "a" * 35 + "'... makes a "
-                                 "directory name longer than 255 bytes (partition by a shorter field)")
+        run_flow(f, str(log), {"out": str(tmp_path / "o")}, engine=engine, monitor=False, quiet=True)
     assert not (tmp_path / "o").exists()          # nothing published (the working directory stays, for a rerun)
+    err = capfd.readouterr().err
+    assert "ERROR" not in err and "Exception" not in err, err
+    return str(caught.value)
+
+
+def test_a_value_too_long_for_a_directory_name_fails_the_run_naming_the_field(engine, tmp_path, capfd):
+    # it failed with the file system's "[Errno 36] File name too long" and a path in the staging directory;
+    # Spark with hundreds of lines of "Mkdirs failed to create" traces
+    said = refused_partition(engine, tmp_path, "GET /" + "a" * 300 + " HTTP/1.1", capfd)
+    assert said == ("partition field 'request': the value 'GET /" + "a" * 35 + "'... makes a "
+                    "directory name longer than 255 bytes (partition by a shorter field)")
+
+
+def test_a_value_escaped_past_255_bytes_is_refused_on_every_engine(engine, tmp_path, capfd):
+    # 90 '/' are 90 bytes of value, 270 escaped (%2F): Spark's check counts the escaped name, as the local one
+    said = refused_partition(engine, tmp_path, "/" * 90, capfd)
+    assert said == ("partition field 'request': the value '" + "/" * 40 + "'... makes a "
+                    "directory name longer than 255 bytes (partition by a shorter field)")
+
+
+def test_a_value_with_a_nul_byte_fails_the_run_naming_the_field_on_every_engine(engine, tmp_path, capfd):
+    # local said "embedded null byte" (naming nothing), Spark hundreds of lines of traces: neither Hive's nor
+    # Spark's escaping covers NUL, and no file system takes it in a name
+    said = refused_partition(engine, tmp_path, "GET /nul\x00byte HTTP/1.1", capfd)
+    assert said == ("partition field 'request': the value 'GET /nul\\x00byte HTTP/1.1' holds a NUL byte, which "
+                    "no directory name can hold (replace it before the sink, or partition by another field)")
 
 
 def files_of(path) -> dict[str, bytes]:

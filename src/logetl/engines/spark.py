@@ -54,6 +54,7 @@ import socket
 import sys
 from functools import partial, reduce
 from itertools import count
+from urllib.parse import unquote, urlparse
 
 from logetl import __version__, assembly, contract
 from logetl.errors import UsageError
@@ -62,6 +63,8 @@ from logetl.engines.spark_expressions import AGGREGATES, COMPILE, Compiler, colu
 from logetl.engines.spark_native import DASH, KEPT, SAMPLE, SAMPLES, STATUS
 from logetl.engines.spark_progress import StepProgress
 from logetl.io.fs import LocalFS
+from logetl.io.inputs import InputReadError
+from logetl.io.outputs import NAME_MAX, partition_name
 
 SPARK_PATTERN = "(?s)" + contract.PATTERN
 MASTER_ENV = "LOGETL_SPARK_MASTER"
@@ -292,6 +295,40 @@ def _worker_failure(exc: Exception) -> str:
     if found:
         return f"{found[-1][0]}: {found[-1][1].strip()}"
     return (text.strip().splitlines() or [type(exc).__name__])[0]
+
+
+#: a job that failed reading an input: Spark's message names the file (a URI), its cause the reason
+_READ_FAILED = re.compile(r"\[FAILED_READ_FILE[\w.]*\] Encountered error while reading file ([^\n]+?)\.?\s+SQLSTATE")
+_CAUSE = re.compile(r"^Caused by: ([\w.$]+)(?:: ([^\n]*))?$", re.M)
+#: the marker of a row whose partition value no directory name can hold (``_sink``)
+PARTITION_REFUSED = "logetl: a partition value no directory name can hold"
+#: what ``io.outputs.partition_name`` escapes as %XX, as a Java regex class
+_ESCAPED_CLASS = r"""[\x01-\x1f"#%'*/:=?\\\x7f{\[\]^]"""
+
+
+def _read_failure(exc: Exception) -> InputReadError | None:
+    """A job that failed reading an input (a truncated or corrupt compressed file) as the local engine
+    says it, in one line: ``cannot read input 'FILE': REASON`` (Spark's root cause), else None."""
+    text = str(exc)
+    found = _READ_FAILED.search(text)
+    if found is None:
+        return None
+    path = found.group(1).strip()
+    if path.startswith("file:"):
+        path = unquote(urlparse(path).path)
+    causes = _CAUSE.findall(text)
+    reason = (causes[-1][1].strip() or causes[-1][0].rsplit(".", 1)[-1]) if causes else "read failed"
+    return InputReadError(f"cannot read input {path!r}: {reason}")
+
+
+def _bad_partition(field: str):
+    """Whether a row's value of partition field ``field`` makes no directory name (the Column): it holds a
+    NUL, or its name ``FIELD=VALUE``, escaped as ``partition_name`` escapes it, passes 255 bytes."""
+    from pyspark.sql import functions as F
+
+    value = column(field).cast("string")
+    escaped = F.length(value) - F.length(F.regexp_replace(value, _ESCAPED_CLASS, ""))
+    return value.rlike("\\x00") | (F.octet_length(value) + 2 * escaped > NAME_MAX - 1 - len(field.encode()))
 
 
 def _metrics(observation) -> dict:
@@ -1055,6 +1092,15 @@ class SparkEngine(Engine):
         return found[:SAMPLES]
 
     def execute_step(self, ctx: StepContext, step: assembly.Step, state) -> None:
+        try:
+            self._execute_step(ctx, step, state)
+        except Exception as exc:
+            failure = _read_failure(exc)
+            if failure is None:
+                raise
+            raise failure from exc
+
+    def _execute_step(self, ctx: StepContext, step: assembly.Step, state) -> None:
         if self._in_one_pass(ctx, step):
             self._execute_one_pass(ctx, step, state)
             from logetl.engines.spark_cds import step_ran
@@ -1203,19 +1249,39 @@ class SparkEngine(Engine):
             # _order (Spark's writer then needs no sort of its own); the files of a partition, by task,
             # concatenate in input order
             ordered = df.sortWithinPartitions(*by, *([ORDER] if ORDER in df.columns else []))
-            selected = ordered.select(*columns, *[column(f) for f in by])
+            # a value no directory name can hold fails the job at once, on any file system (else: Mkdirs
+            # failed, or a name the local engine does not write); the failure then names it (below)
+            refused = F.raise_error(F.lit(PARTITION_REFUSED))
+            selected = ordered.select(*columns, *[F.when(_bad_partition(f), refused).otherwise(column(f)).alias(f)
+                                                  for f in by])
         else:
             selected = df.select(*columns)
         writer = selected.observe(obs, F.count(F.lit(1)).alias("n")).write.options(**options)
         if by:
             writer = writer.partitionBy(*by)
-        getattr(writer, method)(out.staging)
+        try:
+            getattr(writer, method)(out.staging)
+        except Exception as exc:
+            if by and PARTITION_REFUSED in str(exc):
+                self._refuse_partition(df, by)
+            raise
         for leaf in self._leaves(run.fs, out.staging) if by else [out.staging]:
             self._name_parts(run.fs, leaf, suffix)
         n = int(_metrics(obs).get("n") or 0)
         state.count(node.name, "in", n)
         state.count(node.name, "out", n)
         ctx.run.written[node.tap] = ctx.run.written.get(node.tap, 0) + n
+
+    @staticmethod
+    def _refuse_partition(df, by: list[str]) -> None:
+        """Raises the local engine's error (``partition_name``) for the first row, in input order, whose
+        partition value no directory name can hold (a job over the sink's rows, run once the write failed)."""
+        rows = df.where(reduce(lambda a, b: a | b, [_bad_partition(f) for f in by]))
+        if ORDER in df.columns:
+            rows = rows.orderBy(ORDER)
+        for row in rows.select(*[column(f) for f in by]).limit(1).collect():
+            for field, value in zip(by, row):
+                partition_name(field, value)
 
     @classmethod
     def _leaves(cls, fs, directory: str) -> list[str]:

@@ -55,6 +55,10 @@ def partition_name(field: str, value) -> str:
         text = "true" if value else "false"
     else:
         text = "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in str(value))
+    if "\x00" in text:               # escaped by neither Hive nor Spark, and no file system takes it
+        shown = repr(str(value)[:40]) + ("..." if len(str(value)) > 40 else "")
+        raise RunFailed(f"partition field {field!r}: the value {shown} holds a NUL byte, which no directory name "
+                        "can hold (replace it before the sink, or partition by another field)")
     name = f"{field}={text}"
     if len(name.encode()) > 255:     # a file system's limit for one name (else: errno 36 mid-run)
         raise RunFailed(f"partition field {field!r}: the value {str(value)[:40]!r}... makes a directory name "
