@@ -160,3 +160,48 @@ def test_the_local_engines_parquet_reads_alike_in_polars_duckdb_and_spark(spark_
         df = spark_session.read.parquet(path)
         assert [tuple(r) for r in df.collect()] == expected
         assert [f.dataType.simpleString() for f in df.schema.fields] == spark_types
+
+
+def test_jsonl_escapes_control_characters_alike(engine, tmp_path):
+    r"""A control character without a short escape is \u00xx in lower-case hex on both engines (Spark's
+    Jackson writes upper case), in plain, partitioned and aggregate outputs; a user's text \u001B (JSON
+    \\u001B) and a backslash before a control character stay as they are."""
+    log = tmp_path / "in.log"
+    log.write_bytes(b'1.1.1.1 - - [17/May/2015:10:05:03 +0000] "GET /a\x01\x0b\x1b\x1f\x1a\x1a \\u001B \\\x1b"'
+                    b' 200 0\n')
+    r = L.read("common", fields=("ip", "request", "response"))
+    g = r.group_by("request", name="g").agg(n=L.count())
+    flow = L.Flow("esc", [r.write("js", format="jsonl"), r.write("pj", format="jsonl", partition_by="response"),
+                          g.write("ag", format="jsonl")])
+    outs = {t: str(tmp_path / t) for t in ("js", "pj", "ag")}
+    run_flow(flow, str(log), outs, engine=engine, monitor=False)
+    req = r'"GET /a\u0001\u000b\u001b\u001f\u001a\u001a \\u001B \\\u001b"'
+    assert b"".join(open(f, "rb").read() for f in _files(outs["js"], ".jsonl")) == \
+        f'{{"ip":"1.1.1.1","request":{req},"response":"200"}}\n'.encode()
+    leaf = os.path.join(outs["pj"], "response=200")
+    assert b"".join(open(os.path.join(leaf, f), "rb").read() for f in sorted(os.listdir(leaf))) == f'{{"ip":"1.1.1.1","request":{req}}}\n'.encode()
+    assert b"".join(open(f, "rb").read() for f in _files(outs["ag"], ".jsonl")) == \
+        f'{{"request":{req},"n":1}}\n'.encode()
+
+
+def test_parquet_columns_are_all_optional(engine, tmp_path):
+    """Every Parquet column is nullable (``optional``) on both engines, also one Spark knows is never null
+    (a count, a count_distinct, a coalesce with a literal, an is_null): the same schema from each."""
+    import pyarrow.parquet as pq
+
+    log = tmp_path / "in.log"
+    log.write_bytes(b'1.1.1.1 - - [17/May/2015:10:05:03 +0000] "GET /a" 200 12\n'
+                    b'1.1.1.2 - - [17/May/2015:10:05:04 +0000] "GET /b" 200 0\n')
+    r = L.read("common", fields=("ip", "request", "response", "size"))
+    g = r.group_by("response", name="g").agg(n=L.count(), c=L.count("ip"), d=L.count_distinct("ip"),
+                                             s=L.sum(L.col("size").to_int()))
+    d = g.derive(z=L.coalesce(L.col("s"), 0), e=L.col("s").is_null(), name="d")
+    flow = L.Flow("nn", [d.write("pq", format="parquet")])
+    run_flow(flow, str(log), {"pq": str(tmp_path / "pq")}, engine=engine, monitor=False)
+    names, rows, schema = read_parquet(tmp_path / "pq")
+    assert rows == [("200", 2, 2, 2, 12, 12, False)]
+    assert names == ["response", "n", "c", "d", "s", "z", "e"]
+    assert [f.nullable for f in schema] == [True] * 7
+    for f in _files(tmp_path / "pq", ".parquet"):       # optional in the file: a definition level
+        columns = pq.ParquetFile(f).schema
+        assert [columns.column(i).max_definition_level for i in range(len(columns))] == [1] * 7

@@ -1223,8 +1223,40 @@ class SparkEngine(Engine):
         "tsv": ("text", {}, ""),
         "parquet": ("parquet", {"compression": "zstd"}, ".parquet"),
         # a null is written as null, not left out: every object has every field, in field order
-        "jsonl": ("json", {"ignoreNullFields": "false"}, ".jsonl"),
+        # (written as text: the JSON of each record, from Spark's JSON writer's own generator, with its
+        # escapes made the local engine's; see _json_line)
+        "jsonl": ("text", {}, ".jsonl"),
     }
+
+    @staticmethod
+    def _json_line(fields):
+        r"""A record as the JSON Lines writer's object (``to_json`` is Spark's JSON writer's generator: the
+        same text), with a null written as null, not left out (every object has every field, in field
+        order), and the escapes of control characters in lower-case hex (``\u001b``) as the local engine,
+        Python's json and most tools write them: Jackson writes ``\u001B``. The only upper-case hex Jackson
+        writes is the last digit of ``\u000B``-``\u001F``. An escape's backslash follows an even run of
+        backslashes (none, or escaped backslashes ``\\``), so a user's text ``\u001B``, written
+        ``\\u001B``, stays as it is."""
+        from pyspark.sql import functions as F
+
+        line = F.to_json(F.struct(*fields), {"ignoreNullFields": "false"})
+        for digit in "ABCDEF":
+            line = F.regexp_replace(line, r"(?<!\\)((?:\\\\)*\\u00[01])" + digit, "$1" + digit.lower())
+        return line
+
+    @staticmethod
+    def _nullable(spark, selected, columns):
+        """The columns, each one Spark knows is never null (a count, a coalesce with a literal, an
+        is_null) marked nullable, so that its Parquet column is ``optional`` as the local engine writes
+        every column, not ``required``: Catalyst's KnownNullable, which changes nothing but the
+        nullability and stays in the plan (no pass of its own, no cast)."""
+        from pyspark.sql.classic.column import Column
+
+        jvm = spark._jvm
+        utils = jvm.org.apache.spark.sql.classic.ExpressionUtils
+        known = jvm.org.apache.spark.sql.catalyst.expressions.KnownNullable
+        return [c if f.nullable else Column(utils.column(known(utils.expression(c._jc)))).alias(f.name)
+                for c, f in zip(columns, selected.schema.fields)]
 
     def _sink(self, ctx, node, df, state) -> None:
         from pyspark.sql import Observation
@@ -1242,8 +1274,12 @@ class SparkEngine(Engine):
             line = F.concat_ws("\t", *[F.coalesce(column(f).cast("string"), F.lit("")) for f in node.file_fields])
             # (the text writer takes one column of any name: not "value", which a partition field may be)
             columns = [line.alias("__logetl_line")]
+        elif node.format == "jsonl":
+            columns = [self._json_line([column(f) for f in node.file_fields]).alias("__logetl_line")]
         else:
             columns = [column(f) for f in node.file_fields]
+            if not all(f.nullable for f in df.select(*columns).schema.fields):
+                columns = self._nullable(df.sparkSession, df.select(*columns), columns)
         if by:
             # each task writes its rows of a partition in input order: sorted by the partition fields, then
             # _order (Spark's writer then needs no sort of its own); the files of a partition, by task,
