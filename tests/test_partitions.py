@@ -51,6 +51,21 @@ def test_partitions_hold_their_records_in_input_order(engine, tmp_path):
     assert os.path.getsize(out / "_SUCCESS") == 0
 
 
+def test_spark_sorts_a_partitioned_write_once_by_the_partitions_and_input_order(spark_session, tmp_path):
+    """The write's one sort is by the partition fields, then _order: a partition value checked after the
+    sort made Spark's writer sort again by the partition fields alone, and the optimizer dropped the sort by
+    _order below it (input order then rested on a sort that is not stable)."""
+    log = tmp_path / "in.log"
+    log.write_bytes(line("1.1.1.1", "17") + line("2.2.2.2", "18"))
+    run_flow(flow(), str(log), {"out": str(tmp_path / "out")}, engine="spark", monitor=False)
+    executions = spark_session._jsparkSession.sharedState().statusStore().executionsList()
+    plans = [executions.apply(i).physicalPlanDescription() for i in range(executions.size())]
+    plan = next(p for p in reversed(plans) if "InsertIntoHadoopFsRelationCommand" in p)
+    sorts = [l for l in plan.splitlines() if l.startswith("Arguments: [") and " ASC NULLS " in l]
+    assert len(sorts) == 1 and [k.split("#")[0] for k in sorts[0][len("Arguments: ["):].split(", ")[:3]] == \
+        ["day", "kind", "_order"], plan
+
+
 def test_a_rerun_replaces_exactly_the_partitions_it_writes(engine, tmp_path):
     first, second = tmp_path / "a.log", tmp_path / "b.log"
     first.write_bytes(line("1.1.1.1", "17") + line("2.2.2.2", "18"))

@@ -1281,15 +1281,18 @@ class SparkEngine(Engine):
             if not all(f.nullable for f in df.select(*columns).schema.fields):
                 columns = self._nullable(df.sparkSession, df.select(*columns), columns)
         if by:
+            # a value no directory name can hold fails the job at once, on any file system (else: Mkdirs
+            # failed, or a name the local engine does not write); the failure then names it (below). Checked
+            # before the sort: the writer must see the very columns that were sorted, or it sorts again by
+            # the partition fields alone and the optimizer drops the sort below (input order then rests on
+            # a sort that is not stable)
+            refused = F.raise_error(F.lit(PARTITION_REFUSED))
+            checked = df.withColumns({f: F.when(_bad_partition(f), refused).otherwise(column(f)) for f in by})
             # each task writes its rows of a partition in input order: sorted by the partition fields, then
             # _order (Spark's writer then needs no sort of its own); the files of a partition, by task,
             # concatenate in input order
-            ordered = df.sortWithinPartitions(*by, *([ORDER] if ORDER in df.columns else []))
-            # a value no directory name can hold fails the job at once, on any file system (else: Mkdirs
-            # failed, or a name the local engine does not write); the failure then names it (below)
-            refused = F.raise_error(F.lit(PARTITION_REFUSED))
-            selected = ordered.select(*columns, *[F.when(_bad_partition(f), refused).otherwise(column(f)).alias(f)
-                                                  for f in by])
+            ordered = checked.sortWithinPartitions(*by, *([ORDER] if ORDER in df.columns else []))
+            selected = ordered.select(*columns, *[column(f) for f in by])
         else:
             selected = df.select(*columns)
         writer = selected.observe(obs, F.count(F.lit(1)).alias("n")).write.options(**options)
