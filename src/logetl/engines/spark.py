@@ -155,7 +155,13 @@ class HadoopFS:
         return int(st.getLen()), int(st.getModificationTime()) * 1_000_000
 
     def change_marks(self, p: str) -> dict:
-        return {}     # Hadoop's file status has no inode change time: size and modification time only
+        """A local file's inode and inode change time (``LocalFS.change_marks``); Hadoop's file status has
+        neither, so on HDFS and object stores size and modification time alone tell files apart."""
+        qualified = self.abspath(p)
+        if not qualified.startswith("file:"):
+            return {}
+        path = qualified[len("file:"):]          # Hadoop's Path prints a local path unencoded: file:/a b
+        return LocalFS().change_marks("/" + path.lstrip("/"))
 
     def readable(self, p: str) -> bool:
         fs, path = self._p(p)
