@@ -512,6 +512,8 @@ def test_a_full_file_system_is_named(tmp_path):
     try:
         p = logetl("branch", "--input", str(log), "--output1", "small/o1", "--output2", "o2", "-q", cwd=str(tmp_path))
         left = os.listdir(tmp_path / "small")
+        # the checkpoint's parts are written by Polars, whose error keeps the OS's only in its text
+        stored = logetl("join", "-q", "--work-dir", "small/w", str(log), "j", cwd=str(tmp_path))
     finally:
         subprocess.run(["umount", str(tmp_path / "small")], check=True)
     assert p.returncode == 1
@@ -519,3 +521,6 @@ def test_a_full_file_system_is_named(tmp_path):
                            f"directory '{tmp_path}/small/.o1.logetl-work' (their file system has 0.0 MB free)")
     # nothing published, the staged outputs discarded (the working directory stays for a rerun)
     assert not os.path.exists(tmp_path / "o2") and left == [".o1.logetl-work"]
+    assert stored.returncode == 1
+    assert one_line(stored).startswith(f"Error: join failed: No space left on device: the working directory "
+                                       f"'{tmp_path}/small/w/logetl-work-"), one_line(stored)

@@ -214,8 +214,8 @@ def _run(program: str | None, input_path: str, outputs: dict[str, str], opts: di
         if errors.debug():
             traceback.print_exc()
         where = getattr(exc, "logetl_where", None)      # a full file system (engines.base.full_places)
-        raise RunFailed(f"{flow.name} failed: {exc.strerror}: {where}" if where else f"{flow.name} failed: {exc}") \
-            from None
+        raise RunFailed(f"{flow.name} failed: {errors.out_of_space_reason(exc)}: {where}" if where
+                        else f"{flow.name} failed: {exc}") from None
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

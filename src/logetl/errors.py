@@ -12,6 +12,7 @@ process exits with the class's ``exit_code``; anything else is a bug and shows i
 """
 from __future__ import annotations
 
+import errno
 import os
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -51,6 +52,12 @@ def reason(exc: BaseException) -> str:
     the exception's message (a truncated gzip stream raises EOFError, zlib.error or OSError, and only
     OSError has ``strerror``)."""
     return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+
+
+def out_of_space_reason(exc: BaseException) -> str:
+    """The reason of a write that failed for want of space: the OS's text (a quota's too), or the text of
+    ENOSPC when the error came from a writer that keeps only a message (Polars)."""
+    return getattr(exc, "strerror", None) or os.strerror(errno.ENOSPC)
 
 
 def env_float(name: str, default: float, minimum: float = 0.0) -> float:

@@ -14,7 +14,7 @@ from logetl import assembly
 from logetl.expressions import Expr
 from logetl.io.fs import LOCAL
 from logetl.io.outputs import StagedOutput
-from logetl.errors import EnvError, RunFailed, UsageError
+from logetl.errors import EnvError, RunFailed, UsageError, out_of_space_reason
 from logetl.listener import (
     FAILED, RUNNING, SKIPPED, STOPPED, SUCCESSFUL, FlowListener, FlowRun, StepRun)
 from logetl.workdir import Resume, WorkDir
@@ -137,6 +137,14 @@ def full_places(taps: Taps) -> str | None:
             full.setdefault(device, [[], left])[0].append(name)
     return "; ".join(f"{' and '.join(names)} ({'its' if len(names) == 1 else 'their'} file system has {left})"
                      for names, left in full.values()) or None
+
+
+def _out_of_space(exc: BaseException) -> bool:
+    """A write that failed for want of space: Python's OSError, or Polars' writers' errors, which carry
+    the OS error in their text only ("No space left on device (os error 28)")."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return isinstance(exc, Exception) and f"(os error {errno.ENOSPC})" in str(exc)
 
 
 class Engine:
@@ -319,14 +327,13 @@ class Engine:
         except BaseException as exc:
             exc.logetl_publishing = publishing   # read by the CLI: what an interrupt left
             stopped = isinstance(exc, KeyboardInterrupt)
-            if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT) and exc.filename is None \
-                    and self.filesystem() is LOCAL:
+            if _out_of_space(exc) and getattr(exc, "filename", None) is None and self.filesystem() is LOCAL:
                 # before the staged outputs are discarded (which frees the space)
                 exc.logetl_where = full_places(taps)
             run.status = STOPPED if stopped else FAILED
             run.error = "interrupted" if stopped else (str(exc) or type(exc).__name__)
             if getattr(exc, "logetl_where", None):
-                run.error = f"{exc.strerror}: {exc.logetl_where}"
+                run.error = f"{out_of_space_reason(exc)}: {exc.logetl_where}"
             if not publishing:
                 # the records the steps wrote were staged and are discarded with them: the run wrote nothing
                 # (the monitor counted them as written, and its trend summed them)
