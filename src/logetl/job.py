@@ -108,18 +108,10 @@ def _place(path: str) -> tuple:
     """Where a local path is, whatever its spelling: the device and inode of its nearest existing ancestor
     (or itself), and the rest of the path below it. Two outputs through a bind mount have different real
     paths and the same place (one was published, then the run failed on the other)."""
-    rest = []
-    probe = os.path.abspath(path)
-    while True:
-        try:
-            st = os.stat(probe)
-            return st.st_dev, st.st_ino, tuple(reversed(rest))
-        except OSError:
-            parent = os.path.dirname(probe)
-            if parent == probe:
-                return 0, 0, (path,)
-            rest.append(os.path.basename(probe))
-            probe = parent
+    full = os.path.abspath(path)
+    probe = LOCAL.nearest_existing(full)
+    st = os.stat(probe)
+    return st.st_dev, st.st_ino, tuple(p for p in full[len(probe):].split("/") if p)
 
 
 def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], trap: str | None = None,
@@ -296,6 +288,9 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
                    {"trap": trap, "work_dir": work_dir, "checkpoint_dir": checkpoint_dir},
                    {"application": application}, tags)
     engine_options = engine_options_for(engine, engine_options)
+    if max_malformed is not None and not (isinstance(max_malformed, (int, float)) and not isinstance(max_malformed, bool)
+                                          and 0 <= max_malformed <= 1):    # NaN too: it would never trigger
+        raise UsageError(f"max_malformed must be a fraction between 0 and 1, not {max_malformed!r}")
     if output_format is not None:
         try:
             flow.set_output_format(output_format)
@@ -305,9 +300,6 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
         from logetl.engines.local import start_parquet_import
 
         start_parquet_import()
-    if max_malformed is not None and not (isinstance(max_malformed, (int, float)) and not isinstance(max_malformed, bool)
-                                          and 0 <= max_malformed <= 1):    # NaN too: it would never trigger
-        raise UsageError(f"max_malformed must be a fraction between 0 and 1, not {max_malformed!r}")
     if engine == "spark" and input_path == inputs.STDIN:     # before Spark starts (seconds)
         raise UsageError(inputs.STDIN_LOCAL_ONLY)
     if monitor is None:

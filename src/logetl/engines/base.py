@@ -124,9 +124,7 @@ def full_places(taps: Taps) -> str | None:
         places.append((f"the working directory {taps.work.path!r}", taps.work.path))
     full: dict[int, list] = {}      # device -> [names, what it has free]
     for name, path in places:
-        probe = os.path.abspath(path)
-        while not os.path.exists(probe):
-            probe = os.path.dirname(probe)
+        probe = LOCAL.nearest_existing(path)
         try:
             device, st = os.stat(probe).st_dev, os.statvfs(probe)
         except OSError:

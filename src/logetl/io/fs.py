@@ -57,18 +57,22 @@ class LocalFS:
     def readable(self, p: str) -> bool:
         return os.access(p, os.R_OK)
 
+    @staticmethod
+    def nearest_existing(p: str, exists=os.path.exists) -> str:
+        """``p`` (absolute) if it exists, else its nearest ancestor that does (at worst ``/``)."""
+        probe = os.path.abspath(p)
+        while not exists(probe):
+            probe = os.path.dirname(probe)
+        return probe
+
     def writable_ancestor(self, p: str) -> str | None:
         """The nearest existing ancestor of ``p`` if it cannot be written to, else None."""
-        probe = os.path.dirname(os.path.abspath(p))
-        while not os.path.exists(probe):
-            probe = os.path.dirname(probe)
+        probe = self.nearest_existing(os.path.dirname(os.path.abspath(p)))
         return None if os.access(probe, os.W_OK) else probe
 
     def non_directory_ancestor(self, p: str) -> str | None:
         """The nearest existing ancestor of ``p`` when it is not a directory (``p`` cannot be made), else None."""
-        probe = os.path.dirname(os.path.abspath(p))
-        while not os.path.lexists(probe):
-            probe = os.path.dirname(probe)
+        probe = self.nearest_existing(os.path.dirname(os.path.abspath(p)), os.path.lexists)
         return None if os.path.isdir(probe) else probe
 
     def makedirs(self, p: str) -> None:
