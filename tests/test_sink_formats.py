@@ -8,7 +8,7 @@ import os
 import pytest
 
 import logetl.api as L
-from conftest import CORPUS, corpus, logetl
+from conftest import CORPUS, corpus, logetl, require
 from logetl.job import run_flow, run_program
 
 CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
@@ -129,9 +129,9 @@ def test_output_format_option_and_a_bad_value(tmp_path):
 
 
 def test_the_local_engines_parquet_reads_alike_in_polars_duckdb_and_spark(spark_session, tmp_path):
-    """Written from the kernel's Arrow strings (Branch) and from Polars frames (typed, with nulls), with
-    only Parquet's own types recorded, some columns plain and without statistics: every reader gets the
-    records and types the flow wrote."""
+    """Written from the kernel's Arrow strings (Branch, by logetl's own encoder) and from Polars frames
+    (typed, with nulls, by pyarrow), with only Parquet's own types recorded, some columns plain and without
+    statistics: every reader gets the records and types the flow wrote."""
     import duckdb
     import polars as pl
 
@@ -160,6 +160,14 @@ def test_the_local_engines_parquet_reads_alike_in_polars_duckdb_and_spark(spark_
         df = spark_session.read.parquet(path)
         assert [tuple(r) for r in df.collect()] == expected
         assert [f.dataType.simpleString() for f in df.schema.fields] == spark_types
+    # logetl's own encoder (Branch's output above): its dictionary, plain and statistics choices, in Spark
+    from test_parquet_encoder import encoder, write_cases
+
+    require(encoder.available(), "logetl._parquet was not built (no C compiler) or libzstd.so.1 is missing")
+    rows = write_cases(tmp_path / "cases.parquet")
+    df = spark_session.read.parquet(str(tmp_path / "cases.parquet"))
+    assert [tuple(r) for r in df.collect()] == rows
+    assert df.where("rising >= 't003000'").count() == 3_007
 
 
 def test_jsonl_escapes_control_characters_alike(engine, tmp_path):

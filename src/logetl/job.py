@@ -297,9 +297,10 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
         except assembly.AssemblyError as exc:
             raise UsageError(str(exc)) from None
     if engine == "local" and any(s.format == "parquet" for s in flow.sinks):
-        from logetl.engines.local import start_parquet_import
+        from logetl.engines.local import parquet_needs_arrow, start_parquet_import
 
-        start_parquet_import()
+        if parquet_needs_arrow(flow):
+            start_parquet_import()
     if engine == "spark" and input_path == inputs.STDIN:     # before Spark starts (seconds)
         raise UsageError(inputs.STDIN_LOCAL_ONLY)
     if monitor is None:

@@ -30,6 +30,7 @@ from logetl.engines.base import Engine, RunState, StepContext, partitioned_taps
 from logetl.engines.spill import (
     DEFAULT_LIMIT, ExternalSort, HashPartitions, MemoryBudget, MemoryLimitExceeded, SpillDir, frame_bytes)
 from logetl.io import inputs
+from logetl.io import parquet as parquet_strings
 from logetl.io.fs import LOCAL
 from logetl.io.outputs import StagedOutput, partition_name
 from logetl.listener import StepRun
@@ -450,6 +451,33 @@ def _import_arrow_for_parquet() -> None:
             gc.enable()
 
 
+def parquet_needs_arrow(flow: assembly.Flow) -> bool:
+    """Whether a local run of ``flow`` may encode Parquet with pyarrow: not when every Parquet sink is
+    logetl's own encoder's (strings straight from a parse that feeds nothing but such sinks, the case in which
+    the parse makes Arrow strings: ``LocalEngine._columns``), so that such a run never imports pyarrow.
+    A flow this says no to but whose steps differ (a checkpoint between) imports pyarrow when it needs it."""
+    if not parquet_strings.available():
+        return True
+    for sink in flow.sinks:
+        if sink.format != "parquet":
+            continue
+        if sink.partition_by or any(sink.types[f] != "string" for f in sink.file_fields):
+            return True
+        node = sink.previous[0]
+        while type(node) is assembly.Pipe:
+            node = node.previous[0]
+        if not isinstance(node, assembly.Parse):
+            return True
+        todo = [node]
+        while todo:
+            for child in flow.children(todo.pop()):
+                if type(child) is assembly.Pipe:
+                    todo.append(child)
+                elif not (isinstance(child, assembly.Sink) and child.format == "parquet" and not child.partition_by):
+                    return True
+    return False
+
+
 def start_parquet_import() -> None:
     """Begins ``_import_arrow_for_parquet`` in a thread of its own as a run that writes Parquet starts
     (``job.run_flow``): the encoder's first batch waits for that import, which otherwise began only when
@@ -480,6 +508,11 @@ class ParquetWriter:
     """Parquet with the sink's field names, in order, typed by the flow (strings, 64-bit integers,
     booleans), zstd-compressed; one row group per batch, so memory holds one batch. An empty output is a
     file with the schema and no rows.
+
+    Two encoders, chosen on the first batch: logetl's own (``io.parquet``, C) when the batches are the parse
+    kernel's Arrow strings (a parse that feeds only Parquet sinks: ``LocalEngine._columns``) and every field
+    is a string; pyarrow's for everything else. The notes below are pyarrow's; ``io.parquet`` makes the
+    same choices of dictionary and statistics.
 
     Why it looks like this (bench/output_formats.py, Branch over 2M lines; Parquet took 2.5x the TSV run):
 
@@ -514,6 +547,7 @@ class ParquetWriter:
         self.file = file
         self.fields, self.types = list(fields), types
         self.writer = None
+        self.native: parquet_strings.StringsParquetFile | None = None
         self.thread = None
         self.error: BaseException | None = None
         if background:
@@ -540,6 +574,7 @@ class ParquetWriter:
 
     def _open(self, first):
         """Opens the writer, its dictionary columns chosen from ``first`` (a table, or None: no rows)."""
+        _import_arrow_for_parquet()     # begun by start_parquet_import when the run started
         self.schema = self._schema(first)
         dictionary, statistics = True, True
         if first is not None:
@@ -596,17 +631,40 @@ class ParquetWriter:
         return chosen
 
     def _write(self, batch):
+        if self.native is not None:
+            pieces = self._kernel_strings(batch)
+            if pieces is None:
+                raise RuntimeError("a Parquet sink written by logetl's encoder was given a frame")
+            self.native.write(pieces, len(batch))
+            return
         if self.writer is None:
+            pieces = self._kernel_strings(batch)
+            if pieces is not None:
+                self.native = parquet_strings.StringsParquetFile(self.file, self.fields)
+                self.native.write(pieces, len(batch))
+                return
             self._open(batch.arrow())
         self.writer.write_table(batch.arrow(self.schema))
+
+    def _kernel_strings(self, batch):
+        """The batch's columns for logetl's own encoder (``io.parquet``), field by field as the pieces
+        ``(offsets, values, count)`` of its parsed chunks; None when that encoder does not take it: not all
+        strings, records that are not the kernel's Arrow strings, or no libzstd."""
+        if batch._frame is not None or not batch.parsed or any(p.strings is None for p in batch.parsed) \
+                or any(self.types[f] != "string" for f in self.fields) or not parquet_strings.available():
+            return None
+        index = [batch.fields.index(f) for f in self.fields]
+        columns = [[] for _ in self.fields]
+        for p in batch.parsed:
+            n, (offsets, values) = p.n_records, p.strings
+            offsets = memoryview(offsets)
+            for column, k in zip(columns, index):
+                column.append((offsets[k * (n + 1) * 4:(k + 1) * (n + 1) * 4], values[k], n))
+        return columns
 
     def _encode(self):
         """The background encoder: batches from the queue until None. After a failure it keeps taking
         them (so that ``write`` never blocks on a full queue) and the next ``write`` or ``close`` raises."""
-        try:
-            _import_arrow_for_parquet()     # begun by start_parquet_import when the run started
-        except BaseException as exc:
-            self.error = exc
         while True:
             batch = self.queue.get()
             if batch is None:
@@ -623,6 +681,9 @@ class ParquetWriter:
                 self.error = exc
 
     def _close_writer(self):
+        if self.native is not None:
+            self.native.close()
+            return
         if self.writer is None:
             self._open(None)
         self.writer.close()
