@@ -31,3 +31,54 @@ def test_a_truncated_gzip_fails_the_run_in_one_line_naming_the_file(engine, tmp_
     err = capfd.readouterr().err
     assert "ERROR" not in err and "Exception" not in err, err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_a_full_file_system_fails_the_run_in_one_line_naming_it(engine, tmp_path, capfd):
+    """A write that fails for want of space names the places whose file system is full, on every engine:
+    on Spark not its 180-line job error with the traceback of PySpark's daemon (BrokenPipeError) before it."""
+    import errno
+    import os
+    import subprocess
+
+    from conftest import require
+
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = os.geteuid() == 0 and subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)], capture_output=True).returncode == 0
+    require(mounted, "a small file system needs root (mount -t tmpfs)")
+    log = tmp_path / "in.log"
+    log.write_bytes(b"".join(f'10.0.0.{i % 250} - - [17/May/2015:10:00:00 +0000] "GET /{i} HTTP/1.1" 200 {i} '
+                             f'"-" "a"\n'.encode() for i in range(40_000)))   # 3.3 MB of records
+    logs = L.read()
+    flow = L.Flow("full", [logs.write("a"), logs.select("ip", "size").write("b")])
+    capfd.readouterr()
+    try:
+        with pytest.raises(OSError) as caught:
+            run_flow(flow, str(log), {"a": str(small / "a"), "b": str(tmp_path / "b")}, engine=engine,
+                     monitor=False, quiet=True)
+        left = sorted(os.listdir(small))
+        # the failed run closed its files (the exception, held here, keeps its frames alive)
+        held = [target for target in (_link(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd"))
+                if target.startswith(str(small))]
+    finally:
+        # lazily: Spark's task writer keeps the file it failed to close open in the (shared) JVM
+        subprocess.run(["umount", "--lazy", str(small)], check=True)
+    assert caught.value.errno == errno.ENOSPC
+    free = caught.value.logetl_where.rsplit("(", 1)[1]
+    assert caught.value.logetl_where == (f"a {str(small / 'a')!r} and the working directory "
+                                         f"'{small}/.a.logetl-work' ({free}")
+    assert free.startswith("their file system has ") and free.endswith(" MB free)")
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "ERROR" not in err and "Exception" not in err, err
+    assert not (tmp_path / "b").exists() and left == [".a.logetl-work"]
+    assert held == []
+
+
+def _link(path: str) -> str:
+    import os
+
+    try:
+        return os.readlink(path)
+    except OSError:
+        return ""

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import time
 from dataclasses import dataclass, field
+from urllib.parse import unquote, urlparse
 
 from logetl import assembly
 from logetl.expressions import Expr
@@ -121,9 +123,15 @@ def full_places(taps: Taps) -> str | None:
     if taps.trap:
         places.append((f"trap {taps.trap!r}", taps.trap))
     if taps.work is not None:
-        places.append((f"the working directory {taps.work.path!r}", taps.work.path))
+        work = taps.work.path
+        shown = unquote(urlparse(work).path) if work.startswith("file:") else work   # Spark's is a URI
+        places.append((f"the working directory {shown!r}", work))
     full: dict[int, list] = {}      # device -> [names, what it has free]
     for name, path in places:
+        if re.match(r"[A-Za-z][\w+.-]*:", path):
+            if not path.startswith("file:"):
+                continue        # another file system's (HDFS): not probed from here
+            path = unquote(urlparse(path).path)
         probe = LOCAL.nearest_existing(path)
         try:
             device, st = os.stat(probe).st_dev, os.statvfs(probe)
@@ -325,7 +333,7 @@ class Engine:
         except BaseException as exc:
             exc.logetl_publishing = publishing   # read by the CLI: what an interrupt left
             stopped = isinstance(exc, KeyboardInterrupt)
-            if _out_of_space(exc) and getattr(exc, "filename", None) is None and self.filesystem() is LOCAL:
+            if _out_of_space(exc) and getattr(exc, "filename", None) is None:
                 # before the staged outputs are discarded (which frees the space)
                 exc.logetl_where = full_places(taps)
             run.status = STOPPED if stopped else FAILED

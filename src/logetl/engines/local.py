@@ -754,6 +754,7 @@ class SinkOp(Op):
         self.open: dict[str, tuple] = {}      # partition -> (file, writer), least recently used first
         self.parts: dict[str, int] = {}       # partition -> number of its current part file
         self.path = output.part + self.kind.suffix
+        self.ctx.state.sinks.append(self)
         if not node.partition_by and twin is None:
             # one file: Parquet encodes in a thread of its own, alongside the parse (a partitioned sink
             # keeps up to MAX_OPEN_PARTITIONS writers, and threads for each would only compete)
@@ -807,6 +808,12 @@ class SinkOp(Op):
                 self._writer(leaf).write(Batch(fields, part.select(fields)))
         self.written += len(batch)
         self.emit(batch)
+
+    def discard(self) -> None:
+        """Closes the files a failed run left open, without finishing them (they are staged: discarded)."""
+        for f, _writer in self.open.values():
+            f.close()
+        self.open = {}
 
     def finish(self):
         for opened in self.open.values():
@@ -1149,6 +1156,7 @@ class LocalRun(RunState):
         self.memory = MemoryBudget(memory_limit, spill_buffers)
         self.spill_root = os.path.join(taps.work.path, "spill")
         self.encoders: list[ParquetWriter] = []   # background encoders, ended by close whatever happened
+        self.sinks: list[SinkOp] = []             # their open files, closed by close whatever happened
 
     def spill_dir(self, name: str) -> SpillDir:
         return SpillDir(self.spill_root, name)
@@ -1156,6 +1164,8 @@ class LocalRun(RunState):
     def close(self, ok: bool) -> None:
         for encoder in self.encoders:
             encoder.abort()
+        for sink in self.sinks:
+            sink.discard()      # a failed run's files (a run_flow caller's process goes on; its mounts too)
         if self.trap_file is not None and not self.trap_file.closed:
             self.trap_file.close()
         shutil.rmtree(self.spill_root, ignore_errors=True)

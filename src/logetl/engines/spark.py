@@ -47,6 +47,7 @@ How the contract and the orderings are kept, so that outputs are byte-identical 
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -57,7 +58,7 @@ from itertools import count
 from urllib.parse import unquote, urlparse
 
 from logetl import __version__, assembly, contract
-from logetl.errors import UsageError
+from logetl.errors import RunFailed, UsageError
 from logetl.engines.base import Engine, EngineUnavailable, RunState, StepContext, partitioned_taps
 from logetl.engines.spark_expressions import AGGREGATES, COMPILE, Compiler, column
 from logetl.engines.spark_native import DASH, KEPT, SAMPLE, SAMPLES, STATUS
@@ -325,6 +326,25 @@ def _read_failure(exc: Exception) -> InputReadError | None:
     causes = _CAUSE.findall(text)
     reason = (causes[-1][1].strip() or causes[-1][0].rsplit(".", 1)[-1]) if causes else "read failed"
     return InputReadError(f"cannot read input {path!r}: {reason}")
+
+
+#: a job that failed writing (an output, a store, the trap), and Java's text of a full file system
+_WRITE_FAILED = re.compile(r"\[TASK_WRITE_FAILED\]")
+_NO_SPACE = re.compile(r"^Caused by: [\w.$]+: (?:[\w.$]+: )*No space left on device", re.M)
+
+
+def _write_failure(exc: Exception) -> Exception | None:
+    """A job that failed writing, in one line as the local engine says it, else None: a full file system is
+    the OSError ENOSPC (the run then names which of its places are full), anything else
+    ``writing failed: REASON`` (Spark's root cause, without its traces)."""
+    text = str(exc)
+    if not _WRITE_FAILED.search(text):
+        return None
+    if _NO_SPACE.search(text):
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    causes = _CAUSE.findall(text)
+    reason = (causes[-1][1].strip() or causes[-1][0].rsplit(".", 1)[-1]) if causes else "a task failed"
+    return RunFailed(f"writing failed: {reason}")
 
 
 def _bad_partition(field: str):
@@ -1101,7 +1121,7 @@ class SparkEngine(Engine):
         try:
             self._execute_step(ctx, step, state)
         except Exception as exc:
-            failure = _read_failure(exc)
+            failure = _read_failure(exc) or _write_failure(exc)
             if failure is None:
                 raise
             raise failure from exc

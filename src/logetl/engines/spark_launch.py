@@ -7,8 +7,10 @@ process, so that a run says what it has to say and nothing else.
   or java's first line) becomes the run's one error line; if it starts, what it held is shown.
 - Spark's launcher adds ``--add-modules=jdk.incubator.vector`` to every driver it starts, and the JVM
   announces it on stderr ("WARNING: Using incubator modules: ..."): a line on every run, ``-q`` too, that
-  says nothing to a user. That exact line is dropped; everything else the JVM writes (Spark's errors, its
-  log at ``LOGETL_SPARK_LOG_LEVEL``) is passed on to this process's stderr as it comes.
+  says nothing to a user. That exact line is dropped, and so is the traceback of a ``BrokenPipeError`` in
+  PySpark's daemon (``pyspark/daemon.py``), which a Python worker cut off by a failed job prints; everything
+  else the JVM writes (Spark's errors, its log at ``LOGETL_SPARK_LOG_LEVEL``) is passed on to this
+  process's stderr as it comes.
 
 The gateway is PySpark's own (``launch_gateway``, whose ``popen_kwargs`` exist for this), handed to
 ``SparkContext`` before the session is built, as PySpark does when it launches it itself.
@@ -21,6 +23,8 @@ import threading
 
 #: what the JVM prints because Spark's launcher asks for an incubator module (jdk.incubator.vector)
 INCUBATOR = re.compile(rb"WARNING: Using incubator modules: [\w.,]+\r?\n")
+#: the last line of the traceback PySpark's daemon prints when a failed job cuts its worker off
+DAEMON_BROKEN_PIPE = re.compile(rb"BrokenPipeError: \[Errno 32\] Broken pipe\r?\n?$")
 #: how a JVM that failed in its main thread (spark-submit refusing an argument) says why
 MAIN_FAILED = re.compile(r'Exception in thread "main" [\w.$]+: (.+)')
 
@@ -34,6 +38,7 @@ class JvmStderr:
         self.read_fd, self.write_fd = os.pipe()
         self._lock = threading.Lock()
         self._held: list[bytes] | None = []
+        self._traceback: list[bytes] | None = None
         self._thread = threading.Thread(target=self._pump, name="logetl-jvm-stderr", daemon=True)
         self._thread.start()
 
@@ -53,11 +58,29 @@ class JvmStderr:
                 self._line(line)
         if pending:
             self._line(pending)
+        for line in self._traceback or ():    # cut off: shown as it was
+            self._pass(line)
         os.close(self.read_fd)
 
     def _line(self, line: bytes) -> None:
         if INCUBATOR.fullmatch(line):
             return
+        if self._traceback is not None or line.rstrip(b"\r\n") == b"Traceback (most recent call last):":
+            # a Python traceback is held whole: PySpark's daemon prints one (BrokenPipeError) when a task's
+            # worker is cut off because the job failed, which the run's one error line already says
+            block = (self._traceback or []) + [line]
+            if line.startswith((b" ", b"Traceback")) and len(block) < 200:
+                self._traceback = block
+                return
+            self._traceback = None
+            if DAEMON_BROKEN_PIPE.match(block[-1]) and any(b"pyspark/daemon.py" in b for b in block):
+                return
+            for held in block:
+                self._pass(held)
+            return
+        self._pass(line)
+
+    def _pass(self, line: bytes) -> None:
         with self._lock:
             if self._held is not None:
                 self._held.append(line)
