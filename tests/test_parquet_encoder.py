@@ -134,3 +134,88 @@ def test_branch_uses_it_and_imports_no_pyarrow_and_without_libzstd_pyarrow_write
     for m in ("on", "off"):
         assert (tmp_path / m / "a" / "part-00000.parquet").read_bytes() == \
             (tmp_path / m / "b" / "part-00000.parquet").read_bytes()
+
+
+def _page_headers(data: bytes, start: int, end: int) -> list[tuple[int, int, int]]:
+    """(page type, uncompressed size, number of values) of each page from ``start`` to ``end``: a reader of
+    Thrift's compact protocol just large enough for a PageHeader."""
+    pos = start
+
+    def varint():
+        nonlocal pos
+        shift = result = 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            result |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return result
+
+    def struct():
+        nonlocal pos
+        fields, last = {}, 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            if byte == 0:
+                return fields
+            kind, last = byte & 0x0F, last + (byte >> 4)
+            if kind == 12:
+                fields[last] = struct()
+            else:           # the i32 fields of a page header, zigzag varints
+                n = varint()
+                fields[last] = (n >> 1) ^ -(n & 1)
+
+    pages = []
+    while pos < end:
+        header = struct()
+        inner = header.get(5) or header.get(7)
+        pages.append((header[1], header[2], inner[1]))
+        pos += header[3]
+    return pages
+
+
+def test_plain_pages_hold_at_most_a_mebibyte_of_values(tmp_path):
+    """A plain column chunk is split into pages of up to 1 MiB of values (a value larger than that has its
+    own), as pyarrow splits them: a page's sizes are 32-bit, and a reader holds one page at a time."""
+    import pyarrow.parquet as pq
+
+    values = [f"{i:06d}" + "v" * 994 for i in range(2_500)] + ["w" * (3 << 20)] + ["x", ""]   # 1,000 B apart
+    path = tmp_path / "pages.parquet"
+    with open(path, "wb") as f:
+        w = encoder.StringsParquetFile(f, ["v"])
+        w.dictionary, w.statistics = [False], [False]       # as a column over the dictionary page
+        w.write([[piece(values[:1_000]), piece([]), piece(values[1_000:])]], len(values))
+        w.close()
+    column = pq.ParquetFile(path).metadata.row_group(0).column(0)
+    data = path.read_bytes()
+    pages = _page_headers(data, column.data_page_offset, column.data_page_offset + column.total_compressed_size)
+    per_page = (1 << 20) // 1_004                  # values of 1,000 bytes and their 4-byte lengths
+    assert [n for _, _, n in pages] == [per_page, per_page, 2_500 - 2 * per_page, 1, 2]
+    assert all(kind == 0 for kind, _, _ in pages)
+    assert max(size for _, size, _ in pages if size < (3 << 20)) <= (1 << 20) + 16
+    assert pq.read_table(path).column("v").to_pylist() == values
+
+
+def test_statistics_follow_the_first_records_of_every_piece_and_buffers_must_be_bytes(tmp_path):
+    """Whether a column is in order is judged on its first 16,384 records across the batch's pieces (a
+    first piece of one record decides nothing). The encoder reads its buffers without the GIL: it takes
+    only read-only ones, which nobody can change meanwhile."""
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "order.parquet"
+    with open(path, "wb") as f:
+        w = encoder.StringsParquetFile(f, ["up", "mixed"])
+        up = [f"{i:05d}" for i in range(3_000)]
+        mixed = [f"{(i * 7919) % 3_000:05d}" for i in range(3_000)]
+        w.write([[piece(up[:1]), piece(up[1:])], [piece(mixed[:1]), piece(mixed[1:])]], 3_000)
+        w.close()
+    stats = [pq.ParquetFile(path).metadata.row_group(0).column(c).statistics for c in range(2)]
+    assert stats[0].has_min_max and (stats[0].min, stats[0].max) == ("00000", "02999")
+    assert stats[1] is None or not stats[1].has_min_max
+    offsets, values, n = piece(["ab", "c"])
+    with pytest.raises(ValueError, match=r"^offsets and values must be read-only buffers \(bytes\)$"):
+        encoder._parquet.column_chunk([(bytearray(offsets), values, n)], True, False, 1, 1 << 20)
+    with pytest.raises(TypeError, match=r"^a piece is a tuple \(offsets, values, n\)$"):
+        encoder._parquet.column_chunk([[offsets, values, n]], True, False, 1, 1 << 20)

@@ -53,6 +53,8 @@ static int reserve(buf *b, size_t more) {
     b->p = p; b->cap = cap;
     return 1;
 }
+/* Empty again, and able to grow again after a failed allocation (the scratch buffers live on). */
+static void clear(buf *b) { b->len = 0; b->oom = 0; }
 static void put(buf *b, const void *src, size_t n) { if (reserve(b, n)) { memcpy(b->p + b->len, src, n); b->len += n; } }
 static void put_u32(buf *b, uint32_t v) {
     unsigned char le[4] = {v & 255, (v >> 8) & 255, (v >> 16) & 255, v >> 24};
@@ -121,9 +123,10 @@ static scratch *thread_scratch(void) {
 
 /* Appends one page (header, then the body compressed) to out; returns 0 when out of memory or zstd failed. */
 static int add_page(buf *out, const buf *body, int type, int64_t n_values, int encoding, int level, size_t *raw_total) {
+    if (body->len > INT32_MAX / 2) return 0;   /* a page's sizes are 32-bit (the caller keeps pages small) */
     size_t bound = zstd_bound(body->len);
     buf *packed = &thread_scratch()->packed;   /* encode() made sure it exists */
-    packed->len = 0;
+    clear(packed);
     if (!reserve(packed, bound ? bound : 1)) return 0;
     size_t n = zstd_compress(packed->p, bound, body->p, body->len, level);
     if (zstd_is_error(n)) return 0;
@@ -198,11 +201,11 @@ static inline int less(const unsigned char *a, size_t la, const unsigned char *b
 typedef struct { const unsigned char *p; int32_t len; } value;
 
 /* The column's values, in pieces (one per parsed chunk); rows are walked piece by piece. */
-typedef struct { const int32_t *off; const unsigned char *val; Py_ssize_t n; } piece;
+typedef struct { const int32_t *off; const unsigned char *val; Py_ssize_t n; } piece_t;
 
 #define EACH_VALUE(j, v, ...)                                                             \
     for (Py_ssize_t p_ = 0; p_ < (j)->k; p_++) {                                          \
-        const piece *pc_ = &(j)->pieces[p_];                                              \
+        const piece_t *pc_ = &(j)->pieces[p_];                                              \
         for (Py_ssize_t i_ = 0; i_ < pc_->n; i_++) {                                      \
             value v = {pc_->val + pc_->off[i_], pc_->off[i_ + 1] - pc_->off[i_]};         \
             __VA_ARGS__                                                                   \
@@ -210,7 +213,7 @@ typedef struct { const int32_t *off; const unsigned char *val; Py_ssize_t n; } p
     }
 
 typedef struct {
-    const piece *pieces; Py_ssize_t k, n;
+    const piece_t *pieces; Py_ssize_t k, n;
     int try_dictionary, statistics, level; size_t dictionary_limit;
     /* results */
     buf out; size_t raw_total, dictionary_len; int dictionary_used, failed;
@@ -246,7 +249,7 @@ static int encode_dictionary(job *j) {
     slot *table = calloc(slots, sizeof(slot));
     uint32_t *index = malloc((j->n ? j->n : 1) * sizeof(uint32_t));
     buf *body = &thread_scratch()->body;   /* the dictionary page, built as the entries come */
-    body->len = 0;
+    clear(body);
     if (!table || !index) { free(table); free(index); j->failed = 1; return 0; }
     uint32_t distinct = 0;
     int over = 0;
@@ -281,7 +284,7 @@ end:
     int ok = !body->oom && add_page(&j->out, body, PAGE_DICTIONARY, distinct, ENC_PLAIN, j->level, &j->raw_total);
     j->dictionary_len = j->out.len;
     /* the data page: definition levels, the numbers' bit width, then bit-packed runs of 8 (LSB first) */
-    body->len = 0;
+    clear(body);
     int width = 1;
     while (width < 32 && ((uint64_t)1 << width) < distinct) width++;
     all_defined(body, j->n);
@@ -307,22 +310,42 @@ end:
     return 1;
 }
 
+/* Plain pages of at most PAGE_BYTES of values each (a value larger than that has a page of its own), as
+ * pyarrow splits them: a page's sizes are 32-bit, and readers hold a page at a time. */
+#define PAGE_BYTES (1 << 20)
+
 static void encode_plain(job *j) {
     buf *body = &thread_scratch()->body;
-    body->len = 0;
-    all_defined(body, j->n);
-    size_t bytes = 0;
-    for (Py_ssize_t p = 0; p < j->k; p++) bytes += (size_t)j->pieces[p].off[j->pieces[p].n];
-    if (reserve(body, (size_t)j->n * 4 + bytes)) {
-        unsigned char *o = body->p + body->len;
-        EACH_VALUE(j, v, {
-            memcpy(o, &v.len, 4);     /* little-endian, as Parquet's lengths */
-            memcpy(o + 4, v.p, (size_t)v.len);
-            o += 4 + v.len;
-        })
-        body->len = o - body->p;
-    }
-    if (body->oom || !add_page(&j->out, body, PAGE_DATA, j->n, ENC_PLAIN, j->level, &j->raw_total)) j->failed = 1;
+    Py_ssize_t piece = 0, row = 0, left = j->n;    /* where the next page starts */
+    do {
+        Py_ssize_t count = 0, q = piece, r = row;
+        size_t bytes = 0;
+        while (count < left) {
+            while (r >= j->pieces[q].n) { q++; r = 0; }   /* empty pieces, and the end of one */
+            size_t len = 4 + (size_t)(j->pieces[q].off[r + 1] - j->pieces[q].off[r]);
+            if (count && bytes + len > PAGE_BYTES) break;
+            bytes += len; count++; r++;
+        }
+        clear(body);
+        all_defined(body, count);
+        if (reserve(body, bytes)) {
+            unsigned char *o = body->p + body->len;
+            for (Py_ssize_t c = 0; c < count; c++, row++) {
+                while (row >= j->pieces[piece].n) { piece++; row = 0; }
+                const piece_t *pc = &j->pieces[piece];
+                int32_t len = pc->off[row + 1] - pc->off[row];
+                memcpy(o, &len, 4);     /* little-endian, as Parquet's lengths */
+                memcpy(o + 4, pc->val + pc->off[row], (size_t)len);
+                o += 4 + len;
+            }
+            body->len = o - body->p;
+        }
+        if (body->oom || !add_page(&j->out, body, PAGE_DATA, count, ENC_PLAIN, j->level, &j->raw_total)) {
+            j->failed = 1;
+            return;
+        }
+        left -= count;
+    } while (left > 0);
 }
 
 static void encode(job *j) {
@@ -344,7 +367,11 @@ static void encode(job *j) {
 
 /* Checks that offsets (int32, n + 1 of them) start at 0, never fall, and end within the values. */
 static int check_offsets(const Py_buffer *o, const Py_buffer *v, Py_ssize_t n) {
-    if (n < 0 || o->len < (n + 1) * 4) { PyErr_SetString(PyExc_ValueError, "offsets too short"); return 0; }
+    if (n < 0 || n > o->len / 4 - 1) { PyErr_SetString(PyExc_ValueError, "offsets too short"); return 0; }
+    if (!o->readonly || !v->readonly) {   /* checked here, read without the GIL: nobody may change them */
+        PyErr_SetString(PyExc_ValueError, "offsets and values must be read-only buffers (bytes)");
+        return 0;
+    }
     const int32_t *off = o->buf;
     if (off[0] != 0 || off[n] > v->len) { PyErr_SetString(PyExc_ValueError, "offsets out of the values"); return 0; }
     for (Py_ssize_t i = 0; i < n; i++)
@@ -353,30 +380,47 @@ static int check_offsets(const Py_buffer *o, const Py_buffer *v, Py_ssize_t n) {
 }
 
 /* column_chunk(pieces, ...): pieces is a sequence of (offsets, values, n), one per parsed chunk of the batch. */
+/* The pieces of a column, taken from Python: (offsets, values, n) tuples, their buffers held until release. */
+typedef struct { PyObject *seq; Py_buffer *bufs; piece_t *parts; Py_ssize_t k, got, n; } held;
+
+static int take(held *h, PyObject *pieces) {
+    if (!(h->seq = PySequence_Fast(pieces, "pieces must be a sequence"))) return 0;
+    h->k = PySequence_Fast_GET_SIZE(h->seq);
+    h->bufs = calloc(h->k ? 2 * h->k : 1, sizeof(Py_buffer));
+    h->parts = calloc(h->k ? h->k : 1, sizeof(piece_t));
+    if (!h->bufs || !h->parts) { PyErr_NoMemory(); return 0; }
+    for (Py_ssize_t g = 0; g < h->k; g++) {
+        PyObject *t = PySequence_Fast_GET_ITEM(h->seq, g);
+        if (!PyTuple_Check(t)) { PyErr_SetString(PyExc_TypeError, "a piece is a tuple (offsets, values, n)"); return 0; }
+        if (!PyArg_ParseTuple(t, "y*y*n", &h->bufs[2 * g], &h->bufs[2 * g + 1], &h->parts[g].n)) return 0;
+        h->got = g + 1;     /* its buffers are held: released with the others */
+        if (!check_offsets(&h->bufs[2 * g], &h->bufs[2 * g + 1], h->parts[g].n)) return 0;
+        h->parts[g].off = h->bufs[2 * g].buf;
+        h->parts[g].val = h->bufs[2 * g + 1].buf;
+        h->n += h->parts[g].n;
+    }
+    if (h->n > INT32_MAX) { PyErr_SetString(PyExc_ValueError, "a column chunk of over 2^31 values"); return 0; }
+    return 1;
+}
+
+static void release(held *h) {
+    for (Py_ssize_t p = 0; p < h->got; p++) { PyBuffer_Release(&h->bufs[2 * p]); PyBuffer_Release(&h->bufs[2 * p + 1]); }
+    free(h->bufs); free(h->parts);
+    Py_XDECREF(h->seq);
+}
+
 static PyObject *column_chunk(PyObject *self, PyObject *args) {
+    (void)self;
     PyObject *pieces;
     Py_ssize_t limit;
     int try_dictionary, statistics, level;
     if (!PyArg_ParseTuple(args, "Oppin", &pieces, &try_dictionary, &statistics, &level, &limit)) return NULL;
     if (!load_zstd()) { PyErr_SetString(PyExc_RuntimeError, "libzstd.so.1 not found"); return NULL; }
-    PyObject *seq = PySequence_Fast(pieces, "pieces must be a sequence");
-    if (!seq) return NULL;
-    Py_ssize_t k = PySequence_Fast_GET_SIZE(seq), got = 0, n = 0;
-    Py_buffer *bufs = calloc(k ? 2 * k : 1, sizeof(Py_buffer));
-    piece *parts = calloc(k ? k : 1, sizeof(piece));
+    held h = {0};
     PyObject *result = NULL;
     job j = {0};
-    if (!bufs || !parts) { PyErr_NoMemory(); goto done; }
-    for (; got < k; got++) {
-        PyObject *t = PySequence_Fast_GET_ITEM(seq, got);
-        if (!PyArg_ParseTuple(t, "y*y*n", &bufs[2 * got], &bufs[2 * got + 1], &parts[got].n)) goto done;
-        if (!check_offsets(&bufs[2 * got], &bufs[2 * got + 1], parts[got].n)) { got++; goto done; }
-        parts[got].off = bufs[2 * got].buf;
-        parts[got].val = bufs[2 * got + 1].buf;
-        n += parts[got].n;
-    }
-    if (n > INT32_MAX) { PyErr_SetString(PyExc_ValueError, "a column chunk of over 2^31 values"); goto done; }
-    j.pieces = parts; j.k = k; j.n = n; j.try_dictionary = try_dictionary; j.statistics = statistics;
+    if (!take(&h, pieces)) goto done;
+    j.pieces = h.parts; j.k = h.k; j.n = h.n; j.try_dictionary = try_dictionary; j.statistics = statistics;
     j.level = level; j.dictionary_limit = (size_t)limit;
     Py_BEGIN_ALLOW_THREADS
     encode(&j);
@@ -384,7 +428,7 @@ static PyObject *column_chunk(PyObject *self, PyObject *args) {
     if (j.failed || j.out.oom) { PyErr_NoMemory(); goto done; }
     PyObject *lo = Py_None, *hi = Py_None;
     Py_INCREF(lo); Py_INCREF(hi);
-    if (statistics && n) {
+    if (statistics && j.n) {
         Py_DECREF(lo); Py_DECREF(hi);
         lo = PyBytes_FromStringAndSize((const char *)j.min.p, j.min.len);
         hi = PyBytes_FromStringAndSize((const char *)j.max.p, j.max.len);
@@ -396,35 +440,45 @@ static PyObject *column_chunk(PyObject *self, PyObject *args) {
     Py_XDECREF(chunk); Py_XDECREF(lo); Py_XDECREF(hi);
 done:
     free(j.out.p);
-    for (Py_ssize_t p = 0; p < got; p++) { PyBuffer_Release(&bufs[2 * p]); PyBuffer_Release(&bufs[2 * p + 1]); }
-    free(bufs); free(parts);
-    Py_DECREF(seq);
+    release(&h);
     return result;
 }
 
+/* rising(pieces, sample): of the column's first `sample` values, how many are >= the one before. */
 static PyObject *rising(PyObject *self, PyObject *args) {
-    Py_buffer o, v;
-    Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "y*y*n", &o, &v, &n)) return NULL;
-    Py_ssize_t count = -1;
-    if (check_offsets(&o, &v, n)) {
-        const int32_t *off = o.buf;
-        const unsigned char *val = v.buf;
-        count = 0;
-        for (Py_ssize_t i = 1; i < n; i++)
-            count += !less(val + off[i], off[i + 1] - off[i], val + off[i - 1], off[i] - off[i - 1]);
+    (void)self;
+    PyObject *pieces;
+    Py_ssize_t sample;
+    if (!PyArg_ParseTuple(args, "On", &pieces, &sample)) return NULL;
+    held h = {0};
+    PyObject *result = NULL;
+    if (take(&h, pieces)) {
+        job j = {0};
+        j.pieces = h.parts; j.k = h.k;
+        Py_ssize_t seen = 0, count = 0;
+        value last = {NULL, 0};
+        EACH_VALUE(&j, v, {
+            if (seen >= sample) goto counted;
+            if (seen++) count += !less(v.p, (size_t)v.len, last.p, (size_t)last.len);
+            last = v;
+        })
+    counted:
+        result = PyLong_FromSsize_t(count);
     }
-    PyBuffer_Release(&o); PyBuffer_Release(&v);
-    return count < 0 ? NULL : PyLong_FromSsize_t(count);
+    release(&h);
+    return result;
 }
 
-static PyObject *available(PyObject *self, PyObject *noargs) { return PyBool_FromLong(load_zstd()); }
+static PyObject *available(PyObject *self, PyObject *noargs) {
+    (void)self; (void)noargs;
+    return PyBool_FromLong(load_zstd());
+}
 
 static PyMethodDef methods[] = {
     {"column_chunk", column_chunk, METH_VARARGS,
      "column_chunk([(offsets, values, n), ...], try_dictionary, statistics, zstd_level, dictionary_limit) -> "
      "(chunk, dictionary_page_bytes, uncompressed_bytes, dictionary_used, min, max)"},
-    {"rising", rising, METH_VARARGS, "rising(offsets, values, n) -> how many values are >= the one before"},
+    {"rising", rising, METH_VARARGS, "rising([(offsets, values, n), ...], sample) -> how many of the first sample values are >= the one before"},
     {"available", available, METH_NOARGS, "available() -> whether libzstd.so.1 could be opened"},
     {NULL, NULL, 0, NULL}};
 
@@ -433,6 +487,8 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_parquet",
                                     -1, methods};
 
 PyMODINIT_FUNC PyInit__parquet(void) {
-    if (pthread_key_create(&scratch_key, free_scratch) != 0) return PyErr_NoMemory();
+    static int keyed;
+    if (!keyed && pthread_key_create(&scratch_key, free_scratch) != 0) return PyErr_NoMemory();
+    keyed = 1;
     return PyModule_Create(&module);
 }

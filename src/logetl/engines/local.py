@@ -713,6 +713,8 @@ class ParquetWriter:
         if self.thread is not None and self.thread.is_alive():
             self.queue.put(None)
             self.thread.join()
+        if self.native is not None:
+            self.native.abandon()
 
 
 class JsonLinesWriter:

@@ -7,7 +7,8 @@ protocol. Everything else is pyarrow's (``engines.local.ParquetWriter``).
 What it writes, the choices pyarrow's path makes too (the files read the same in pyarrow, Polars, DuckDB
 and Spark; ``tests/test_sink_formats.py`` reads them with each):
 
-- one row group per batch, one dictionary page (when used) and one data page per column chunk, zstd;
+- one row group per batch; per column chunk one dictionary page (when used) and one data page of its
+  numbers, or plain data pages of up to 1 MiB of values each; zstd;
 - every column ``optional binary (String)``, as pyarrow writes a nullable string field;
 - a dictionary for the columns whose distinct values in the first batch fit one dictionary page (1 MiB);
   a later row group whose values do not fit is written plain;
@@ -37,7 +38,7 @@ MAX_STATISTICS = 4096
 IN_ORDER, ORDER_SAMPLE = 0.9, 16_384
 
 # Parquet's enums (parquet.thrift)
-BYTE_ARRAY, OPTIONAL, UTF8, ZSTD = 6, 1, 0, 6
+BYTE_ARRAY, REQUIRED, OPTIONAL, UTF8, ZSTD = 6, 0, 1, 0, 6
 PLAIN, RLE, RLE_DICTIONARY = 0, 3, 8
 
 
@@ -101,10 +102,10 @@ class Thrift:
 T = Thrift
 
 
-def _in_order(piece) -> bool:
-    offsets, values, n = piece
+def _in_order(pieces, n: int) -> bool:
+    """Whether a column's first ORDER_SAMPLE values (of ``n``) are in order, or nearly."""
     sample = min(n, ORDER_SAMPLE)
-    return sample < 2 or _parquet.rising(offsets, values, sample) >= IN_ORDER * (sample - 1)
+    return sample < 2 or _parquet.rising(pieces, sample) >= IN_ORDER * (sample - 1)
 
 
 class StringsParquetFile:
@@ -122,6 +123,12 @@ class StringsParquetFile:
         self.pool = None
         self._put(MAGIC)
 
+    def abandon(self) -> None:
+        """Ends the column threads (``close`` does; a failed run's writer calls it itself)."""
+        if self.pool is not None:
+            self.pool.shutdown()
+            self.pool = None
+
     def _put(self, data) -> None:
         self.file.write(data)
         self.pos += len(data)
@@ -132,7 +139,7 @@ class StringsParquetFile:
         if n == 0:
             return
         if self.statistics is None:
-            self.statistics = [_in_order(pieces[0]) for pieces in columns]
+            self.statistics = [_in_order(pieces, n) for pieces in columns]
             self.dictionary = [True] * len(columns)
         chunks, start_group = [], self.pos
         encode = lambda k: _parquet.column_chunk(   # noqa: E731
@@ -150,23 +157,25 @@ class StringsParquetFile:
             self._put(chunk)
             encodings = [PLAIN, RLE, RLE_DICTIONARY] if used else [PLAIN, RLE]
             stats = None
-            if lo is not None and len(lo) <= MAX_STATISTICS and len(hi) <= MAX_STATISTICS:
-                stats = [(3, T.I64, 0), (5, T.BINARY, hi), (6, T.BINARY, lo)]
+            if lo is not None:      # as pyarrow: a min or max too long to keep is left out, not the other
+                stats = [(3, T.I64, 0), (5, T.BINARY, hi if len(hi) <= MAX_STATISTICS else None),
+                         (6, T.BINARY, lo if len(lo) <= MAX_STATISTICS else None)]
             meta = [(1, T.I32, BYTE_ARRAY), (2, T.LIST, (T.I32, encodings)),
                     (3, T.LIST, (T.BINARY, [self.fields[k].encode()])), (4, T.I32, ZSTD), (5, T.I64, n),
                     (6, T.I64, raw), (7, T.I64, len(chunk)), (9, T.I64, start + dictionary_bytes),
                     (11, T.I64, start if used else None), (12, T.STRUCT, stats)]
-            chunks.append(([(2, T.I64, start), (3, T.STRUCT, meta)], raw))
+            # file_offset 0: it once pointed at a copy of the metadata after the chunk (parquet.thrift)
+            chunks.append(([(2, T.I64, 0), (3, T.STRUCT, meta)], raw))
         self.row_groups.append([(1, T.LIST, (T.STRUCT, [c for c, _ in chunks])),
                                 (2, T.I64, sum(raw for _, raw in chunks)), (3, T.I64, n),
                                 (5, T.I64, start_group), (6, T.I64, self.pos - start_group),
-                                (7, T.I16, len(self.row_groups))])
+                                # the ordinal is optional, and an i16
+                                (7, T.I16, len(self.row_groups) if len(self.row_groups) < 1 << 15 else None)])
         self.rows += n
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown()
-        schema = [[(4, T.BINARY, b"schema"), (5, T.I32, len(self.fields))]]
+        self.abandon()
+        schema = [[(3, T.I32, REQUIRED), (4, T.BINARY, b"schema"), (5, T.I32, len(self.fields))]]
         schema += [[(1, T.I32, BYTE_ARRAY), (3, T.I32, OPTIONAL), (4, T.BINARY, f.encode()), (6, T.I32, UTF8),
                     (10, T.STRUCT, [(1, T.STRUCT, [])])] for f in self.fields]
         footer = Thrift()
