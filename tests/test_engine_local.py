@@ -215,21 +215,49 @@ def test_parquet_uses_a_dictionary_only_where_it_fits_a_page_and_statistics_wher
     assert list(zip(*[table.column(i).to_pylist() for i in range(3)])) == expected
 
 
-def test_a_failing_background_parquet_encoder_raises_in_the_run_and_ends(tmp_path):
-    """/dev/full refuses every write (ENOSPC): the error reaches the caller (by write or close), and the
-    encoder's thread is gone; a full queue never blocks the caller meanwhile."""
-    import errno
+def _kernel_batch(n: int):
+    """A batch of ``n`` records as the parse kernel hands them to Parquet sinks only (Arrow strings)."""
+    from logetl.engines import kernel
 
-    with open("/dev/full", "wb", buffering=0) as f:
-        writer = local.ParquetWriter(f, ["few", "many", "n"], {"few": "string", "many": "string", "n": "integer"},
-                                     background=True)
+    data = b"".join(f'10.0.{i % 7}.{i % 250} - - [17/May/2015:10:{i // 60 % 60:02d}:{i % 60:02d} +0000] '
+                    f'"GET /{i} HTTP/1.1" 200 {i} "-" "a"\n'.encode() for i in range(n))
+    return local.Batch(("ip", "time", "request", "response", "size"), parsed=[kernel.parse(data, True, kernel.STRINGS)])
+
+
+@pytest.mark.parametrize("encoder", ["pyarrow", "logetl"])
+def test_a_failing_background_parquet_encoder_raises_in_the_run_and_ends(tmp_path, encoder):
+    """/dev/full refuses every write (ENOSPC): the error reaches the caller (by write or close), and the
+    encoder's thread is gone (logetl's encoder's column threads too); a full queue never blocks the caller
+    meanwhile."""
+    import errno
+    import stat
+    import threading
+
+    # a character device: were it a regular file (a probe once replaced it), the writes would succeed
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode), "/dev/full is not the character device it should be"
+    if encoder == "pyarrow":
+        fields, types, batch = ["few", "many", "n"], {"few": "string", "many": "string", "n": "integer"}, \
+            (lambda: _parquet_batch(40_000))
+    else:
+        fields = ["ip", "time", "request", "response", "size"]
+        types, batch = {f: "string" for f in fields}, (lambda: _kernel_batch(40_000))
+    f = open("/dev/full", "wb")     # buffered: the file's first bytes are taken, the first column chunk fails
+    try:
+        writer = local.ParquetWriter(f, fields, types, background=True)
         with pytest.raises(OSError) as caught:
             for _ in range(6):
-                writer.write(_parquet_batch(40_000))
+                writer.write(batch())
             writer.close()
+    finally:
+        try:
+            f.close()
+        except OSError:         # what it still holds cannot be written either
+            pass
     assert caught.value.errno == errno.ENOSPC
+    assert (writer.native is not None) == (encoder == "logetl")
     writer.abort()
     assert not writer.thread.is_alive()
+    assert not [t for t in threading.enumerate() if t.name.startswith("logetl-parquet-column") and t.is_alive()]
 
 
 def test_a_run_failing_while_parquet_is_encoded_leaves_no_encoder_behind(tmp_path):
