@@ -347,6 +347,12 @@ def _write_failure(exc: Exception) -> Exception | None:
     return RunFailed(f"writing failed: {reason}")
 
 
+def _shown_path(path: str) -> str:
+    """An input file as a malformed line's sample names it: as the local engine does (the path as given, or
+    as a directory's listing has it), a local file's ``file:`` URI as its path."""
+    return unquote(urlparse(path).path) if path.startswith("file:") else path
+
+
 def _bad_partition(field: str):
     """Whether a row's value of partition field ``field`` makes no directory name (the Column): it holds a
     NUL, or its name ``FIELD=VALUE``, escaped as ``partition_name`` escapes it, passes 255 bytes."""
@@ -766,7 +772,7 @@ class SparkEngine(Engine):
         records = checked.filter(status == KEPT).select(*[fields[f].alias(f) for f in node.fields], ORDER)
         reason = (F.when(status == 1, F.lit(contract.INVALID_UTF8)).when(status == 2, F.lit(contract.NO_MATCH))
                   .when(status == 3, F.lit(contract.TAB_OR_CR)))
-        files = F.array(*[F.lit(ctx.state.fs.abspath(f)) for f in ctx.taps.inputs])
+        files = F.array(*[F.lit(_shown_path(f)) for f in ctx.taps.inputs])
         # (the native path's raw line is binary: as a string again it holds the same bytes, as read.text's)
         malformed = checked.filter(status.between(1, len(contract.REASONS))).select(
             F.col("value").cast("string").alias("value"), F.element_at(files, F.col(INPUT) + 1).alias("_file"),
@@ -1029,7 +1035,7 @@ class SparkEngine(Engine):
             for code, index, value in found[:SAMPLES - len(ctx.run.malformed_samples)]:
                 reason, text = contract.REASONS[code - 1], contract.display(value)
                 why = parse.format.why(value) if reason == contract.NO_MATCH else None
-                ctx.run.malformed_samples.append((fs.abspath(ctx.taps.inputs[index]), reason,
+                ctx.run.malformed_samples.append((_shown_path(ctx.taps.inputs[index]), reason,
                                                   f"{why}: {text}" if why else text))
         fs.rmtree(where)
 
