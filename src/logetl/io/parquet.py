@@ -5,7 +5,7 @@ zstd, without the GIL); this module writes the file around them (magic, footer) 
 protocol. Everything else is pyarrow's (``engines.local.ParquetWriter``).
 
 What it writes, the choices pyarrow's path makes too (the files read the same in pyarrow, Polars, DuckDB
-and Spark; ``tests/test_sink_formats.py`` reads them with each):
+and Spark: ``tests/test_parquet_encoder.py`` and ``tests/test_sink_formats.py``):
 
 - one row group per batch; per column chunk one dictionary page (when used) and one data page of its
   numbers, or plain data pages of up to 1 MiB of values each; zstd;
@@ -31,9 +31,9 @@ MAGIC = b"PAR1"
 #: as pyarrow: a dictionary page of at most 1 MiB, zstd at its default level, statistics up to 4 KiB a value
 DICTIONARY_PAGE_LIMIT = 1 << 20
 ZSTD_LEVEL = 1
+MAX_STATISTICS = 4096
 #: threads that encode a batch's columns
 ENCODERS = 2
-MAX_STATISTICS = 4096
 #: a column counts as in order when this share of neighbours among its first ORDER_SAMPLE values are
 IN_ORDER, ORDER_SAMPLE = 0.9, 16_384
 
