@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import time
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlparse
@@ -128,10 +127,10 @@ def full_places(taps: Taps) -> str | None:
         places.append((f"the working directory {shown!r}", work))
     full: dict[int, list] = {}      # device -> [names, what it has free]
     for name, path in places:
-        if re.match(r"[A-Za-z][\w+.-]*:", path):
-            if not path.startswith("file:"):
-                continue        # another file system's (HDFS): not probed from here
+        if path.startswith("file:"):
             path = unquote(urlparse(path).path)
+        elif "://" in path:
+            continue            # another file system's (hdfs://): not probed from here
         probe = LOCAL.nearest_existing(path)
         try:
             device, st = os.stat(probe).st_dev, os.statvfs(probe)
