@@ -82,3 +82,29 @@ def _link(path: str) -> str:
         return os.readlink(path)
     except OSError:
         return ""
+
+
+def test_the_jvm_stderr_drops_only_the_daemons_broken_pipe_traceback(capfd):
+    """What logetl passes on of the Spark driver JVM's stderr: a traceback of PySpark's daemon ending in
+    BrokenPipeError (a worker cut off by a failed job) is dropped whole; any other traceback, and every
+    other line, is passed on as it came."""
+    import os
+
+    from logetl.engines.spark_launch import JvmStderr
+
+    daemon = [b"Traceback (most recent call last):\n",
+              b'  File "/x/pyspark.zip/pyspark/daemon.py", line 264, in manager\n',
+              b'  File "/x/pyspark.zip/pyspark/daemon.py", line 95, in worker\n',
+              b"BrokenPipeError: [Errno 32] Broken pipe\n"]
+    other = [b"Traceback (most recent call last):\n", b'  File "/u/flow.py", line 3, in f\n',
+             b"BrokenPipeError: [Errno 32] Broken pipe\n"]
+    lines = [b"WARNING: Using incubator modules: jdk.incubator.vector\n", b"26/11/24 ERROR x: y\n", *daemon,
+             *other, b"last line\n"]
+    capfd.readouterr()
+    stderr = JvmStderr()
+    stderr.launched()       # closes its own end: the test writes through a second one
+    write = os.open(f"/proc/self/fd/{stderr.read_fd}", os.O_WRONLY)
+    os.write(write, b"".join(lines))
+    os.close(write)
+    stderr._thread.join(10)
+    assert capfd.readouterr().err.encode() == b"26/11/24 ERROR x: y\n" + b"".join(other) + b"last line\n"
