@@ -392,6 +392,45 @@ def test_per_record_operators_run_in_the_parse_threads_with_the_same_bytes_and_c
     assert counters(fused) == counters(plain)
 
 
+def test_a_chunk_parsed_before_the_fusion_but_after_a_fused_one_keeps_its_place(tmp_path, monkeypatch):
+    """The parse threads read whether the operators are fused when a chunk is parsed: the first chunk may
+    finish after the fusion (fused, held until a batch fills) and the second before it (not fused). The
+    second must not pass the first: its records once went out first (seen in CI as the test above failing
+    now and then). Here the first chunk waits for the fusion, so the second one (one line, parsed at once)
+    is always unfused."""
+    import threading
+
+    import logetl.api as L
+    from logetl.job import run_flow
+
+    monkeypatch.setattr(local.LocalEngine, "chunk_bytes", 97)
+    monkeypatch.setattr(local, "BATCH_ROWS", 3)
+    real_read_and_parse = local.Scan._read_and_parse
+
+    def read_and_parse(self, fd, offset, length, final, path):
+        if offset == 0:         # the first chunk: parsed once the operators are fused
+            pause = threading.Event()
+            for _ in range(500):
+                if self.then is not None:
+                    break
+                pause.wait(0.01)
+        return real_read_and_parse(self, fd, offset, length, final, path)
+
+    def flow():
+        p = (L.read(None, fields=("ip", "time", "response"))
+             .filter(L.col("response") != "404", name="kept").select("ip", name="cut"))
+        return L.Flow("fused", [p.write("out")])
+
+    plain = None
+    with monkeypatch.context() as m:
+        m.setattr(local.ParseOp, "fusable", lambda self: [])
+        plain = run_flow(flow(), CORPUS_LOG, {"out": str(tmp_path / "b")}, monitor=False)
+    monkeypatch.setattr(local.Scan, "_read_and_parse", read_and_parse)
+    fused = run_flow(flow(), CORPUS_LOG, {"out": str(tmp_path / "a")}, monitor=False)
+    assert read(tmp_path / "a" / "part-00000") == read(tmp_path / "b" / "part-00000")
+    assert fused.written == plain.written
+
+
 def test_a_parquet_run_imports_neither_pyarrow_compute_nor_its_file_systems(tmp_path):
     """The encoder imports pyarrow on the Parquet run's critical path: pyarrow.compute (a wrapper and a
     docstring per kernel, ~40 ms) and pyarrow.parquet's file system layer (~15 ms) are not needed to write

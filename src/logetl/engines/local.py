@@ -881,7 +881,8 @@ class ParseOp(Op):
     The chain of per-record operators that follows a parse which builds columns (``fusable``) runs in the
     parse threads, chunk by chunk (``fuse``: Polars releases the GIL, so they run beside this thread,
     which only accounts for their records and passes the last one's frames on, in input order); chunks
-    parsed before the operators were built go through them here."""
+    parsed before the operators were built go through them here. The two kinds may alternate around the
+    moment of the fusion: each kind's held records are passed on before the other kind's next chunk."""
 
     def __init__(self, *args, trap_file=None):
         super().__init__(*args)
@@ -960,6 +961,9 @@ class ParseOp(Op):
             if self.fused_parsed >= BATCH_ROWS:
                 self._flush_fused()
             return
+        # and fused chunks go before a later one that was not fused: the parse threads look at the fusion
+        # when a chunk is parsed, so one that began earlier may be fused and a later one not
+        self._flush_fused()
         self.pending.append(parsed)
         self.pending_rows += parsed.n_records
         if self.pending_rows >= BATCH_ROWS:
