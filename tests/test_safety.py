@@ -524,3 +524,13 @@ def test_a_full_file_system_is_named(tmp_path):
     assert stored.returncode == 1
     assert one_line(stored).startswith(f"Error: join failed: No space left on device: the working directory "
                                        f"'{tmp_path}/small/w/logetl-work-"), one_line(stored)
+
+
+def test_a_file_uri_is_shown_as_the_path_the_user_gave():
+    """Spark names local files as escaped ``file:`` URIs; messages name them as paths (one helper for all)."""
+    from logetl.io.fs import local_path
+
+    assert local_path("file:/tmp/my%20logs/a%25b.log") == "/tmp/my logs/a%b.log"
+    assert local_path("file:///tmp/x.log") == "/tmp/x.log"
+    assert local_path("/tmp/my%20logs/x.log") == "/tmp/my%20logs/x.log"     # a path is never unescaped
+    assert local_path("hdfs://nn:8020/logs/x.log") == "hdfs://nn:8020/logs/x.log"

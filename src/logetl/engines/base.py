@@ -9,11 +9,10 @@ import errno
 import os
 import time
 from dataclasses import dataclass, field
-from urllib.parse import unquote, urlparse
 
 from logetl import assembly
 from logetl.expressions import Expr
-from logetl.io.fs import LOCAL
+from logetl.io.fs import LOCAL, local_path
 from logetl.io.outputs import StagedOutput
 from logetl.errors import EnvError, RunFailed, UsageError, out_of_space_reason
 from logetl.listener import (
@@ -123,13 +122,11 @@ def full_places(taps: Taps) -> str | None:
         places.append((f"trap {taps.trap!r}", taps.trap))
     if taps.work is not None:
         work = taps.work.path
-        shown = unquote(urlparse(work).path) if work.startswith("file:") else work   # Spark's is a URI
-        places.append((f"the working directory {shown!r}", work))
+        places.append((f"the working directory {local_path(work)!r}", work))   # Spark's is a URI
     full: dict[int, list] = {}      # device -> [names, what it has free]
     for name, path in places:
-        if path.startswith("file:"):
-            path = unquote(urlparse(path).path)
-        elif "://" in path:
+        path = local_path(path)
+        if "://" in path:
             continue            # another file system's (hdfs://): not probed from here
         probe = LOCAL.nearest_existing(path)
         try:
@@ -166,8 +163,6 @@ class Engine:
 
     def filesystem(self):
         """The file system this engine's paths (inputs, outputs, working directory) live on."""
-        from logetl.io.fs import LOCAL
-
         return LOCAL
 
     def shutdown(self) -> None:

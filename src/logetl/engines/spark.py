@@ -55,7 +55,6 @@ import socket
 import sys
 from functools import partial, reduce
 from itertools import count
-from urllib.parse import unquote, urlparse
 
 from logetl import __version__, assembly, contract
 from logetl.errors import RunFailed, UsageError
@@ -63,7 +62,7 @@ from logetl.engines.base import Engine, EngineUnavailable, RunState, StepContext
 from logetl.engines.spark_expressions import AGGREGATES, COMPILE, Compiler, column
 from logetl.engines.spark_native import DASH, KEPT, SAMPLE, SAMPLES, STATUS
 from logetl.engines.spark_progress import StepProgress
-from logetl.io.fs import LocalFS
+from logetl.io.fs import LocalFS, local_path
 from logetl.io.inputs import InputReadError
 from logetl.io.outputs import NAME_MAX, partition_name
 
@@ -320,9 +319,7 @@ def _read_failure(exc: Exception) -> InputReadError | None:
     found = _READ_FAILED.search(text)
     if found is None:
         return None
-    path = found.group(1).strip()
-    if path.startswith("file:"):
-        path = unquote(urlparse(path).path)
+    path = local_path(found.group(1).strip())
     causes = _CAUSE.findall(text)
     reason = (causes[-1][1].strip() or causes[-1][0].rsplit(".", 1)[-1]) if causes else "read failed"
     return InputReadError(f"cannot read input {path!r}: {reason}")
@@ -345,12 +342,6 @@ def _write_failure(exc: Exception) -> Exception | None:
     causes = _CAUSE.findall(text)
     reason = (causes[-1][1].strip() or causes[-1][0].rsplit(".", 1)[-1]) if causes else "a task failed"
     return RunFailed(f"writing failed: {reason}")
-
-
-def _shown_path(path: str) -> str:
-    """An input file as a malformed line's sample names it: as the local engine does (the path as given, or
-    as a directory's listing has it), a local file's ``file:`` URI as its path."""
-    return unquote(urlparse(path).path) if path.startswith("file:") else path
 
 
 def _bad_partition(field: str):
@@ -772,7 +763,7 @@ class SparkEngine(Engine):
         records = checked.filter(status == KEPT).select(*[fields[f].alias(f) for f in node.fields], ORDER)
         reason = (F.when(status == 1, F.lit(contract.INVALID_UTF8)).when(status == 2, F.lit(contract.NO_MATCH))
                   .when(status == 3, F.lit(contract.TAB_OR_CR)))
-        files = F.array(*[F.lit(_shown_path(f)) for f in ctx.taps.inputs])
+        files = F.array(*[F.lit(local_path(f)) for f in ctx.taps.inputs])
         # (the native path's raw line is binary: as a string again it holds the same bytes, as read.text's)
         malformed = checked.filter(status.between(1, len(contract.REASONS))).select(
             F.col("value").cast("string").alias("value"), F.element_at(files, F.col(INPUT) + 1).alias("_file"),
@@ -1035,7 +1026,7 @@ class SparkEngine(Engine):
             for code, index, value in found[:SAMPLES - len(ctx.run.malformed_samples)]:
                 reason, text = contract.REASONS[code - 1], contract.display(value)
                 why = parse.format.why(value) if reason == contract.NO_MATCH else None
-                ctx.run.malformed_samples.append((_shown_path(ctx.taps.inputs[index]), reason,
+                ctx.run.malformed_samples.append((local_path(ctx.taps.inputs[index]), reason,
                                                   f"{why}: {text}" if why else text))
         fs.rmtree(where)
 

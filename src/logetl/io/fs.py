@@ -6,6 +6,13 @@ from __future__ import annotations
 import glob as _glob
 import os
 import shutil
+from urllib.parse import unquote, urlparse
+
+
+def local_path(path: str) -> str:
+    """A path as the user reads it: a local file's ``file:`` URI (what Spark reports) as its path, anything
+    else unchanged."""
+    return unquote(urlparse(path).path) if path.startswith("file:") else path
 
 
 class LocalFS:
