@@ -102,8 +102,10 @@ def test_the_jvm_stderr_drops_only_the_daemons_broken_pipe_traceback(capfd):
              *other, b"last line\n"]
     capfd.readouterr()
     stderr = JvmStderr()
-    stderr.launched()       # closes its own end: the test writes through a second one
+    # a second write end, opened before launched() closes the pipe's own (after it, the reader could see
+    # the end of the pipe first, close its end, and the write would fail: CI42 did once)
     write = os.open(f"/proc/self/fd/{stderr.read_fd}", os.O_WRONLY)
+    stderr.launched()
     os.write(write, b"".join(lines))
     os.close(write)
     stderr._thread.join(10)

@@ -187,6 +187,23 @@ def test_fallback_on_a_cluster_whose_executors_lack_logetl(standalone_cluster, t
     assert parts(tmp_path / "trap") == corpus("trap.log")
 
 
+def test_a_worker_that_cannot_start_is_named_in_the_notice_and_nothing_else_is_printed(standalone_cluster, tmp_path):
+    """The executors' Python workers cannot start (no such program): the check's task fails on every
+    attempt, with Spark's logging off while it runs, so stderr holds the README's notice and the run's
+    summary only (the monitor's lines are off), no stack trace; the built-in path, same bytes."""
+    master = standalone_cluster["master"]
+    p = logetl("branch", "--hdfs", "--master", master, "--conf", "spark.executor.memory=1g", "--conf",
+               "spark.cores.max=2", "--input", CORPUS_LOG, "--output1", str(tmp_path / "b1"), "--output2",
+               str(tmp_path / "b2"), env={"PYSPARK_PYTHON": "/no/such/python", "LOGETL_MONITOR": "off"})
+    assert p.returncode == 0, p.stderr.decode()[-3000:]
+    lines = p.stderr.decode().splitlines()
+    assert lines[0] == ("logetl: Spark parses with its built-in regular expressions: the executors cannot run "
+                        "logetl's kernel (Cannot run program \"/no/such/python\": error=2, No such file or directory)")
+    assert lines[1].startswith("logetl branch: SUCCESSFUL in ")
+    assert all(line.startswith("  ") for line in lines[2:]), p.stderr.decode()
+    assert parts(tmp_path / "b1") == corpus("branch.tsv") == parts(tmp_path / "b2")
+
+
 def test_unreachable_master_is_one_line_exit_2(tmp_path):
     missing = spark_missing()
     require(missing is None, missing or "")
