@@ -320,9 +320,13 @@ def _read_failure(exc: Exception) -> InputReadError | None:
     if found is None:
         return None
     path = local_path(found.group(1).strip())
+    return InputReadError(f"cannot read input {path!r}: {_root_cause(text, 'read failed')}")
+
+
+def _root_cause(text: str, otherwise: str) -> str:
+    """The last ``Caused by`` of a Java failure's text: its message, else its exception's simple name."""
     causes = _CAUSE.findall(text)
-    reason = (causes[-1][1].strip() or causes[-1][0].rsplit(".", 1)[-1]) if causes else "read failed"
-    return InputReadError(f"cannot read input {path!r}: {reason}")
+    return (causes[-1][1].strip() or causes[-1][0].rsplit(".", 1)[-1]) if causes else otherwise
 
 
 #: a job that failed writing (an output, a store, the trap), and Java's text of a full file system
@@ -339,9 +343,7 @@ def _write_failure(exc: Exception) -> Exception | None:
         return None
     if _NO_SPACE.search(text):
         return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    causes = _CAUSE.findall(text)
-    reason = (causes[-1][1].strip() or causes[-1][0].rsplit(".", 1)[-1]) if causes else "a task failed"
-    return RunFailed(f"writing failed: {reason}")
+    return RunFailed(f"writing failed: {_root_cause(text, 'a task failed')}")
 
 
 def _bad_partition(field: str):
