@@ -45,8 +45,8 @@ def free_port() -> int:
 
 
 def pack_venv(archive: str) -> None:
-    """A virtual environment holding logetl (built from this checkout) and pyarrow, packed with venv-pack:
-    what the executors get (the recipe of the README's "Shipping logetl to a cluster")."""
+    """A virtual environment holding logetl (built from this checkout) and pyarrow, without pip, packed with
+    venv-pack: what the executors get (the recipe of the README's "Shipping logetl to a cluster")."""
     import pyarrow
     import venv_pack
 
@@ -57,10 +57,13 @@ def pack_venv(archive: str) -> None:
         for name in ("pyproject.toml", "setup.py", "README.md"):
             shutil.copy(os.path.join(ROOT, name), source)
         venv = os.path.join(tmp, "venv")
-        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-        pip = [os.path.join(venv, "bin", "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-        subprocess.run([*pip, "--no-deps", source], check=True)
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+        pip = [sys.executable, "-m", "pip", "--python", os.path.join(venv, "bin", "python"), "install", "--quiet",
+               "--disable-pip-version-check"]
+        # pyarrow first: pip checks what the environment holds after each install, and logetl's other
+        # dependencies (the driver's) are not there, on purpose
         subprocess.run([*pip, f"pyarrow=={pyarrow.__version__}"], check=True)
+        subprocess.run([*pip, "--no-deps", source], check=True)
         venv_pack.pack(prefix=venv, output=archive, force=True)
 
 

@@ -146,6 +146,11 @@ def files_of(path) -> dict[str, bytes]:
             for d, _, names in os.walk(path) for n in names if not n.endswith(".crc")}
 
 
+def overwriting(run) -> list[str]:
+    """The run's notices about what --overwrite removes (a Spark run also says how it parses)."""
+    return [n for n in run.notices if n.startswith("--overwrite")]
+
+
 def flat_flow():
     return L.Flow("flat", [L.read().select("ip", "size").write("out")])
 
@@ -160,7 +165,10 @@ def test_overwrite_replaces_an_unpartitioned_output_with_the_partitions_only(eng
         run_flow(flow(), str(log), {"out": str(out)}, engine=engine, monitor=False)
     assert str(caught.value) == (f"out directory {str(out)!r} is not empty and holds 'part-00000', which is not part "
                                  "of a tsv output partitioned by day, kind (use --overwrite to replace it)")
-    run_flow(flow(), str(log), {"out": str(out)}, engine=engine, monitor=False, overwrite=True)
+    run = run_flow(flow(), str(log), {"out": str(out)}, engine=engine, monitor=False, overwrite=True)
+    # said before it happens (the run's notices: a line of the command's stderr)
+    assert overwriting(run) == [f"--overwrite removes from out {str(out)!r} what is not part of a tsv output "
+                           "partitioned by day, kind: 'part-00000'"]
     assert files_of(out) == {"_SUCCESS": b"", "day=2015-05-17/kind=%2F/part-00000": b"1.1.1.1\t10\n",
                              "day=2015-05-18/kind=%2F/part-00000": b"2.2.2.2\t10\n"}
     assert sorted(os.listdir(tmp_path)) == ["a.log", "out"]     # nothing left beside it
@@ -185,7 +193,10 @@ def test_overwrite_removes_what_is_not_this_sinks_and_keeps_its_other_partitions
     assert str(caught.value) == (f"out directory {str(out)!r} is not empty and holds 'day=2015-05-17/kind=%2F/"
                                  "part-00000.parquet', which is not part of a tsv output partitioned by day, kind "
                                  "(use --overwrite to replace it)")
-    run_flow(flow(), str(second), {"out": str(out)}, engine=engine, monitor=False, overwrite=True)
+    run = run_flow(flow(), str(second), {"out": str(out)}, engine=engine, monitor=False, overwrite=True)
+    assert overwriting(run) == [f"--overwrite removes from out {str(out)!r} what is not part of a tsv output "
+                           "partitioned by day, kind: 'day=2015-05-17/kind=%2F/part-00000.parquet', "
+                           "'day=2015-05-17/part-00000', 'part-00000' and 1 more"]
     assert files_of(out) == {"_SUCCESS": b"", "day=2015-05-17/kind=%2F/part-00000": b"1.1.1.1\t10\n",
                              "day=2015-05-18/kind=%2F/part-00000": b"3.3.3.3\t10\n",
                              "day=2015-05-18/kind=x/part-00000": b"kept\n",
@@ -198,8 +209,13 @@ def test_overwrite_by_another_format_leaves_that_format_only(tmp_path):
     first.write_bytes(line("1.1.1.1", "17") + line("2.2.2.2", "18"))
     second.write_bytes(line("3.3.3.3", "18"))
     out = tmp_path / "out"
-    run_flow(flow(), str(first), {"out": str(out)}, monitor=False)
-    run_flow(flow("jsonl"), str(second), {"out": str(out)}, monitor=False, overwrite=True)
+    run = run_flow(flow(), str(first), {"out": str(out)}, monitor=False, overwrite=True)
+    assert overwriting(run) == []    # nothing there: nothing to say
+    run = run_flow(flow(), str(first), {"out": str(out)}, monitor=False, overwrite=True)
+    assert overwriting(run) == []    # only this sink's partitions: replaced or kept, as always
+    run = run_flow(flow("jsonl"), str(second), {"out": str(out)}, monitor=False, overwrite=True)
+    assert overwriting(run) == [f"--overwrite removes from out {str(out)!r} what is not part of a jsonl output "
+                           "partitioned by day, kind: 'day=2015-05-17', 'day=2015-05-18'"]
     assert files_of(out) == {"_SUCCESS": b"",
                              "day=2015-05-18/kind=%2F/part-00000.jsonl": b'{"ip":"3.3.3.3","size":"10"}\n'}
 

@@ -227,6 +227,31 @@ def test_bad_logetl_setting_is_one_line_exit_2(tmp_path, conf, message):
     assert not os.path.exists(tmp_path / "o")
 
 
+@pytest.mark.parametrize("key,given,line", [
+    ("spark.archives", "no-such.tar.gz#environment", "no such file 'no-such.tar.gz'"),
+    ("spark.archives", "file:DIR/no%20such.tar.gz", "no such file 'DIR/no such.tar.gz'"),
+    ("spark.archives", "DIR/env#environment",
+     "'DIR/env' is a directory, not a file (an archive: .tar.gz, .tgz, .tar or .zip)"),
+    ("spark.files", "DIR/env/a.txt,DIR/no-such.txt", "no such file 'DIR/no-such.txt'"),
+    ("spark.files", "DIR/env", "'DIR/env' is a directory, not a file"),
+])
+def test_a_shipped_file_that_is_missing_or_a_directory_is_one_line_before_spark_starts(tmp_path, key, given, line):
+    """Spark failed its SparkContext with a stack trace for a missing file; for a directory in
+    spark.archives, its executors died fetching it and were started again, and the run waited forever (on a
+    standalone cluster). Refused before a JVM starts, on any master, the file named as the user gave it (a
+    file: URI as its path)."""
+    missing = spark_missing()
+    require(missing is None, missing or "")
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / "a.txt").write_text("a\n")
+    given, line = given.replace("DIR", str(tmp_path)), line.replace("DIR", str(tmp_path))
+    p = logetl("filter", "--hdfs", "--master", "spark://127.0.0.1:1", "--conf", f"{key}={given}", "--input",
+               CORPUS_LOG, "--output", str(tmp_path / "o"), cwd=tmp_path)
+    assert p.returncode == 2
+    assert p.stderr.decode().splitlines() == [f"Error: --conf {key}={given}: {line}"]
+    assert not os.path.exists(tmp_path / "o")
+
+
 def python_without_logetl(tmp_path) -> str:
     """An interpreter for the executors that cannot import logetl: a bare virtual environment (no logetl,
     no pyarrow), behind a wrapper that drops this source tree from the PYTHONPATH Spark hands its workers

@@ -185,6 +185,7 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
                 raise JobError(f"{option} {given!r} and {other} {other_given!r} overlap: keep them apart",
                                option.lstrip("-"))
     placed: list[tuple[str, str, str]] = []
+    notices: list[str] = []
     layouts = {s.tap: (s.partition_by, s.format) for s in flow.sinks if s.partition_by}
     for tap, path in taps_out:
         where = real(path)
@@ -199,6 +200,11 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
         placed.append((tap, path, where))
         outputs.check_output(path, overwrite or path in carry or (plan is not None and fs.abspath(path) in plan.owned),
                              tap, fs, *layouts.get(tap, ((), "tsv")))
+        if overwrite and tap in layouts and path not in carry and plan is None and fs.isdir(path):
+            # --overwrite of a partitioned output replaces the partitions the run writes and keeps the
+            # others; what is of another shape (partitioned by other fields, unpartitioned, another format)
+            # it removes, which the user is told before it happens
+            notices.extend(_reshaped(tap, path, *layouts[tap], fs))
         for option, given, mine in owned:
             if _inside(mine, where) or _inside(where, mine):
                 raise JobError(f"{option} {given!r} and {tap} {path!r} overlap: keep them apart", tap)
@@ -213,7 +219,18 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
         return Taps(inputs=files, outputs=dict(output_paths), trap=trap, work=work, overwrite=overwrite,
                     carry=carry, input_bytes=plan.bytes_to_read, incremental=plan, ranges=plan.ranges)
     return Taps(inputs=files, outputs=dict(output_paths), trap=trap, work=work, overwrite=overwrite,
-                carry=carry, input_bytes=inputs.total_size(files, fs))
+                carry=carry, input_bytes=inputs.total_size(files, fs), notices=notices)
+
+
+def _reshaped(tap: str, path: str, partition_by: tuple[str, ...], format: str, fs) -> list[str]:
+    """The notice of what --overwrite removes from the partitioned output at ``path``: the entries that are
+    not part of a ``format`` output partitioned by ``partition_by`` (none: no notice)."""
+    stale = sorted(outputs.layout_scan(path, partition_by, format, fs)[1])
+    if not stale:
+        return []
+    shown = ", ".join(repr(e) for e in stale[:3]) + (f" and {len(stale) - 3} more" if len(stale) > 3 else "")
+    return [f"--overwrite removes from {tap} {path!r} what is not part of a {format} output partitioned by "
+            f"{', '.join(partition_by)}: {shown}"]
 
 
 def program_flow(program: str, log_format=None) -> assembly.Flow:

@@ -54,6 +54,8 @@ class Taps:
     incremental: object = None
     #: path -> (start, end) of the bytes to read (incremental runs; ``inputs.read_chunks``)
     ranges: dict | None = None
+    #: what the binding has to say when the run starts (what --overwrite will remove beyond partitions)
+    notices: list = field(default_factory=list)
 
     @property
     def replacing(self) -> bool:
@@ -274,6 +276,8 @@ class Engine:
             if taps.replacing:
                 self._notice(run, listener, "an earlier run of this flow was killed while or after publishing "
                                             "its outputs; this run replaces them")
+            for message in taps.notices:
+                self._notice(run, listener, message)
             work.claim(run.run_id, fresh=skip_to < 0, carry=taps.carry)
             if resume.reason:
                 self._notice(run, listener, f"not restarting the earlier failed run: {resume.reason}; starting from scratch")

@@ -68,6 +68,8 @@ from logetl.io.outputs import NAME_MAX, partition_name
 
 SPARK_PATTERN = "(?s)" + contract.PATTERN
 MASTER_ENV = "LOGETL_SPARK_MASTER"
+#: the archives the executors unpack into their working directories (a packed venv with logetl's kernel)
+ARCHIVES = "spark.archives"
 PARSE_CONF = "logetl.parse"
 CDS_CONF = "logetl.jvm.cds"
 CACHE_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
@@ -239,6 +241,57 @@ class HadoopFS:
     pid_alive = staticmethod(LocalFS.pid_alive)   # the driver runs here, whatever file system it writes
 
 
+class _Shipping:
+    """The archives of spark.archives, added to a running session by a thread of their own (see
+    ``SparkEngine.session``); ``wait`` returns once they are, or says in one line why they could not be."""
+
+    def __init__(self, sc, archives: list[str]):
+        import threading
+
+        self.failure: tuple[str, str] | None = None
+        self._thread = threading.Thread(target=self._add, args=(sc, archives), name="logetl-archives", daemon=True)
+        self._thread.start()
+
+    def _add(self, sc, archives: list[str]) -> None:
+        for archive in archives:
+            try:
+                sc.addArchive(archive)
+            except Exception as exc:   # py4j: the JVM's exception, whose last "Caused by" says why
+                self.failure = (archive, _java_message(str(exc)))
+                return
+
+    def wait(self, conf: dict) -> None:
+        self._thread.join()
+        if self.failure:
+            archive, why = self.failure
+            raise EngineUnavailable(f"cannot ship --conf {ARCHIVES}={conf.get(ARCHIVES, archive)} to the "
+                                    f"executors: {why}")
+
+
+#: the settings whose files Spark copies into the SparkContext when it starts (a missing one fails it)
+SHIPPED_FILES = (ARCHIVES, "spark.files")
+
+
+def _check_shipped_files(conf: dict) -> None:
+    """A local file named in spark.archives or spark.files that is missing, or a directory, is named in one
+    line before Spark starts. Spark would fail its SparkContext with a stack trace for the first; for a
+    directory in spark.archives, the executors failed to fetch it, died and were started again, and the run
+    waited for them forever."""
+    from urllib.parse import urlparse
+
+    for key in SHIPPED_FILES:
+        for entry in (conf.get(key) or "").split(","):
+            path = entry.strip().split("#", 1)[0]
+            if not path or urlparse(path).scheme not in ("", "file"):
+                continue
+            shown = local_path(path)
+            if not os.path.exists(shown):
+                raise UsageError(f"--conf {key}={conf[key]}: no such file {shown!r}")
+            if os.path.isdir(shown):
+                raise UsageError(f"--conf {key}={conf[key]}: {shown!r} is a directory, not a file"
+                                 + (" (an archive: .tar.gz, .tgz, .tar or .zip)" if key == ARCHIVES else ""))
+
+
 def _check_java() -> None:
     if os.environ.get("JAVA_HOME") or shutil.which("java"):
         return
@@ -300,7 +353,7 @@ def _worker_failure(exc: Exception) -> str:
     found = [(name, msg) for name, msg in found if not name.startswith(("Py4J", "Spark"))]
     if found:
         return f"{found[-1][0]}: {found[-1][1].strip()}"
-    return (text.strip().splitlines() or [type(exc).__name__])[0]
+    return _java_message(text) if text.strip() else type(exc).__name__
 
 
 #: a job that failed reading an input: Spark's message names the file (a URI), its cause the reason
@@ -321,6 +374,17 @@ def _read_failure(exc: Exception) -> InputReadError | None:
         return None
     path = local_path(found.group(1).strip())
     return InputReadError(f"cannot read input {path!r}: {_root_cause(text, 'read failed')}")
+
+
+#: the exception a py4j call raised in the JVM, as py4j shows it (": java.io.FileNotFoundException: ...")
+_PY4J_THROWN = re.compile(r"^: ([\w.$]+)(?:: ([^\n]*))?$", re.M)
+
+
+def _java_message(text: str) -> str:
+    """What a failed py4j call says: the root cause's message, else the thrown exception's."""
+    thrown = _PY4J_THROWN.search(text)
+    otherwise = (thrown.group(2) or thrown.group(1)).strip() if thrown else (text.strip().splitlines() or ["?"])[0]
+    return _root_cause(text, otherwise)
 
 
 def _root_cause(text: str, otherwise: str) -> str:
@@ -553,6 +617,7 @@ class SparkEngine(Engine):
         self._archive = None     # the driver JVM's class archive (spark_cds), when this engine launched the JVM
         self.conf = conf
         self._spark = None
+        self._shipping = None    # spark.archives being added to the running session (session)
         self._owns_session = False
         self.native = False      # the parse path of this engine's runs, chosen by ready
 
@@ -571,6 +636,7 @@ class SparkEngine(Engine):
         except ImportError:
             raise EngineUnavailable("the spark engine needs PySpark: pip install 'logetl[spark]'") from None
         _check_java()
+        _check_shipped_files(self.conf)
         under_submit = "PYSPARK_GATEWAY_PORT" in os.environ   # launched by spark-submit: it set the master
         active = SparkSession.getActiveSession()
         builder = SparkSession.builder.appName("logetl")
@@ -610,11 +676,22 @@ class SparkEngine(Engine):
             # local executors run on this machine: their Python workers (the native parse path) are this
             # interpreter, with logetl and its kernel, rather than PySpark's default, whatever python3 is
             os.environ["PYSPARK_PYTHON"] = sys.executable
+        launching = SparkContext._gateway is None and not under_submit
+        shipped = []
+        if launching and active is None and master and not master.startswith("local") and conf.get(ARCHIVES):
+            # Spark unpacks every archive of spark.archives in the driver too, in the SparkContext's
+            # constructor, before it asks the cluster for executors (a 66 MB packed venv added ~1.7 s to
+            # the session's start here, in client mode, where the driver never uses it). Added right after
+            # the session starts, the same archives are unpacked while the executors' JVMs start, and every
+            # task (the check's first) carries them: each executor fetches them before its first Python
+            # worker starts.
+            conf = dict(conf)
+            shipped = [a.strip() for a in conf.pop(ARCHIVES).split(",") if a.strip()]
         for k, v in conf.items():
             builder = builder.config(k, v)
         self._owns_session = active is None and not under_submit
         try:
-            if SparkContext._gateway is None and not under_submit:
+            if launching:
                 # this process launches the driver JVM: through a pipe of ours for its stderr (spark_launch)
                 from logetl.engines.spark_launch import launch
 
@@ -626,6 +703,8 @@ class SparkEngine(Engine):
             given = f" with {', '.join(f'--conf {k}={v}' for k, v in self.conf.items())}" if self.conf else ""
             raise EngineUnavailable(f"cannot start Spark ({master or 'from spark-submit'}){given}: "
                                     f"{str(exc).strip().splitlines()[0]}") from None
+        if shipped:
+            self._shipping = _Shipping(self._spark.sparkContext, shipped)
         self._spark.sparkContext.setLogLevel(os.environ.get("LOGETL_SPARK_LOG_LEVEL", "ERROR"))
         # Adaptive execution replaces a plan whose stage came out empty with an empty relation, and the
         # observations (lines read, malformed, every counter) in the replaced part are lost with it: a
@@ -639,9 +718,18 @@ class SparkEngine(Engine):
     def filesystem(self):
         return HadoopFS(self.session())
 
+    def shipped(self):
+        """The session, once the archives of spark.archives are added to it: what every job waits for, so
+        that its tasks carry them."""
+        spark = self.session()
+        if self._shipping is not None:
+            shipping, self._shipping = self._shipping, None
+            shipping.wait(self.conf)
+        return spark
+
     def keep_session(self):
         """Hands the session over to the caller (a test fixture, a notebook): shutdown will not stop it."""
-        spark = self.session()
+        spark = self.shipped()
         self._owns_session = False
         return spark
 
@@ -661,7 +749,7 @@ class SparkEngine(Engine):
         return [notice]
 
     def prepare(self, ctx: StepContext) -> SparkRun:
-        return SparkRun(HadoopFS(self.session()), ctx.taps, partitioned_taps(ctx.flow))
+        return SparkRun(HadoopFS(self.shipped()), ctx.taps, partitioned_taps(ctx.flow))
 
     def choose_parse(self) -> tuple[bool, str]:
         """The parse path of this engine's runs, and the notice that says which and why: logetl's native
@@ -685,7 +773,7 @@ class SparkEngine(Engine):
         logetl version, once per Spark application (then remembered): on a local master, whose workers are
         the interpreter ``sc.pythonExec`` on this machine, by a fresh process of that interpreter; on a
         cluster, by one task of one tiny job."""
-        spark = self.session()
+        spark = self.shipped()
         sc = spark.sparkContext
         key = sc.applicationId
         if key not in _NATIVE_CHECKS:
