@@ -229,8 +229,8 @@ def _reshaped(tap: str, path: str, partition_by: tuple[str, ...], format: str, f
     if not stale:
         return []
     shown = ", ".join(repr(e) for e in stale[:3]) + (f" and {len(stale) - 3} more" if len(stale) > 3 else "")
-    return [f"--overwrite removes from {tap} {path!r} what is not part of a {format} output partitioned by "
-            f"{', '.join(partition_by)}: {shown}"]
+    return [f"--overwrite removes from {tap} {path!r} what is not part of {outputs.layout_name(partition_by, format)}: "
+            f"{shown}"]
 
 
 def program_flow(program: str, log_format=None) -> assembly.Flow:

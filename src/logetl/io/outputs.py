@@ -176,6 +176,11 @@ def short_name(name: str) -> str:
     return name.encode()[:80].decode(errors="ignore") + "~" + digest
 
 
+def layout_name(partition_by: tuple[str, ...], format: str) -> str:
+    """How messages name the shape of a partitioned output: "a tsv output partitioned by day, kind"."""
+    return f"a {format} output partitioned by {', '.join(partition_by)}"
+
+
 def check_output(path: str, overwrite: bool, option: str, fs, partition_by: tuple[str, ...] = (),
                  format: str = "tsv") -> None:
     """Refuses, naming the user's path, an output that cannot be written or must not be replaced.
@@ -197,8 +202,8 @@ def check_output(path: str, overwrite: bool, option: str, fs, partition_by: tupl
                 stale = layout_scan(path, partition_by, format, fs)[1] if partition_by else []
                 if stale:
                     raise OutputError(f"{option} directory {path!r} is not empty and holds {stale[0]!r}, which is "
-                                      f"not part of a {format} output partitioned by {', '.join(partition_by)} "
-                                      "(use --overwrite to replace it)")
+                                      f"not part of {layout_name(partition_by, format)} (use --overwrite to "
+                                      "replace it)")
                 raise OutputError(f"{option} directory {path!r} is not empty (use --overwrite to replace it)")
     elif fs.exists(path):
         raise OutputError(f"{option} {path!r} exists and is not a directory")
