@@ -245,27 +245,27 @@ class _Shipping:
     """The archives of spark.archives, added to a running session by a thread of their own (see
     ``SparkEngine.session``); ``wait`` returns once they are, or says in one line why they could not be."""
 
-    def __init__(self, sc, archives: list[str]):
+    def __init__(self, sc, given: str):
         import threading
 
-        self.failure: tuple[str, str] | None = None
-        self._thread = threading.Thread(target=self._add, args=(sc, archives), name="logetl-archives", daemon=True)
+        self.given = given       # the setting's value, as the user gave it: what a failure names
+        self.failure: str | None = None
+        self._thread = threading.Thread(target=self._add, args=(sc,), name="logetl-archives", daemon=True)
         self._thread.start()
 
-    def _add(self, sc, archives: list[str]) -> None:
-        for archive in archives:
+    def _add(self, sc) -> None:
+        for archive in (a.strip() for a in self.given.split(",")):
             try:
-                sc.addArchive(archive)
+                if archive:
+                    sc.addArchive(archive)
             except Exception as exc:   # py4j: the JVM's exception, whose last "Caused by" says why
-                self.failure = (archive, _java_message(str(exc)))
+                self.failure = _java_message(str(exc))
                 return
 
-    def wait(self, conf: dict) -> None:
+    def wait(self) -> None:
         self._thread.join()
         if self.failure:
-            archive, why = self.failure
-            raise EngineUnavailable(f"cannot ship --conf {ARCHIVES}={conf.get(ARCHIVES, archive)} to the "
-                                    f"executors: {why}")
+            raise EngineUnavailable(f"cannot ship --conf {ARCHIVES}={self.given} to the executors: {self.failure}")
 
 
 #: the settings whose files Spark copies into the SparkContext when it starts (a missing one fails it)
@@ -677,7 +677,7 @@ class SparkEngine(Engine):
             # interpreter, with logetl and its kernel, rather than PySpark's default, whatever python3 is
             os.environ["PYSPARK_PYTHON"] = sys.executable
         launching = SparkContext._gateway is None and not under_submit
-        shipped = []
+        shipped = None
         if launching and active is None and master and not master.startswith("local") and conf.get(ARCHIVES):
             # Spark unpacks every archive of spark.archives in the driver too, in the SparkContext's
             # constructor, before it asks the cluster for executors (a 66 MB packed venv added ~1.7 s to
@@ -686,7 +686,7 @@ class SparkEngine(Engine):
             # task (the check's first) carries them: each executor fetches them before its first Python
             # worker starts.
             conf = dict(conf)
-            shipped = [a.strip() for a in conf.pop(ARCHIVES).split(",") if a.strip()]
+            shipped = conf.pop(ARCHIVES)
         for k, v in conf.items():
             builder = builder.config(k, v)
         self._owns_session = active is None and not under_submit
@@ -724,7 +724,7 @@ class SparkEngine(Engine):
         spark = self.session()
         if self._shipping is not None:
             shipping, self._shipping = self._shipping, None
-            shipping.wait(self.conf)
+            shipping.wait()
         return spark
 
     def keep_session(self):
