@@ -102,6 +102,68 @@ def test_arrow_kernel_equals_the_line_kernel_on_generated_lines(data):
     assert arrow_parse(fmt, fmt.fields, lines) == line_parse(fmt, fmt.fields, lines)
 
 
+def joined_parse(fmt, keep, lines: list[bytes], sinks: tuple, large: bool = False, per_batch: int = 4):
+    """What ``join_batches`` makes of ``lines`` in batches of ``per_batch``: each sink's bytes as the text
+    writer writes its rows (each row's value and a newline), the trap's the same way, the samples (status,
+    line) and the summed counters."""
+    from logetl.engines.spark_native import COUNTERS, join_batches
+
+    spec = (None, tuple(range(5)), 4) if fmt.legacy else \
+        (fmt.native_program(), tuple(fmt.fields.index(f) for f in keep), fmt.size_index())
+    array = pa.array(lines, pa.large_binary() if large else pa.binary())
+    batches = [pa.RecordBatch.from_arrays([array.slice(i, per_batch)], names=["value"])
+               for i in range(0, len(lines), per_batch)]
+    written = {t: b"" for t in range(len(sinks) + 1)}
+    samples, counters = [], dict.fromkeys(COUNTERS, 0)
+    for out in join_batches(spec, sinks, True, iter(batches)):
+        assert out.schema.field("value").type == (pa.large_binary() if large else pa.binary())
+        for row in out.to_pylist():
+            if row["__logetl_output"] == -1:   # the batch's counters, its last row
+                counters = {c: counters[c] + row[c] for c in COUNTERS}
+            elif row["__logetl_output"] == len(sinks) + 1:
+                samples.append((row["_status"], row["value"]))
+            else:
+                assert row["value"] is not None and row["_status"] is None
+                written[row["__logetl_output"]] += row["value"] + b"\n"
+        assert out.column("__logetl_output").to_pylist()[-1] == -1
+    return [written[t] for t in range(len(sinks))], written[len(sinks)], samples, counters
+
+
+@pytest.mark.parametrize("large", [False, True], ids=["binary", "large_binary"])
+def test_joined_lines_are_the_line_kernels_on_the_corpus(large):
+    """``join_batches`` (the workers write the sinks' TSV lines, joined): each sink's bytes are the line
+    kernel's TSV of its fields, the trap its malformed lines, the counters its counts, the samples the
+    first five malformed lines, whatever the batches."""
+    fmt = formats.compile_format(None)
+    lines = corpus_lines()
+    reference = kernel.Parser(fmt, contract.FIELDS).parse(b"".join(line + b"\n" for line in lines), True)
+    chosen = kernel.Parser(fmt, ("size", "ip")).parse(b"".join(line + b"\n" for line in lines), True)
+    malformed = [(code, lines[i]) for i, _, _, code in reference.malformed]
+    for per_batch in (1, 4, len(lines)):
+        sinks, trap, samples, counters = joined_parse(fmt, contract.FIELDS, lines, ((0, 1, 2, 3, 4), (4, 0)),
+                                                      large, per_batch)
+        assert sinks == [reference.tsv, chosen.tsv]
+        assert trap == b"".join(line + b"\n" for _, line in malformed)
+        assert samples == malformed[:5]
+        assert counters == {"lines": len(lines), "kept": reference.tsv.count(b"\n"), "dash": reference.n_dash,
+                            **{f"reason{c}": sum(code == c for code, _ in malformed) for c in (1, 2, 3)}}
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_joined_lines_are_the_line_kernels_on_generated_lines(data):
+    fmt = formats.compile_format(NGINX_ISSUE)
+    lines = [line.replace(b"\n", b"") for line in data.draw(st.lists(near_lines(fmt), max_size=12))]
+    keep = fmt.fields
+    chosen = tuple(reversed(range(min(3, len(keep)))))
+    reference = kernel.Parser(fmt, keep).parse(b"".join(line + b"\n" for line in lines), True)
+    subset = kernel.Parser(fmt, [keep[i] for i in chosen]).parse(b"".join(line + b"\n" for line in lines), True)
+    sinks, trap, _, counters = joined_parse(fmt, keep, lines, (tuple(range(len(keep))), chosen), per_batch=3)
+    assert sinks == [reference.tsv, subset.tsv]
+    assert trap == b"".join(lines[i] + b"\n" for i, _, _, _ in reference.malformed)
+    assert (counters["lines"], counters["dash"]) == (len(lines), reference.n_dash)
+
+
 def test_arrow_kernel_refuses_offsets_that_do_not_fit_its_buffers():
     array = pa.array([b"abc", b"de"], pa.binary())
     _, offsets, data = array.buffers()

@@ -148,3 +148,53 @@ def test_a_step_that_only_stores_is_one_pass_and_gives_the_local_engines_bytes_a
         assert spark.steps[0].counters["distinct_ip"] == local.steps[0].counters["distinct_ip"] == {"in": 24, "out": 12}
         assert (spark.lines_read, spark.malformed) == (local.lines_read, local.malformed)
         assert [(r, t) for _, r, t in spark.malformed_samples] == [(r, t) for _, r, t in local.malformed_samples]
+
+
+def fields_only() -> L.Flow:
+    """Sinks that take the parse's records as they are: all fields, some of them reordered and renamed,
+    one through a plain branch; nothing filtered, nothing computed."""
+    parsed = L.read(fields=FIELDS)
+    chosen = parsed.select("size", "ip", "request", name="chosen").rename(ip="client", name="renamed")
+    return L.Flow("fields", [chosen.write("chosen", name="sink_chosen"),
+                             parsed.branch("copy").write("copy", name="sink_copy"),
+                             parsed.write("all", name="sink_all")])
+
+
+def test_sinks_of_the_parse_as_it_is_are_joined_by_the_workers(spark_session, tmp_path, monkeypatch):
+    """A one-pass step whose sinks take the parse's records with no filter and nothing computed has its
+    TSV lines made and joined by the Python workers, a few rows per batch (``join_batches``): the local
+    engine's bytes, counters and samples, over two inputs (the samples name theirs), one of them empty
+    and one with more malformed lines than samples, and batches of a few lines (many rows per output)."""
+    from logetl.engines import spark as spark_engine
+
+    joined = []
+    real = spark_engine.SparkEngine._joined_rows
+    monkeypatch.setattr(spark_engine.SparkEngine, "_joined_rows",
+                        lambda self, ctx, step, sinks: joined.append(sinks) or real(self, ctx, step, sinks))
+    lines = corpus("corpus.log").split(b"\n")
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "a.log").write_bytes(corpus("corpus.log"))
+    (inputs / "b.log").write_bytes(b"")
+    (inputs / "c.log").write_bytes(b"\n".join(lines[15:] + lines[:15]) + b"not a line\n\xff\xfe\n" * 4)
+    spark_session.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "7")
+    try:
+        results = {}
+        for engine in ("local", "spark"):
+            outs = {tap: str(tmp_path / f"{engine}-{tap}") for tap in ("chosen", "copy", "all")}
+            results[engine] = run_flow(fields_only(), str(inputs), outs, engine=engine,
+                                       trap=str(tmp_path / f"{engine}-trap"))
+    finally:
+        spark_session.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert joined == [((4, 0, 2), (0, 1, 2, 3, 4), (0, 1, 2, 3, 4))]
+    for tap in ("chosen", "copy", "all", "trap"):
+        assert parts(tmp_path / f"spark-{tap}") == parts(tmp_path / f"local-{tap}"), tap
+    assert parts(tmp_path / "spark-copy").count(b"\n") == 2 * corpus("branch.tsv").count(b"\n")
+    assert parts(tmp_path / "spark-trap").endswith(b"not a line\n\xff\xfe\n" * 4)
+    local, spark = results["local"], results["spark"]
+    assert spark.written == local.written
+    assert [s.counters for s in spark.steps] == [s.counters for s in local.steps]
+    assert (spark.lines_read, spark.malformed, spark.dropped_size_dash) == \
+        (local.lines_read, local.malformed, local.dropped_size_dash)
+    assert [(r, t) for _, r, t in spark.malformed_samples] == [(r, t) for _, r, t in local.malformed_samples]
+    assert [w for w, _, _ in spark.malformed_samples] == [w.rsplit(":", 1)[0] for w, _, _ in local.malformed_samples]

@@ -40,8 +40,9 @@ How the contract and the orderings are kept, so that outputs are byte-identical 
   read back part by part in part order (a directory read orders its splits by size), so stored records
   keep their order; counters come from ``DataFrame.observe`` (no extra pass over the data).
 - The input is read once per step: a step whose parsed records reach TSV sinks through per-record
-  operators only writes every output, its trap and its samples in one action (``_execute_one_pass``);
-  any other step with several outputs persists its parse for its actions.
+  operators only writes every output, its trap and its samples in one action (``_execute_one_pass``;
+  sinks that take the parse's records as they are get their lines joined by the Python workers, a few
+  rows per batch for the JVM); any other step with several outputs persists its parse for its actions.
 - Per-run state (file system, staged outputs, persisted frames) lives in a ``SparkRun`` in the run's
   context, never on the engine.
 """
@@ -60,7 +61,7 @@ from logetl import __version__, assembly, contract
 from logetl.errors import RunFailed, UsageError
 from logetl.engines.base import Engine, EngineUnavailable, RunState, StepContext, partitioned_taps
 from logetl.engines.spark_expressions import AGGREGATES, COMPILE, Compiler, column
-from logetl.engines.spark_native import DASH, KEPT, SAMPLE, SAMPLES, STATUS
+from logetl.engines.spark_native import DASH, KEPT, SAMPLE, SAMPLES, STATUS, TAG
 from logetl.engines.spark_progress import StepProgress
 from logetl.io.fs import LocalFS, local_path
 from logetl.io.inputs import InputReadError
@@ -85,7 +86,6 @@ INPUT = "_input"        # the index of a parsed line's input file
 #: column (request, time: 2M-line Join, local[*]: the parse-and-store job 7.9 s of executor CPU against
 #: 11.3 s, and the step that reads it 1.2 s against 2.2 s); bigger files on the working directory's disk
 STORE_OPTIONS = {"parquet.enable.dictionary": "false"}
-TAG = "__logetl_output"  # a one-pass step's rows: which output a row is written to
 _OBSERVATIONS = count()     # observation names are unique within the session: numbered, whatever the run
 
 
@@ -868,17 +868,22 @@ class SparkEngine(Engine):
 
         from logetl.engines.spark_native import field_column, parse_batches
 
-        fmt = node.format
-        if fmt.legacy:
-            spec = (None, tuple(contract.FIELDS.index(f) for f in node.fields), 4)
-        else:
-            spec = (fmt.native_program(), tuple(fmt.fields.index(f) for f in node.fields), fmt.size_index())
+        spec = SparkEngine._native_spec(node)
         columns = [field_column(i) for i in range(len(node.fields))]
         schema = ", ".join([f"{c} string" for c in columns] + [f"{STATUS} tinyint", "value binary", f"{SAMPLE} boolean"])
         # the raw bytes as binary (a cast that keeps them, invalid UTF-8 included) reach the kernel
         lines = raw.select(F.col("value").cast("binary").alias("value"))
         checked = lines.mapInArrow(partial(parse_batches, spec), schema)
         return checked, {f: F.col(c) for f, c in zip(node.fields, columns)}
+
+    @staticmethod
+    def _native_spec(node) -> tuple:
+        """What the kernel on the executors parses ``node``'s lines with: (the format's program, or None for
+        the original expression; the indexes of the node's fields among the format's; the size field's)."""
+        fmt = node.format
+        if fmt.legacy:
+            return (None, tuple(contract.FIELDS.index(f) for f in node.fields), 4)
+        return (fmt.native_program(), tuple(fmt.fields.index(f) for f in node.fields), fmt.size_index())
 
     @staticmethod
     def _parse_builtin(raw, node):
@@ -1011,6 +1016,64 @@ class SparkEngine(Engine):
         observations.append((None, counted))
         return parse, checked, observations, nodes, views
 
+    def _joined_sinks(self, step: assembly.Step) -> tuple | None:
+        """For a one-pass step whose sinks take the parse's records as they are (through Pipes, Selects and
+        Renames: no filter, nothing computed), each sink's fields as indexes into the parse's: the Python
+        workers then write the sinks' TSV lines themselves, joined, a few rows per batch
+        (``spark_native.join_batches``). None for any other step."""
+        if step.writes:
+            return None
+        fields: dict[int, dict[str, int]] = {}
+        sinks = []
+        for node in step.nodes:
+            if isinstance(node, assembly.Source):
+                continue
+            if isinstance(node, assembly.Parse):
+                fields[id(node)] = {f: i for i, f in enumerate(node.fields)}
+                continue
+            if type(node) not in (assembly.Pipe, assembly.Select, assembly.Rename, assembly.Sink):
+                return None
+            known = fields[id(node.previous[0])]
+            if isinstance(node, assembly.Select):
+                known = {f: known[f] for f in node.keep}
+            elif isinstance(node, assembly.Rename):
+                known = {node.mapping.get(f, f): i for f, i in known.items()}
+            elif isinstance(node, assembly.Sink):
+                sinks.append(tuple(known[f] for f in node.file_fields))
+            fields[id(node)] = known
+        return tuple(sinks)
+
+    def _joined_rows(self, ctx: StepContext, step: assembly.Step, sinks: tuple):
+        """The rows of a step whose sinks the Python workers write (``_joined_sinks``): (parse, rows,
+        observations, nodes) as ``_execute_one_pass`` takes them. Every input is read and parsed as by
+        ``_parsed`` (one read per file, in input order); the counters are the sums of each batch's."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        from logetl.engines.spark_native import join_batches, joined_schema
+
+        spark = self.session()
+        parse = next(n for n in step.nodes if isinstance(n, assembly.Parse))
+        nodes = [n for n in step.nodes if not isinstance(n, (assembly.Source, assembly.Parse))]
+        work = partial(join_batches, self._native_spec(parse), sinks, ctx.state.trap is not None)
+        parsed = []
+        for i, f in enumerate(ctx.taps.inputs):
+            lines = spark.read.option("lineSep", "\n").text(f).select(F.col("value").cast("binary").alias("value"))
+            parsed.append(lines.mapInArrow(work, joined_schema()).withColumn(INPUT, F.lit(i)))
+        rows = reduce(lambda a, b: a.union(b), parsed)
+        counted = Observation(f"logetl_{next(_OBSERVATIONS)}")
+        kept = F.sum("kept")
+        rows = rows.observe(counted, F.sum("lines").alias("lines"),
+                            *[F.sum(f"reason{code}").alias(r) for code, r in enumerate(contract.REASONS, 1)],
+                            F.sum("dash").alias("dash"), kept.alias("kept"),
+                            *[kept.alias(f"n{i}") for i in range(len(nodes))])   # every record reaches every node
+        samples_tag = len(sinks) + 1
+        tag, text = F.col(TAG), F.col("value").cast("string")
+        value = F.when(tag == samples_tag, F.concat_ws("\t", F.col(STATUS).cast("string"), F.col(INPUT).cast("string"),
+                                                       text)).otherwise(text)
+        rows = rows.where(tag >= 0).select(tag, value.alias("value"))
+        return parse, rows, [(parse, counted), (None, counted)], nodes
+
     def _execute_one_pass(self, ctx: StepContext, step: assembly.Step, state) -> None:
         """Writes the step's outputs (its sinks, or its stores), its trap and its malformed-line samples with
         one action, nothing persisted. The per-record operators after the parse are composed into
@@ -1024,51 +1087,23 @@ class SparkEngine(Engine):
         malformed lines' raw bytes, status and input; a stored Unique's input rows are written, then
         deduplicated into the store, and the trap's lines written as text, each by a job over that
         tag's rows only. Persisting the parse for three actions cost more than the parse itself:
-        2M-line Branch, ``local[*]``, warm session: 3.4-3.5 s in one pass against 5.7-6.1 s."""
+        2M-line Branch, ``local[*]``, warm session: 3.4-3.5 s in one pass against 5.7-6.1 s. Sinks that take
+        the parse's records as they are get their TSV lines made and joined by the Python workers instead,
+        a few rows per batch (``_joined_sinks``)."""
         from pyspark.sql import functions as F
 
         run: SparkRun = ctx.state
         fs, spark = run.fs, self.session()
-        parse, checked, observations, nodes, views = self._one_pass_views(ctx, step)
-        status, bad = F.col(STATUS), F.col(STATUS).between(1, len(contract.REASONS))
+        joined = self._joined_sinks(step)
+        if joined is not None:
+            parse, rows, observations, nodes = self._joined_rows(ctx, step, joined)
+            checked = views = None
+            write = lambda writer, where: writer.text(where)
+        else:
+            parse, checked, observations, nodes, views = self._one_pass_views(ctx, step)
+            rows, write = self._tagged_rows(ctx, step, checked, nodes, views)
         outputs = [n for n in nodes if isinstance(n, assembly.Sink)] or list(step.writes)
         trap_tag, samples_tag = len(outputs), len(outputs) + 1
-        # the node whose rows an output takes: a stored Unique's input (deduplicated after the pass)
-        source = lambda o: views[id(o.previous[0] if type(o) is assembly.Unique else o)]
-        tagged = [F.when(source(o)[0], F.lit(t)) for t, o in enumerate(outputs)]
-        if run.trap is not None:
-            tagged.append(F.when(bad, F.lit(trap_tag)))
-        tagged.append(F.when(F.col(SAMPLE), F.lit(samples_tag)))
-        rows = checked.select("*", F.explode(F.array(*tagged)).alias(TAG)).where(F.col(TAG).isNotNull())
-        tag = F.col(TAG)
-
-        def by_tag(values: list):   # (tag, Column) -> the Column of a row's tag (null for other tags)
-            case = F.when(tag == values[0][0], values[0][1])
-            for t, value in values[1:]:
-                case = case.when(tag == t, value)
-            return case
-
-        raw = by_tag([(trap_tag, F.col("value")), (samples_tag, F.col("value"))])
-        if step.writes:
-            def store_column(name: str):   # the value of each store that holds the column
-                return by_tag([(t, F.col(ORDER) if name == ORDER else source(o)[1][name])
-                               for t, o in enumerate(outputs) if name in self._store_fields(o)]).alias(name)
-
-            rows = rows.select(tag, *[store_column(c) for c in self._store_columns(step)], raw.alias(self.RAW),
-                               by_tag([(samples_tag, status)]).alias(self.RAW_STATUS),
-                               by_tag([(samples_tag, F.col(INPUT))]).alias(self.RAW_INPUT))
-            write = lambda writer, where: writer.options(**STORE_OPTIONS).parquet(where)
-        else:
-            def line(sink):   # the sink's TSV, as _sink writes it
-                cols = source(sink)[1]
-                return F.concat_ws("\t", *[F.coalesce(cols[f].cast("string"), F.lit("")) for f in sink.file_fields])
-
-            text = raw.cast("string")
-            sample = F.concat_ws("\t", status.cast("string"), F.col(INPUT).cast("string"), text)
-            value = by_tag([(t, line(o)) for t, o in enumerate(outputs)] + [(trap_tag, text), (samples_tag, sample)])
-            rows = rows.select(tag, value.alias("value"))
-            write = lambda writer, where: writer.text(where)
-
         where = fs.join(run.work.path, "written")
         fs.rmtree(where)
 
@@ -1134,6 +1169,52 @@ class SparkEngine(Engine):
                 outs[id(node)] = uniques.get(id(node), n)
                 state.count(node.name, "out", outs[id(node)])
                 state.count(node.name, "in", sum(outs.get(id(p), 0) for p in node.previous))
+
+    def _tagged_rows(self, ctx: StepContext, step: assembly.Step, checked, nodes: list, views: dict):
+        """A one-pass step's rows to write, each tagged with its output (``_execute_one_pass``): every parsed
+        row once per output it reaches; and how they are written."""
+        from pyspark.sql import functions as F
+
+        status, bad = F.col(STATUS), F.col(STATUS).between(1, len(contract.REASONS))
+        outputs = [n for n in nodes if isinstance(n, assembly.Sink)] or list(step.writes)
+        trap_tag, samples_tag = len(outputs), len(outputs) + 1
+        # the node whose rows an output takes: a stored Unique's input (deduplicated after the pass)
+        source = lambda o: views[id(o.previous[0] if type(o) is assembly.Unique else o)]
+        tagged = [F.when(source(o)[0], F.lit(t)) for t, o in enumerate(outputs)]
+        if ctx.state.trap is not None:
+            tagged.append(F.when(bad, F.lit(trap_tag)))
+        tagged.append(F.when(F.col(SAMPLE), F.lit(samples_tag)))
+        rows = checked.select("*", F.explode(F.array(*tagged)).alias(TAG)).where(F.col(TAG).isNotNull())
+        tag = F.col(TAG)
+
+        def by_tag(values: list):   # (tag, Column) -> the Column of a row's tag (null for other tags)
+            case = F.when(tag == values[0][0], values[0][1])
+            for t, value in values[1:]:
+                case = case.when(tag == t, value)
+            return case
+
+        raw = by_tag([(trap_tag, F.col("value")), (samples_tag, F.col("value"))])
+        if step.writes:
+            def store_column(name: str):   # the value of each store that holds the column
+                return by_tag([(t, F.col(ORDER) if name == ORDER else source(o)[1][name])
+                               for t, o in enumerate(outputs) if name in self._store_fields(o)]).alias(name)
+
+            rows = rows.select(tag, *[store_column(c) for c in self._store_columns(step)], raw.alias(self.RAW),
+                               by_tag([(samples_tag, status)]).alias(self.RAW_STATUS),
+                               by_tag([(samples_tag, F.col(INPUT))]).alias(self.RAW_INPUT))
+            write = lambda writer, where: writer.options(**STORE_OPTIONS).parquet(where)
+        else:
+            def line(sink):   # the sink's TSV, as _sink writes it
+                cols = source(sink)[1]
+                return F.concat_ws("\t", *[F.coalesce(cols[f].cast("string"), F.lit("")) for f in sink.file_fields])
+
+            text = raw.cast("string")
+            sample = F.concat_ws("\t", status.cast("string"), F.col(INPUT).cast("string"), text)
+            value = by_tag([(t, line(o)) for t, o in enumerate(outputs)] + [(trap_tag, text), (samples_tag, sample)])
+            rows = rows.select(tag, value.alias("value"))
+            write = lambda writer, where: writer.text(where)
+
+        return rows, write
 
     @staticmethod
     def _store_fields(node) -> tuple:

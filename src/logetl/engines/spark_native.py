@@ -111,3 +111,74 @@ def probe_in(python: str) -> tuple[str, str]:
     except (ValueError, IndexError):
         said = (done.stderr.decode(errors="replace").strip().splitlines() or [f"exit status {done.returncode}"])
         return ("missing", f"{python} failed: {said[-1]}")
+
+
+#: ``join_batches``'s rows: the output a row is written to (-1: the batch's counters, written nowhere)
+TAG = "__logetl_output"
+#: the counters of a batch, on its counters row: lines, the malformed reasons 1/2/3, size ``-``, kept
+COUNTERS = ("lines", "reason1", "reason2", "reason3", "dash", "kept")
+
+
+def joined_schema() -> str:
+    return ", ".join([f"{TAG} int", "value binary", f"{STATUS} tinyint", *(f"{c} long" for c in COUNTERS)])
+
+
+def join_batches(spec: tuple, sinks: tuple, trap: bool, batches):
+    """mapInArrow's function for a step whose sinks take the parse's records as they are (fields chosen,
+    reordered, renamed; no filter, nothing computed): ``parse_batches``, then per batch one row per sink
+    holding its TSV lines joined by ``\\n`` (the text writer ends the row with the last one's), one row of
+    the trap's raw lines joined the same way, one row per sample line (``_status`` set), and one row of the
+    batch's counters (tag -1). ``sinks``: each sink's fields, as indexes into the parse's fields (spec's
+    out). Tags: sink i is i, the trap len(sinks), the samples len(sinks) + 1.
+
+    The executors' JVM then handles a few rows per batch instead of one per line and output: 2M-line
+    Branch on the standalone test cluster, its action took 7.0 s against 10.3 s with the fields sent back
+    and every sink's line made in the JVM (the README's "Sinks joined by the workers")."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    trap_tag, samples_tag = len(sinks), len(sinks) + 1
+    nothing = pa.scalar(b"", pa.binary())
+
+    def lines(arrays) -> bytes:   # the values, each followed by \n, as one buffer, without the last \n
+        # (as binary: a field's bytes are the line's, and joining them checks no encoding; 32-bit offsets:
+        # one batch's lines are far below 2 GiB, whatever types Spark asked for)
+        arrays = [a.cast(pa.binary()) for a in arrays]
+        joined = pc.binary_join_element_wise(*arrays, nothing, b"\n") if len(arrays) == 1 else \
+            pc.binary_join_element_wise(pc.binary_join_element_wise(*arrays, b"\t"), nothing, b"\n")
+        # a fresh array (offset 0, no nulls: the kept fields and the malformed lines have none): its data
+        # buffer holds the values one after the other
+        offsets, data = joined.buffers()[1:]
+        end = int.from_bytes(offsets[4 * len(joined):4 * len(joined) + 4], "little", signed=True)
+        return data.slice(0, end - 1).to_pybytes()
+
+    for batch in parse_batches(spec, batches):
+        n_fields = batch.num_columns - 3
+        status = batch.column(n_fields)
+        counts = pc.value_counts(status).to_pylist()
+        by_code = {c["values"]: c["counts"] for c in counts}
+        tags, values, codes = [], [], []
+        kept = by_code.get(KEPT, 0)
+        if kept:
+            mask = pc.equal(status, KEPT)
+            fields = [pc.filter(batch.column(i), mask) for i in range(n_fields)]
+            made: dict[tuple, bytes] = {}
+            for t, chosen in enumerate(sinks):
+                if chosen not in made:
+                    made[chosen] = lines([fields[i] for i in chosen])
+                tags.append(t), values.append(made[chosen]), codes.append(None)
+        bad = sum(by_code.get(c, 0) for c in (1, 2, 3))
+        if bad:
+            raw = batch.column(n_fields + 1)
+            if trap:
+                tags.append(trap_tag), values.append(lines([raw.drop_null()])), codes.append(None)
+            sampled = pc.filter(pa.record_batch([raw, status], names=["v", "s"]), batch.column(n_fields + 2))
+            for v, s in zip(sampled.column(0).to_pylist(), sampled.column(1).to_pylist()):
+                tags.append(samples_tag), values.append(v), codes.append(s)
+        n = len(tags)
+        binary = batch.column(n_fields + 1).type   # the raw lines': large when Spark asks for large types
+        columns = [pa.array(tags + [-1], pa.int32()), pa.array(values + [None], binary),
+                   pa.array(codes + [None], pa.int8())]
+        row = [batch.num_rows, by_code.get(1, 0), by_code.get(2, 0), by_code.get(3, 0), by_code.get(DASH, 0), kept]
+        columns += [pa.array([None] * n + [c], pa.int64()) for c in row]
+        yield pa.RecordBatch.from_arrays(columns, names=[TAG, "value", STATUS, *COUNTERS])
