@@ -817,17 +817,16 @@ class SparkEngine(Engine):
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        spark = self.session()
-        # one read per input file (its splits in file order), parsed, then the input's index added (a
-        # constant of the read) and the inputs unioned in input order: the union's partitions are in input
-        # order, and _order, assigned after the parse (which keeps each partition's rows and their order),
-        # is the input-order key
-        parsed = []
-        for i, f in enumerate(ctx.taps.inputs):
-            raw = spark.read.option("lineSep", "\n").text(f)
-            checked, fields = self._parse_native(raw, node) if self.native else self._parse_builtin(raw, node)
-            parsed.append(checked.withColumn(INPUT, F.lit(i)))
-        checked = reduce(lambda a, b: a.union(b), parsed).withColumn(ORDER, F.monotonically_increasing_id())
+        # _order, assigned after the parse (which keeps each partition's rows and their order), is the
+        # input-order key
+        parse, fields = self._parse_native if self.native else self._parse_builtin, {}
+
+        def parse_one(raw):   # (every input's fields are the same Columns)
+            checked, columns = parse(raw, node)
+            fields.update(columns)
+            return checked
+
+        checked = self._each_input(ctx, parse_one).withColumn(ORDER, F.monotonically_increasing_id())
         # _status: 0 kept, 1 2 3 the reasons of contract.REASONS (in their order), 4 dropped (size "-"): a
         # small integer, cheap to count, to cache and to filter on; the reason's name only for malformed lines
         status = F.col(STATUS)
@@ -838,6 +837,31 @@ class SparkEngine(Engine):
             F.count_if(status == DASH).alias("dash"), F.count_if(status == KEPT).alias("kept"))
         observations.append((node, obs))
         return checked, fields
+
+    def _each_input(self, ctx: StepContext, parse):
+        """The input's lines made rows by ``parse`` (a DataFrame of one file's raw lines -> a DataFrame): one
+        read per input file (its splits in file order), then the input's index added (a constant of the
+        read) and the inputs unioned in input order, so the union's partitions are in input order."""
+        from pyspark.sql import functions as F
+
+        read = self.session().read.option("lineSep", "\n")
+        parsed = [parse(read.text(f)).withColumn(INPUT, F.lit(i)) for i, f in enumerate(ctx.taps.inputs)]
+        return reduce(lambda a, b: a.union(b), parsed)
+
+    @staticmethod
+    def _binary_lines(raw):
+        """The raw bytes of each line as binary (a cast that keeps them, invalid UTF-8 included): what the
+        kernel on the executors is given."""
+        from pyspark.sql import functions as F
+
+        return raw.select(F.col("value").cast("binary").alias("value"))
+
+    @staticmethod
+    def _sample_line(status, text):
+        """A malformed-line sample as a one-pass step writes it aside: ``status TAB input TAB line``."""
+        from pyspark.sql import functions as F
+
+        return F.concat_ws("\t", status.cast("string"), F.col(INPUT).cast("string"), text)
 
     def _parse(self, ctx: StepContext, node, observations: list, persist: bool):
         """(records, malformed) of the input: records with the format's fields and ``_order``; malformed
@@ -871,9 +895,7 @@ class SparkEngine(Engine):
         spec = SparkEngine._native_spec(node)
         columns = [field_column(i) for i in range(len(node.fields))]
         schema = ", ".join([f"{c} string" for c in columns] + [f"{STATUS} tinyint", "value binary", f"{SAMPLE} boolean"])
-        # the raw bytes as binary (a cast that keeps them, invalid UTF-8 included) reach the kernel
-        lines = raw.select(F.col("value").cast("binary").alias("value"))
-        checked = lines.mapInArrow(partial(parse_batches, spec), schema)
+        checked = SparkEngine._binary_lines(raw).mapInArrow(partial(parse_batches, spec), schema)
         return checked, {f: F.col(c) for f, c in zip(node.fields, columns)}
 
     @staticmethod
@@ -1052,15 +1074,10 @@ class SparkEngine(Engine):
 
         from logetl.engines.spark_native import join_batches, joined_schema
 
-        spark = self.session()
         parse = next(n for n in step.nodes if isinstance(n, assembly.Parse))
         nodes = [n for n in step.nodes if not isinstance(n, (assembly.Source, assembly.Parse))]
         work = partial(join_batches, self._native_spec(parse), sinks, ctx.state.trap is not None)
-        parsed = []
-        for i, f in enumerate(ctx.taps.inputs):
-            lines = spark.read.option("lineSep", "\n").text(f).select(F.col("value").cast("binary").alias("value"))
-            parsed.append(lines.mapInArrow(work, joined_schema()).withColumn(INPUT, F.lit(i)))
-        rows = reduce(lambda a, b: a.union(b), parsed)
+        rows = self._each_input(ctx, lambda raw: self._binary_lines(raw).mapInArrow(work, joined_schema()))
         counted = Observation(f"logetl_{next(_OBSERVATIONS)}")
         kept = F.sum("kept")
         rows = rows.observe(counted, F.sum("lines").alias("lines"),
@@ -1069,8 +1086,7 @@ class SparkEngine(Engine):
                             *[kept.alias(f"n{i}") for i in range(len(nodes))])   # every record reaches every node
         samples_tag = len(sinks) + 1
         tag, text = F.col(TAG), F.col("value").cast("string")
-        value = F.when(tag == samples_tag, F.concat_ws("\t", F.col(STATUS).cast("string"), F.col(INPUT).cast("string"),
-                                                       text)).otherwise(text)
+        value = F.when(tag == samples_tag, self._sample_line(F.col(STATUS), text)).otherwise(text)
         rows = rows.where(tag >= 0).select(tag, value.alias("value"))
         return parse, rows, [(parse, counted), (None, counted)], nodes
 
@@ -1209,7 +1225,7 @@ class SparkEngine(Engine):
                 return F.concat_ws("\t", *[F.coalesce(cols[f].cast("string"), F.lit("")) for f in sink.file_fields])
 
             text = raw.cast("string")
-            sample = F.concat_ws("\t", status.cast("string"), F.col(INPUT).cast("string"), text)
+            sample = self._sample_line(status, text)
             value = by_tag([(t, line(o)) for t, o in enumerate(outputs)] + [(trap_tag, text), (samples_tag, sample)])
             rows = rows.select(tag, value.alias("value"))
             write = lambda writer, where: writer.text(where)
