@@ -138,19 +138,12 @@ def join_batches(spec: tuple, sinks: tuple, trap: bool, batches):
     import pyarrow.compute as pc
 
     trap_tag, samples_tag = len(sinks), len(sinks) + 1
-    nothing = pa.scalar(b"", pa.binary())
 
-    def lines(arrays) -> bytes:   # the values, each followed by \n, as one buffer, without the last \n
-        # (as binary: a field's bytes are the line's, and joining them checks no encoding; 32-bit offsets:
-        # one batch's lines are far below 2 GiB, whatever types Spark asked for)
+    def lines(arrays) -> bytes:   # the records' TSV lines, joined by \n (no \n after the last)
+        # (as binary: a field's bytes are the line's, and joining them checks no encoding)
         arrays = [a.cast(pa.binary()) for a in arrays]
-        joined = pc.binary_join_element_wise(*arrays, nothing, b"\n") if len(arrays) == 1 else \
-            pc.binary_join_element_wise(pc.binary_join_element_wise(*arrays, b"\t"), nothing, b"\n")
-        # a fresh array (offset 0, no nulls: the kept fields and the malformed lines have none): its data
-        # buffer holds the values one after the other
-        offsets, data = joined.buffers()[1:]
-        end = int.from_bytes(offsets[4 * len(joined):4 * len(joined) + 4], "little", signed=True)
-        return data.slice(0, end - 1).to_pybytes()
+        line = arrays[0] if len(arrays) == 1 else pc.binary_join_element_wise(*arrays, b"\t")
+        return pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(line)], pa.int32()), line), b"\n")[0].as_py()
 
     for batch in parse_batches(spec, batches):
         n_fields = batch.num_columns - 3
