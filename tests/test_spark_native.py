@@ -383,6 +383,22 @@ def test_a_quiet_spark_run_prints_nothing(tmp_path):
     assert parts(tmp_path / "f") != b""
 
 
+def test_a_jvm_that_exits_with_status_0_before_it_answers_is_one_line(tmp_path):
+    """``java -version`` prints its version and exits with status 0: PySpark's launch waited for such a
+    JVM forever (it waits while ``not proc.poll()``). Now one line, exit 2, with what the JVM said."""
+    missing = spark_missing()
+    require(missing is None, missing or "")
+    java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else "java"
+    said = subprocess.run([java, "-version"], capture_output=True).stderr.decode().splitlines()[0].strip()
+    conf = "spark.driver.extraJavaOptions=-version"
+    p = logetl("filter", "--hdfs", "--master", "local[1]", "--conf", conf, "--input", CORPUS_LOG,
+               "--output", str(tmp_path / "o"))
+    assert p.returncode == 2
+    assert p.stderr.decode().splitlines() == [
+        f"Error: cannot start Spark (local[1]) with --conf {conf}: the JVM exited before it answered, saying: {said}"]
+    assert not os.path.exists(tmp_path / "o")
+
+
 @pytest.mark.parametrize("conf,line", [
     ("spark.executor.memory=lots", "Error: cannot start Spark (local[1]) with --conf spark.executor.memory=lots: "
                                    "Executor memory must be a positive number"),

@@ -5,6 +5,8 @@ process, so that a run says what it has to say and nothing else.
   option java refuses) printed a Java stack trace, then PySpark's "Java gateway process exited". Now the
   JVM's stderr is held while it starts: if it exits before it answers, its own message (the exception's,
   or java's first line) becomes the run's one error line; if it starts, what it held is shown.
+- A JVM that exits with status 0 before it answers (``spark.driver.extraJavaOptions=-version``) kept
+  PySpark's launch waiting forever; logetl watches the JVM while PySpark waits and stops when it is gone.
 - Spark's launcher adds ``--add-modules=jdk.incubator.vector`` to every driver it starts, and the JVM
   announces it on stderr ("WARNING: Using incubator modules: ..."): a line on every run, ``-q`` too, that
   says nothing to a user. That exact line is dropped, and so is the traceback of a ``BrokenPipeError`` in
@@ -134,10 +136,54 @@ def launch(conf: dict[str, str]):
     for k, v in conf.items():
         spark_conf.set(k, v)
     stderr = JvmStderr()
-    try:
-        gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": stderr.write_fd})
-    except Exception as exc:
+    launched: dict = {}
+
+    def start() -> None:
+        try:
+            launched["gateway"] = launch_gateway(spark_conf, popen_kwargs={"stderr": stderr.write_fd})
+        except Exception as exc:
+            launched["error"] = exc
+
+    before = _children()
+    # PySpark waits for the JVM's answer while ``not proc.poll()``: a JVM that exits with status 0 before
+    # it answers (spark.driver.extraJavaOptions=-version) kept it waiting forever. It waits in a thread of
+    # its own; this one watches the JVM (the new child process) and stops waiting once it is gone.
+    thread = threading.Thread(target=start, name="logetl-jvm-launch", daemon=True)
+    thread.start()
+    jvm = None
+    while thread.is_alive():
+        thread.join(0.1)
+        if jvm is None:
+            jvm = min(_children() - before, default=None)
+        elif thread.is_alive() and not _alive(jvm):
+            thread.join(1.0)   # (a JVM that failed with another status: PySpark says so itself)
+            if thread.is_alive():
+                why = stderr.failure()
+                raise RuntimeError(f"the JVM exited before it answered{f', saying: {why}' if why else ''}")
+    if "error" in launched:
         why = stderr.failure()
+        exc = launched["error"]
         raise RuntimeError(why or (str(exc).strip().splitlines() or [type(exc).__name__])[0]) from None
     stderr.launched()
-    SparkContext._ensure_initialized(gateway=gateway)
+    SparkContext._ensure_initialized(gateway=launched["gateway"])
+
+
+def _children() -> set[int]:
+    """This process's child processes (Linux's /proc; none known elsewhere, where nothing is watched)."""
+    found: set[int] = set()
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/children") as f:
+                found.update(int(pid) for pid in f.read().split())
+    except OSError:
+        pass
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (not gone, not a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
