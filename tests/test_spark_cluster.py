@@ -157,12 +157,27 @@ def test_native_parse_on_the_cluster_with_a_packed_venv(standalone_cluster, pack
     env = {"PYSPARK_PYTHON": "./environment/bin/python"}
     common = ["--hdfs", "--master", master, "--conf", "spark.executor.memory=1g", "--conf", "spark.cores.max=2",
               "--conf", f"spark.archives={packed_venv}#environment"]
+    events = tmp_path / "events"
+    events.mkdir()
     p = logetl("branch", *common, "--input", CORPUS_LOG, "--output1", str(tmp_path / "b1"),
-               "--output2", str(tmp_path / "b2"), "--trap", str(tmp_path / "trap"), env=env)
+               "--output2", str(tmp_path / "b2"), "--trap", str(tmp_path / "trap"), "--conf",
+               "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir=file://{events}", "--conf",
+               "spark.eventLog.compress=false", "--conf", "spark.eventLog.rolling.enabled=false", env=env)
     assert p.returncode == 0, p.stderr.decode()[-3000:]
     assert notices(p.stderr) == ["logetl: Spark parses with logetl's native kernel on the executors"]
     assert parts(tmp_path / "b1") == corpus("branch.tsv") == parts(tmp_path / "b2")
     assert parts(tmp_path / "trap") == corpus("trap.log")
+    # the session's check was a mapInArrow job (the parse's kind of Python worker, which the step's tasks
+    # then reuse) of one task per core of the application (spark.cores.max=2)
+    [log] = os.listdir(events)
+    with open(events / log) as f:
+        recorded = [json.loads(line) for line in f]
+    plans = {e["executionId"]: e["physicalPlanDescription"] for e in recorded
+             if e["Event"].endswith("SQLExecutionStart")}
+    [check] = [e for e in recorded if e["Event"] == "SparkListenerJobStart"
+               and e["Properties"].get("spark.job.description") == "logetl: can the executors run logetl's kernel?"]
+    assert [s["Number of Tasks"] for s in check["Stage Infos"]] == [2]
+    assert "MapInArrow" in plans[int(check["Properties"]["spark.sql.execution.id"])]
     p = logetl("join", *common, "--conf", "logetl.parse=native", CORPUS_LOG, str(tmp_path / "j"), env=env)
     assert p.returncode == 0, p.stderr.decode()[-3000:]
     assert notices(p.stderr) == ["logetl: Spark parses with logetl's native kernel on the executors "

@@ -76,8 +76,9 @@ def parse_batches(spec: tuple, batches):
 
 
 def probe(_):
-    """Run by one task of the session's check: can this worker take the native path? Pickled by value
-    (``__module__`` is set to ``__main__`` below), so it reaches a worker that cannot import logetl."""
+    """Can this worker take the native path? Run by each task of the session's check on a cluster
+    (``probe_batches``) and by ``probe_in`` on a local master. Pickled by value (``__module__`` is set to
+    ``__main__`` below), so it reaches a worker that cannot import logetl."""
     try:
         import logetl
         from logetl._scan import parse_arrow  # noqa: F401
@@ -88,7 +89,24 @@ def probe(_):
     return ("ok", logetl.__version__)
 
 
-probe.__module__ = "__main__"   # cloudpickle sends functions of __main__ by value, with their code
+#: ``probe_batches``'s rows
+PROBE_SCHEMA = "status string, why string"
+
+
+def probe_batches(batches):
+    """mapInArrow's function of the session's check on a cluster: ``probe``'s answer, one row per task.
+    A mapInArrow job, as the parse is: Spark keeps one pool of Python workers per kind of job, and the
+    check's workers, left with pyarrow and the kernel imported, are those the step's first tasks reuse."""
+    import pyarrow as pa
+
+    for _ in batches:
+        pass
+    status, why = probe(0)
+    yield pa.RecordBatch.from_arrays([pa.array([status]), pa.array([why])], names=["status", "why"])
+
+
+# cloudpickle sends functions of __main__ by value, with their code
+probe.__module__ = probe_batches.__module__ = "__main__"
 
 
 def probe_in(python: str) -> tuple[str, str]:
