@@ -198,3 +198,45 @@ def test_sinks_of_the_parse_as_it_is_are_joined_by_the_workers(spark_session, tm
         (local.lines_read, local.malformed, local.dropped_size_dash)
     assert [(r, t) for _, r, t in spark.malformed_samples] == [(r, t) for _, r, t in local.malformed_samples]
     assert [w for w, _, _ in spark.malformed_samples] == [w.rsplit(":", 1)[0] for w, _, _ in local.malformed_samples]
+
+
+def test_stored_parts_are_read_with_the_schema_in_their_footer_and_no_job(spark_session, tmp_path):
+    """Spark's Parquet writer keeps the written frame's schema in each part's footer: the engine reads it
+    there (in the driver), so reading a store back runs no job; Spark's own inference ran one per read
+    (three one-task jobs in a 2M-line Join). A footer past the first 64 KB read (1,500 columns) is read
+    whole; a part that is not Spark's (pyarrow's) has no such schema, and Spark infers it, as before."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from logetl.engines.spark import HadoopFS, SparkEngine
+
+    engine, fs, sc = SparkEngine(), HadoopFS(spark_session), spark_session.sparkContext
+    narrow = spark_session.createDataFrame([(1, "a", b"\xff", True, 7), (None, None, None, False, 8)],
+                                           "n tinyint, s string, raw binary, ok boolean, _order bigint")
+    wide = spark_session.createDataFrame([tuple(range(1500))], ", ".join(f"column_{i:04}_of_a_wide_store int"
+                                                                         for i in range(1500)))
+    for name, frame in (("narrow", narrow.repartition(2)), ("wide", wide)):
+        frame.write.parquet(str(tmp_path / name))
+    assert len(fs.read_tail(str(tmp_path / "wide" / sorted(os.listdir(tmp_path / "wide"))[-1]), 1 << 30)) > 1 << 16
+
+    for name, frame in (("narrow", narrow), ("wide", wide)):
+        group = f"read-{name}"
+        sc.setJobGroup(group, "reading a store back")
+        try:
+            read = engine._read_parts(fs, str(tmp_path / name))
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+        assert list(sc.statusTracker().getJobIdsForGroup(group)) == [], name
+        assert read.schema == frame.schema, name
+        assert sorted(read.collect(), key=repr) == sorted(frame.collect(), key=repr), name
+
+    (tmp_path / "arrow").mkdir()
+    pq.write_table(pa.table({"s": ["x", "y"]}), tmp_path / "arrow" / "part-00000.parquet")
+    assert engine._written_schema(fs, str(tmp_path / "arrow" / "part-00000.parquet")) is None
+    sc.setJobGroup("read-arrow", "reading a part that is not Spark's")
+    try:
+        read = engine._read_parts(fs, str(tmp_path / "arrow"))
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    assert len(sc.statusTracker().getJobIdsForGroup("read-arrow")) == 1   # Spark's inference, as before
+    assert [r.s for r in read.collect()] == ["x", "y"]
