@@ -482,22 +482,62 @@ def test_an_interrupt_after_the_outputs_are_committed_changes_nothing(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["out"]
 
 
-def test_two_outputs_that_are_one_directory_through_a_bind_mount_are_refused(tmp_path):
-    """The same directory by two real paths (a bind mount): refused before running. It ran, published the
-    first output, then failed on the second (exit 1 with an output published)."""
+@pytest.fixture
+def bind_mount(tmp_path):
+    """``tmp_path/real`` also seen as ``tmp_path/bind`` (a bind mount: one directory, two real paths)."""
     (tmp_path / "real").mkdir()
     (tmp_path / "bind").mkdir()
     mounted = os.geteuid() == 0 and subprocess.run(
         ["mount", "--bind", str(tmp_path / "real"), str(tmp_path / "bind")], capture_output=True).returncode == 0
     require(mounted, "a bind mount needs root (mount --bind)")
     try:
-        p = logetl("branch", "--input", CORPUS_LOG, "--output1", "real/z", "--output2", "bind/z", cwd=str(tmp_path))
+        yield tmp_path
     finally:
         subprocess.run(["umount", str(tmp_path / "bind")], check=True)
+
+
+def test_two_outputs_that_are_one_directory_through_a_bind_mount_are_refused(bind_mount):
+    """The same directory by two real paths (a bind mount): refused before running. It ran, published the
+    first output, then failed on the second (exit 1 with an output published)."""
+    p = logetl("branch", "--input", CORPUS_LOG, "--output1", "real/z", "--output2", "bind/z", cwd=str(bind_mount))
     assert p.returncode == 2
     assert one_line(p) == "Error: output1 'real/z' and output2 'bind/z' are the same directory (through a mount): " \
                           "keep them apart"
-    assert os.listdir(tmp_path / "real") == []
+    assert os.listdir(bind_mount / "real") == []
+
+
+@pytest.mark.parametrize("args, error", [
+    (["--output1", "real/z", "--output2", "bind/z/sub"],
+     "output1 'real/z' and output2 'bind/z/sub' overlap (through a mount): keep them apart"),
+    (["--output1", "bind/z/sub", "--output2", "real/z"],
+     "output1 'bind/z/sub' and output2 'real/z' overlap (through a mount): keep them apart"),
+    (["--output1", "real/z", "--output2", "o2", "--trap", "bind/z/trap"],
+     "output1 'real/z' and trap 'bind/z/trap' overlap (through a mount): keep them apart"),
+    (["--output1", "real/z", "--output2", "o2", "--work-dir", "bind/z/work"],
+     "--work-dir 'bind/z/work' and output1 'real/z' overlap (through a mount): keep them apart"),
+], ids=["output-in-output", "output-around-output", "trap", "work-dir"])
+def test_a_directory_inside_another_through_a_bind_mount_is_refused(bind_mount, args, error):
+    """One path nested in another only through a bind mount (their spellings do not nest): refused before
+    running, nothing made. It ran, and failed at the commit once the inner output's staging directory had
+    made the outer one non-empty (exit 1, working directories left in both)."""
+    p = logetl("branch", "--input", CORPUS_LOG, *args, cwd=str(bind_mount))
+    assert (p.returncode, one_line(p)) == (2, f"Error: {error}")
+    assert sorted(os.listdir(bind_mount)) == ["bind", "real"]
+    assert os.listdir(bind_mount / "real") == []
+
+
+def test_an_input_inside_an_output_through_a_bind_mount_is_refused(bind_mount):
+    """An earlier output's part read as the input of a run that would replace that output (--overwrite),
+    named through a bind mount: refused, the part kept."""
+    first = logetl("branch", "--input", CORPUS_LOG, "--output1", "real/z", "--output2", "o2", cwd=str(bind_mount))
+    assert first.returncode == 0
+    kept = read(bind_mount / "real" / "z" / "part-00000")
+    p = logetl("branch", "--input", "bind/z/part-00000", "--output1", "real/z", "--output2", "o3", "--overwrite",
+               cwd=str(bind_mount))
+    assert (p.returncode, one_line(p)) == (2, "Error: output1 'real/z' contains input file 'bind/z/part-00000' "
+                                              "(through a mount)")
+    assert read(bind_mount / "real" / "z" / "part-00000") == kept
+    assert sorted(os.listdir(bind_mount)) == ["bind", "o2", "real"]
 
 
 def test_a_full_file_system_is_named(tmp_path):

@@ -104,14 +104,43 @@ def _inside(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
-def _place(path: str) -> tuple:
-    """Where a local path is, whatever its spelling: the device and inode of its nearest existing ancestor
-    (or itself), and the rest of the path below it. Two outputs through a bind mount have different real
-    paths and the same place (one was published, then the run failed on the other)."""
-    full = os.path.abspath(path)
-    probe = LOCAL.nearest_existing(full)
-    st = os.stat(probe)
-    return st.st_dev, st.st_ino, tuple(p for p in full[len(probe):].split("/") if p)
+def _ancestry(path: str) -> dict[tuple[int, int], tuple[str, ...]]:
+    """Where a local path (absolute, symbolic links resolved) is, whatever its spelling: for each of its
+    existing ancestors (and itself, when it exists), that directory's device and inode -> the rest of the
+    path below it. A bind mount shows one directory under two real paths, with one device and inode."""
+    found = {}
+    probe = LOCAL.nearest_existing(path)
+    while True:
+        st = os.stat(probe)
+        found.setdefault((st.st_dev, st.st_ino), tuple(p for p in path[len(probe):].split("/") if p))
+        if probe == "/":
+            return found
+        probe = os.path.dirname(probe)
+
+
+def _overlap(a: str, b: str, ancestry) -> tuple[str, bool] | None:
+    """How two real paths meet: ("same", through) or ("inside", through) (one holds the other), None when
+    apart. ``through``: seen only by where they are on a local file system (a bind mount), not by their
+    spelling: one directory they both pass through, by device and inode, with the rest of one path
+    leading into the other's (each shared directory is looked at: the nearest may be reached through
+    the mount, and the farther ones not). ``ancestry``: ``_ancestry`` (cached by the caller), or None
+    where paths are compared by their spelling only (not a local file system)."""
+    if a == b:
+        return "same", False
+    if _inside(a, b) or _inside(b, a):
+        return "inside", False
+    if ancestry is None:
+        return None
+    theirs = ancestry(b)
+    for key, mine in ancestry(a).items():
+        other = theirs.get(key)
+        if other is not None:
+            if mine == other:
+                return "same", True
+            n = min(len(mine), len(other))
+            if mine[:n] == other[:n]:
+                return "inside", True
+    return None
 
 
 def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], trap: str | None = None,
@@ -179,10 +208,18 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
 
     owned = [("--work-dir" if work_dir else "working directory", work_dir or work.path, real(work.path))] + [
         ("--checkpoint-dir", d, real(d)) for d in bound.values()]
+    known: dict[str, dict] = {}   # each real path's _ancestry, looked up once for all the checks below
+    ancestry = (lambda p: known[p] if p in known else known.setdefault(p, _ancestry(p))) if fs is LOCAL else None
+
+    def overlap(a: str, b: str) -> str | None:   # "" or " (through a mount)" when they overlap, else None
+        met = _overlap(a, b, ancestry)
+        return None if met is None else " (through a mount)" if met[1] else ""
+
     for i, (option, given, mine) in enumerate(owned):
         for other, other_given, theirs in owned[i + 1:]:
-            if _inside(mine, theirs) or _inside(theirs, mine):
-                raise JobError(f"{option} {given!r} and {other} {other_given!r} overlap: keep them apart",
+            through = overlap(mine, theirs)
+            if through is not None:
+                raise JobError(f"{option} {given!r} and {other} {other_given!r} overlap{through}: keep them apart",
                                option.lstrip("-"))
     placed: list[tuple[str, str, str]] = []
     notices: list[str] = []
@@ -190,13 +227,15 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
     for tap, path in taps_out:
         where = real(path)
         for other, other_path, theirs in placed:
-            if where == theirs:
+            met = _overlap(where, theirs, ancestry)
+            if met == ("same", False):
                 raise JobError(f"{tap} and {other} are the same path {path!r}", tap)
-            if fs is LOCAL and _place(where) == _place(theirs):
+            if met == ("same", True):
                 raise JobError(f"{other} {other_path!r} and {tap} {path!r} are the same directory (through a "
                                "mount): keep them apart", tap)
-            if _inside(where, theirs) or _inside(theirs, where):
-                raise JobError(f"{other} {other_path!r} and {tap} {path!r} overlap: keep them apart", tap)
+            if met is not None:
+                raise JobError(f"{other} {other_path!r} and {tap} {path!r} overlap{overlap(where, theirs)}: keep "
+                               "them apart", tap)
         placed.append((tap, path, where))
         outputs.check_output(path, overwrite or path in carry or (plan is not None and fs.abspath(path) in plan.owned),
                              tap, fs, *layouts.get(tap, ((), "tsv")))
@@ -206,15 +245,18 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
             # it removes, which the user is told before it happens
             notices.extend(_reshaped(tap, path, *layouts[tap], fs))
         for option, given, mine in owned:
-            if _inside(mine, where) or _inside(where, mine):
-                raise JobError(f"{option} {given!r} and {tap} {path!r} overlap: keep them apart", tap)
+            through = overlap(mine, where)
+            if through is not None:
+                raise JobError(f"{option} {given!r} and {tap} {path!r} overlap{through}: keep them apart", tap)
         for f in files:
-            if f != inputs.STDIN and _inside(real(f), where):
-                raise JobError(f"{tap} {path!r} contains input file {f!r}", tap)
+            through = None if f == inputs.STDIN else overlap(real(f), where)
+            if through is not None:
+                raise JobError(f"{tap} {path!r} contains input file {f!r}{through}", tap)
     for option, given, mine in owned:
         for f in files:
-            if f != inputs.STDIN and _inside(real(f), mine):
-                raise JobError(f"{option} {given!r} contains input file {f!r}", option.lstrip("-"))
+            through = None if f == inputs.STDIN else overlap(real(f), mine)
+            if through is not None:
+                raise JobError(f"{option} {given!r} contains input file {f!r}{through}", option.lstrip("-"))
     if plan is not None:
         return Taps(inputs=files, outputs=dict(output_paths), trap=trap, work=work, overwrite=overwrite,
                     carry=carry, input_bytes=plan.bytes_to_read, incremental=plan, ranges=plan.ranges)
