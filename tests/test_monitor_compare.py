@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 
 import pytest
 from starlette.testclient import TestClient
@@ -14,9 +15,10 @@ from conftest import CORPUS
 from test_monitor_api import LOCAL, make_doc, rid
 from logetl import programs
 from logetl.job import run_program
-from logetl.listener import FlowRun
+from logetl.listener import FlowRun, StepRun
 from logetl.monitor.app import create_app
 from logetl.monitor.compare import compare
+from logetl.monitor.documents import run_document
 from logetl.monitor.store import ADDED_IN_3, Store, row_of, settings
 
 CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
@@ -178,6 +180,35 @@ def test_data_quality_columns_sorting_and_the_malformed_share_filter(client, sto
             f"min_malformed_share must be a number from 0 to 1 (0.05 is 5 %), not {bad!r}")
 
 
+def uncounted_doc(i: int) -> dict:
+    """A failed Spark run whose parse step failed before its counters came back (lines read unknown)."""
+    doc = make_doc(rid(i), status="FAILED", started=float(i))
+    run = doc["run"]
+    run["engine"] = "spark"
+    run["steps"][0].update(status="FAILED", counters={}, lines_read=None, malformed=None, dropped_size_dash=None)
+    run["records_read"], run["malformed_share"] = None, None
+    return doc
+
+
+def test_a_run_whose_parse_was_not_counted_lists_and_compares_as_unknown(client, store):
+    """Unknown counts are shown as unknown (null, an empty cell), not as 0 lines and 0 malformed."""
+    run = FlowRun(program="join", engine="spark")
+    run.steps = [StepRun("parse", 0, ["parse"], status="FAILED", lines_read=None)]
+    assert (run.counted, run.lines_read, run.malformed_share, run.dropped_size_dash, run.warning) == (
+        False, None, None, None, None)
+    assert run_document(run, programs.get("join"), application="a", owner="o", tags={}, seq=1)["run"][
+        "records_read"] is None
+    store.ingest_many([row_of(d) for d in (uncounted_doc(30), make_doc(rid(31), started=31.0))])
+    body = client.get("/api/runs?sort=run_id&order=asc").json()
+    got = [(r["run_id"], r["records_read"], r["malformed"], r["malformed_share"], r["dropped"]) for r in body["runs"]]
+    assert got == [(rid(30), None, None, None, None), (rid(31), 10, 0, 0.0, 0)]
+    assert client.get("/api/runs?min_malformed_share=0").json()["total"] == 1
+    result = client.get(f"/api/runs/{rid(30)}/compare/{rid(31)}").json()
+    run_rows = rows_of(result, "Run")
+    assert [run_rows[k] for k in ("lines read", "malformed lines", "malformed share", "dropped (size '-')")] == [
+        (None, 10, True), (None, 0, True), (None, 0.0, True), (None, 0, True)]
+
+
 def test_a_real_run_records_its_inputs_options_and_flow_hash(tmp_path):
     out = str(tmp_path / "out")
     run = run_program("join", CORPUS_LOG, {"output": out}, trap=str(tmp_path / "trap"), monitor=False,
@@ -216,8 +247,10 @@ def test_a_store_of_layout_2_gets_the_quality_columns_filled_from_its_documents(
         conn.exec_driver_sql("DROP TABLE IF EXISTS runs, api_keys, settings, sessions" if backend == "postgresql"
                              else "SELECT 1")
         conn.exec_driver_sql(LAYOUT_2)
-        for i, bad in ((60, {"no_match": 2}), (61, {})):
-            row = row_of(make_doc(rid(i), malformed=bad, started=float(i)), "alice")
+        docs = [make_doc(rid(60), malformed={"no_match": 2}, started=60.0), make_doc(rid(61), started=61.0),
+                uncounted_doc(59)]
+        for doc in docs:
+            row = row_of(doc, "alice")
             for column in ADDED_IN_3:
                 del row[column]
             mark = "%s" if backend == "postgresql" else "?"
@@ -226,11 +259,17 @@ def test_a_store_of_layout_2_gets_the_quality_columns_filled_from_its_documents(
     engine.dispose()
     store = Store(url)
     try:
-        rows, total = store.list_runs(sort="malformed_share", descending=True)
-        assert total == 2
+        rows, total = store.list_runs(sort="run_id", descending=False)
+        assert total == 3
         assert [(r["run_id"], r["malformed"], r["malformed_share"], r["dropped"], r["progress"]) for r in rows] == [
-            (rid(60), 2, 0.2, 0, None), (rid(61), 0, 0.0, 0, None)]
+            (rid(59), None, None, None, None), (rid(60), 2, 0.2, 0, None), (rid(61), 0, 0.0, 0, None)]
         assert store.list_runs(min_malformed_share=0.1)[1] == 1
+        # each run is taken once, in key order: the one whose columns stay null is not taken again (a
+        # batch of such runs taken again and again never ended)
+        filling = threading.Thread(target=store._fill_quality, kwargs={"batch": 1}, daemon=True)
+        filling.start()
+        filling.join(timeout=60)
+        assert not filling.is_alive()
         Store(url).engine.dispose()                                               # twice is harmless
     finally:
         store.engine.dispose()

@@ -9,7 +9,9 @@ import pytest
 
 import logetl.api as L
 from logetl.io.inputs import InputReadError
+from logetl.console import summary
 from logetl.job import run_flow
+from logetl.listener import FlowListener
 
 #: each engine's reason for a gzip that ends before its end-of-stream marker
 REASONS = {"local": "Compressed file ended before the end-of-stream marker was reached",
@@ -24,13 +26,38 @@ def test_a_truncated_gzip_fails_the_run_in_one_line_naming_the_file(engine, tmp_
     logs = L.read()
     flow = L.Flow("pr", [logs.write("a"), logs.select("ip", "size").write("b")])
     capfd.readouterr()
+    finished = Finished()
     with pytest.raises(InputReadError) as caught:
         run_flow(flow, str(log), {"a": str(tmp_path / "a"), "b": str(tmp_path / "b")}, engine=engine,
-                 monitor=False, quiet=True)
+                 monitor=False, quiet=True, listener=finished)
     assert str(caught.value) == f"cannot read input {str(log)!r}: {REASONS[engine]}"
     err = capfd.readouterr().err
     assert "ERROR" not in err and "Exception" not in err, err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    counts = summary(finished.run, {}).splitlines()[1:4]
+    if engine == "local":
+        # the local engine counts each chunk it parsed (here none: the input is one chunk, which failed)
+        read = finished.run.lines_read
+        assert 0 <= read < 5000 and finished.run.counted
+        assert counts == [f"  lines read          {read:>14,}", "  malformed lines                  0",
+                          "  dropped (size '-')               0"]
+    else:
+        # Spark returns the step's counters with its successful action only: not known, not 0
+        assert (finished.run.counted, finished.run.lines_read, finished.run.dropped_size_dash,
+                finished.run.malformed_share) == (False, None, None, None)
+        assert {k: v for k, v in finished.run.steps[0].to_dict().items()
+                if k in ("status", "lines_read", "malformed", "dropped_size_dash")} == {
+            "status": "FAILED", "lines_read": None, "malformed": None, "dropped_size_dash": None}
+        assert counts == ["  lines read             not counted  (step parse failed before its counters came back)",
+                          "  malformed lines        not counted",
+                          "  dropped (size '-')     not counted"]
+
+
+class Finished(FlowListener):
+    """Keeps the finished run (a failed run_flow raises: its FlowRun is not returned)."""
+
+    def flow_finished(self, run):
+        self.run = run
 
 
 def test_a_full_file_system_fails_the_run_in_one_line_naming_it(engine, tmp_path, capfd):

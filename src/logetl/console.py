@@ -125,17 +125,24 @@ def summary(run: FlowRun, outputs: dict[str, str]) -> str:
     # the counts' rows: (label, value right-aligned in 14, what follows); the labels' column is 19 wide,
     # or as wide as the longest label (an operator's or output's long name), so the numbers stay aligned
     rows: list[tuple[str, str, str] | str] = []
-    rows.append(("lines read", f"{run.lines_read:>14,}", ""))
-    malformed = run.malformed
-    total = sum(malformed.values())
-    detail = ", ".join(f"{k} {v:,}" for k, v in sorted(malformed.items()))
-    rows.append(("malformed lines", f"{total:>14,}", f"  ({detail})" if detail else ""))
+    total = sum(run.malformed.values())   # (the trap's lines, written by a successful run: counted)
+    if not run.counted:
+        # Spark returns a step's counters with its successful action only: unknown is not 0
+        failed = ", ".join(s.name for s in run.steps if s.lines_read is None)
+        rows.append(("lines read", f"{'not counted':>14}", f"  (step {failed} failed before its counters came back)"))
+        rows.append(("malformed lines", f"{'not counted':>14}", ""))
+    else:
+        rows.append(("lines read", f"{run.lines_read:>14,}", ""))
+        malformed = run.malformed
+        detail = ", ".join(f"{k} {v:,}" for k, v in sorted(malformed.items()))
+        rows.append(("malformed lines", f"{total:>14,}", f"  ({detail})" if detail else ""))
     for where, reason, text in run.malformed_samples:
         shown = text if len(text) <= 100 else text[:100] + "..."
         rows.append(f"    {where}: {reason}: {shown}")
     if run.warning:
         rows.append(f"  warning: {run.warning}")
-    rows.append(("dropped (size '-')", f"{run.dropped_size_dash:>14,}", ""))
+    dropped = run.dropped_size_dash
+    rows.append(("dropped (size '-')", f"{'not counted' if dropped is None else format(dropped, ','):>14}", ""))
     for op, n in run.left_out().items():
         rows.append((f"left out by {op}", f"{n:>14,}", ""))
     for tap, path in outputs.items():

@@ -43,8 +43,11 @@ class StepRun:
     finished_at: float | None = None
     #: per operator: {"in": records in, "out": records out}
     counters: dict[str, dict[str, int]] = field(default_factory=dict)
-    #: line-contract counters of the parse in this step: lines, malformed by reason, dropped size '-'
-    lines_read: int = 0
+    #: line-contract counters of the parse in this step: lines, malformed by reason, dropped size '-'.
+    #: ``lines_read`` None: not counted, the step parses but failed before its engine returned its counters
+    #: (Spark delivers ``observe``'s only with a successful action): its lines, malformed lines and drops are
+    #: unknown, not 0 (the local engine counts as it reads: a failed step has the counts it reached)
+    lines_read: int | None = 0
     malformed: dict[str, int] = field(default_factory=dict)
     dropped_size_dash: int = 0
 
@@ -64,8 +67,8 @@ class StepRun:
         return {
             "name": self.name, "index": self.index, "operators": self.operators, "status": self.status,
             "started_at": self.started_at, "finished_at": self.finished_at, "counters": self.counters,
-            "lines_read": self.lines_read, "malformed": self.malformed,
-            "dropped_size_dash": self.dropped_size_dash,
+            "lines_read": self.lines_read, "malformed": None if self.lines_read is None else self.malformed,
+            "dropped_size_dash": None if self.lines_read is None else self.dropped_size_dash,
         }
 
 
@@ -124,8 +127,14 @@ class FlowRun:
         return end - self.started_at if self.started_at is not None else 0.0
 
     @property
-    def lines_read(self) -> int:
-        return sum(s.lines_read for s in self.steps)
+    def counted(self) -> bool:
+        """False when a step's line counters are not known (``StepRun.lines_read`` None): the run's lines
+        read, malformed lines, their share and drops are then unknown (None), not the other steps' sums."""
+        return all(s.lines_read is not None for s in self.steps)
+
+    @property
+    def lines_read(self) -> int | None:
+        return sum(s.lines_read for s in self.steps) if self.counted else None
 
     @property
     def malformed(self) -> dict[str, int]:
@@ -136,13 +145,15 @@ class FlowRun:
         return total
 
     @property
-    def dropped_size_dash(self) -> int:
-        return sum(s.dropped_size_dash for s in self.steps)
+    def dropped_size_dash(self) -> int | None:
+        return sum(s.dropped_size_dash for s in self.steps) if self.counted else None
 
     @property
-    def malformed_share(self) -> float:
-        """Malformed lines as a fraction of lines read (0.0 when nothing was read)."""
+    def malformed_share(self) -> float | None:
+        """Malformed lines as a fraction of lines read (0.0 when nothing was read, None when not counted)."""
         read = self.lines_read
+        if read is None:
+            return None
         return sum(self.malformed.values()) / read if read else 0.0
 
     @property

@@ -12,6 +12,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 
+from logetl.monitor.documents import uncounted
+
 #: times (step and run durations) are highlighted past this relative difference ...
 TIME_TOLERANCE = 0.10
 #: ... and this absolute one (seconds)
@@ -99,9 +101,14 @@ def _option(value):
 def compare(a: dict, b: dict) -> dict:
     """Runs ``a`` and ``b`` (as ``Store.get_run`` gives them) side by side."""
     sa, sb = _steps(a), _steps(b)
+    counted_a, counted_b = (not any(uncounted(s) for s in x.values()) for x in (sa, sb))
+
+    def known(counted: bool, value):   # a count of a run with a step not counted is unknown, not the others' sum
+        return value if counted else None
+
     bad_a, bad_b = _malformed(sa), _malformed(sb)
-    lines_a = _total(s.get("lines_read") for s in sa.values())
-    lines_b = _total(s.get("lines_read") for s in sb.values())
+    lines_a = known(counted_a, _total(s.get("lines_read") for s in sa.values()))
+    lines_b = known(counted_b, _total(s.get("lines_read") for s in sb.values()))
 
     def share(bad, lines):
         return _total(bad.values()) / lines if lines else None
@@ -115,10 +122,11 @@ def compare(a: dict, b: dict) -> dict:
         _row("duration", "seconds", a.get("duration"), b.get("duration")),
         _row("flow definition hash", "text", a.get("flow_hash"), b.get("flow_hash")),
         _row("lines read", "int", lines_a, lines_b),
-        _row("malformed lines", "int", _total(bad_a.values()), _total(bad_b.values())),
+        _row("malformed lines", "int", known(counted_a, _total(bad_a.values())),
+             known(counted_b, _total(bad_b.values()))),
         _row("malformed share", "share", share(bad_a, lines_a), share(bad_b, lines_b)),
-        _row("dropped (size '-')", "int", _total(s.get("dropped_size_dash") for s in sa.values()),
-             _total(s.get("dropped_size_dash") for s in sb.values())),
+        _row("dropped (size '-')", "int", known(counted_a, _total(s.get("dropped_size_dash") for s in sa.values())),
+             known(counted_b, _total(s.get("dropped_size_dash") for s in sb.values()))),
         _row("records written", "int", a.get("records_written"), b.get("records_written")),
         _row("warning", "text", a.get("warning"), b.get("warning")),
         _row("error", "text", a.get("error"), b.get("error")),

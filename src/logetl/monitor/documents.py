@@ -248,14 +248,22 @@ def _count(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_COUNT else None
 
 
+def uncounted(step: dict) -> bool:
+    """Whether a run's step was not counted (``StepRun.lines_read`` None): its lines read are null."""
+    return "lines_read" in step and step["lines_read"] is None
+
+
 def quality(run: dict) -> dict:
     """The run list's data-quality columns, from the steps of a (validated) run: lines read, malformed
     lines, their share of the lines read, dropped records (size '-'). Counted from the steps, so documents
-    of every version give them; a step field of the wrong type counts as nothing."""
+    of every version give them; a step field of the wrong type counts as nothing. A step whose lines read
+    are null was not counted (it failed on Spark before its counters came back): the run's are unknown."""
     lines = malformed = dropped = 0
     for step in run.get("steps") or []:
         if not isinstance(step, dict):
             continue
+        if uncounted(step):
+            return {"malformed": None, "dropped": None, "malformed_share": None}
         lines += _count(step.get("lines_read")) or 0
         bad = step.get("malformed")
         if isinstance(bad, dict):

@@ -16,7 +16,7 @@ import secrets
 import time
 
 from sqlalchemy import (BigInteger, Column, Float, Index, Integer, MetaData, PrimaryKeyConstraint, String,
-                        Table, Text, UniqueConstraint, create_engine, func, inspect, select, text)
+                        Table, Text, UniqueConstraint, create_engine, func, inspect, select, text, tuple_)
 
 from logetl.monitor.documents import lineage_changes, lineage_of, row_of, validate
 from logetl.monitor.layout import SCHEMA_VERSION, private_file
@@ -300,13 +300,18 @@ class Store:
         self._fill_quality()
 
     def _fill_quality(self, batch: int = 1000) -> None:
-        """Computes the data-quality columns of runs stored before they existed, from their documents."""
+        """Computes the data-quality columns of runs stored before they existed, from their documents: in
+        key order, each run once (a run not counted keeps them null, and must not be taken again)."""
         from logetl.monitor.documents import progress_column, quality
 
+        after = ("", "")
         while True:
             with self.engine.begin() as conn:
                 todo = conn.execute(select(runs.c.owner, runs.c.run_id, runs.c.document)
-                                    .where(runs.c.malformed.is_(None)).limit(batch)).all()
+                                    .where(runs.c.malformed.is_(None), tuple_(runs.c.owner, runs.c.run_id) > after)
+                                    .order_by(runs.c.owner, runs.c.run_id).limit(batch)).all()
+                if todo:
+                    after = (todo[-1].owner, todo[-1].run_id)
                 for r in todo:
                     run = json.loads(r.document).get("run", {})
                     conn.execute(runs.update().where(runs.c.owner == r.owner, runs.c.run_id == r.run_id)
