@@ -399,6 +399,35 @@ def test_a_jvm_that_exits_with_status_0_before_it_answers_is_one_line(tmp_path):
     assert not os.path.exists(tmp_path / "o")
 
 
+def test_a_ctrl_c_while_the_jvm_has_not_answered_stops_the_jvm_too(tmp_path):
+    """A JVM that never answers (a debugger's suspend=y) is waited for; Ctrl-C stops logetl, and the JVM
+    with it. PySpark starts the JVM with SIGINT ignored: it outlived logetl, suspended, holding its port and
+    the terminal's output (so a caller reading that output to its end waited for ever)."""
+    import signal
+    import socket
+
+    from conftest import free_port
+
+    missing = spark_missing()
+    require(missing is None, missing or "")
+    port = free_port()
+    conf = f"spark.driver.extraJavaOptions=-agentlib:jdwp=transport=dt_socket,server=y,suspend=y,address=127.0.0.1:{port}"
+    p = subprocess.Popen([sys.executable, "-m", "logetl", "filter", "--hdfs", "--master", "local[1]", "--conf", conf,
+                          "--input", CORPUS_LOG, "--output", str(tmp_path / "o")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        # the JVM says so on its stdout once it waits for the debugger
+        assert p.stdout.readline() == f"Listening for transport dt_socket at address: {port}\n".encode()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert (p.returncode, out, err.decode().splitlines()) == (130, b"", ["logetl: interrupted; no output was committed"])
+    with socket.socket() as s, pytest.raises(ConnectionRefusedError):   # the JVM's port is free
+        s.connect(("127.0.0.1", port))
+    assert not os.path.exists(tmp_path / "o")
+
+
 @pytest.mark.parametrize("conf,line", [
     ("spark.executor.memory=lots", "Error: cannot start Spark (local[1]) with --conf spark.executor.memory=lots: "
                                    "Executor memory must be a positive number"),

@@ -7,6 +7,9 @@ process, so that a run says what it has to say and nothing else.
   or java's first line) becomes the run's one error line; if it starts, what it held is shown.
 - A JVM that exits with status 0 before it answers (``spark.driver.extraJavaOptions=-version``) kept
   PySpark's launch waiting forever; logetl watches the JVM while PySpark waits and stops when it is gone.
+- A JVM that never answers (a debugger's ``suspend=y`` in ``spark.driver.extraJavaOptions``) is waited
+  for; a Ctrl-C stops the wait and the JVM with it (PySpark starts it with SIGINT ignored: it outlived
+  logetl, holding its ports and the terminal).
 - Spark's launcher adds ``--add-modules=jdk.incubator.vector`` to every driver it starts, and the JVM
   announces it on stderr ("WARNING: Using incubator modules: ..."): a line on every run, ``-q`` too, that
   says nothing to a user. That exact line is dropped, and so is the traceback of a ``BrokenPipeError`` in
@@ -151,21 +154,47 @@ def launch(conf: dict[str, str]):
     thread = threading.Thread(target=start, name="logetl-jvm-launch", daemon=True)
     thread.start()
     jvm = None
-    while thread.is_alive():
-        thread.join(0.1)
-        if jvm is None:
-            jvm = min(_children() - before, default=None)
-        elif thread.is_alive() and not _alive(jvm):
-            thread.join(1.0)   # (a JVM that failed with another status: PySpark says so itself)
-            if thread.is_alive():
-                why = stderr.failure()
-                raise RuntimeError(f"the JVM exited before it answered{f', saying: {why}' if why else ''}")
+    try:
+        while thread.is_alive():
+            thread.join(0.1)
+            if jvm is None:
+                jvm = min(_children() - before, default=None)
+            elif thread.is_alive() and not _alive(jvm):
+                thread.join(1.0)   # (a JVM that failed with another status: PySpark says so itself)
+                if thread.is_alive():
+                    why = stderr.failure()
+                    raise RuntimeError(f"the JVM exited before it answered{f', saying: {why}' if why else ''}")
+    except BaseException:
+        # stopped while the JVM has not answered (Ctrl-C): PySpark starts it with SIGINT ignored, and a JVM
+        # that never answers (spark.driver.extraJavaOptions with a debugger's suspend=y) outlived this
+        # process, holding its ports; it is this launch's, and goes with it
+        _stop(jvm if jvm is not None else min(_children() - before, default=None))
+        raise
     if "error" in launched:
         why = stderr.failure()
         exc = launched["error"]
         raise RuntimeError(why or (str(exc).strip().splitlines() or [type(exc).__name__])[0]) from None
     stderr.launched()
     SparkContext._ensure_initialized(gateway=launched["gateway"])
+
+
+def _stop(pid: int | None) -> None:
+    """Ends the JVM ``pid`` this launch started: SIGTERM, then SIGKILL if it is still there after 5 s
+    (PySpark's launch, still waiting in its thread, reaps it)."""
+    import signal
+    import time
+
+    if pid is None or not _alive(pid):
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _children() -> set[int]:
