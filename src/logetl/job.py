@@ -104,42 +104,48 @@ def _inside(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
-def _ancestry(path: str) -> dict[tuple[int, int], tuple[str, ...]]:
+def _ancestry(path: str, of_parent) -> tuple[tuple[int, int], dict[tuple[int, int], tuple[str, ...]]]:
     """Where a local path (absolute, symbolic links resolved) is, whatever its spelling: for each of its
     existing ancestors (and itself, when it exists), that directory's device and inode -> the rest of the
-    path below it. A bind mount shows one directory under two real paths, with one device and inode."""
-    found = {}
-    probe = LOCAL.nearest_existing(path)
-    while True:
-        st = os.stat(probe)
-        found.setdefault((st.st_dev, st.st_ino), tuple(p for p in path[len(probe):].split("/") if p))
-        if probe == "/":
-            return found
-        probe = os.path.dirname(probe)
+    path below it; and the key of the nearest of them. A bind mount shows one directory under two real
+    paths, with one device and inode. ``of_parent``: this function for the parent (cached by the caller:
+    the files of one directory share their ancestors, so each file costs one stat)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    if path == "/":
+        return (st.st_dev, st.st_ino), {(st.st_dev, st.st_ino): ()}
+    name = os.path.basename(path)
+    nearest, above = of_parent(os.path.dirname(path))
+    found = {key: (*rest, name) for key, rest in above.items()}
+    if st is None:
+        return nearest, found
+    found[(st.st_dev, st.st_ino)] = ()   # (the nearest place is the one that counts)
+    return (st.st_dev, st.st_ino), found
 
 
 def _overlap(a: str, b: str, ancestry) -> tuple[str, bool] | None:
     """How two real paths meet: ("same", through) or ("inside", through) (one holds the other), None when
     apart. ``through``: seen only by where they are on a local file system (a bind mount), not by their
-    spelling: one directory they both pass through, by device and inode, with the rest of one path
-    leading into the other's (each shared directory is looked at: the nearest may be reached through
-    the mount, and the farther ones not). ``ancestry``: ``_ancestry`` (cached by the caller), or None
-    where paths are compared by their spelling only (not a local file system)."""
+    spelling: the nearest existing directory of one is a directory the other passes through, by device and
+    inode, and the rest of the first path leads into the other's or out of it. (Any directory both pass
+    through with that relation would do; the nearest existing one of each is on the way between it and
+    the path, reached by the same names, so looking there is enough.) ``ancestry``: ``_ancestry``
+    (cached by the caller), or None where paths are compared by their spelling only (not a local file
+    system)."""
     if a == b:
         return "same", False
     if _inside(a, b) or _inside(b, a):
         return "inside", False
     if ancestry is None:
         return None
-    theirs = ancestry(b)
-    for key, mine in ancestry(a).items():
-        other = theirs.get(key)
-        if other is not None:
-            if mine == other:
-                return "same", True
+    (near_a, of_a), (near_b, of_b) = ancestry(a), ancestry(b)
+    for mine, other in ((of_a[near_a], of_b.get(near_a)), (of_a.get(near_b), of_b[near_b])):
+        if mine is not None and other is not None:
             n = min(len(mine), len(other))
             if mine[:n] == other[:n]:
-                return "inside", True
+                return ("same" if mine == other else "inside"), True
     return None
 
 
@@ -209,10 +215,14 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
     owned = [("--work-dir" if work_dir else "working directory", work_dir or work.path, real(work.path))] + [
         ("--checkpoint-dir", d, real(d)) for d in bound.values()]
     known: dict[str, dict] = {}   # each real path's _ancestry, looked up once for all the checks below
-    ancestry = (lambda p: known[p] if p in known else known.setdefault(p, _ancestry(p))) if fs is LOCAL else None
+
+    def ancestry(p: str) -> dict:
+        if p not in known:
+            known[p] = _ancestry(p, ancestry)
+        return known[p]
 
     def overlap(a: str, b: str) -> str | None:   # "" or " (through a mount)" when they overlap, else None
-        met = _overlap(a, b, ancestry)
+        met = _overlap(a, b, ancestry if fs is LOCAL else None)
         return None if met is None else " (through a mount)" if met[1] else ""
 
     for i, (option, given, mine) in enumerate(owned):
@@ -223,11 +233,12 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
                                option.lstrip("-"))
     placed: list[tuple[str, str, str]] = []
     notices: list[str] = []
+    real_files = [(f, real(f)) for f in files if f != inputs.STDIN]
     layouts = {s.tap: (s.partition_by, s.format) for s in flow.sinks if s.partition_by}
     for tap, path in taps_out:
         where = real(path)
         for other, other_path, theirs in placed:
-            met = _overlap(where, theirs, ancestry)
+            met = _overlap(where, theirs, ancestry if fs is LOCAL else None)
             if met == ("same", False):
                 raise JobError(f"{tap} and {other} are the same path {path!r}", tap)
             if met == ("same", True):
@@ -248,13 +259,13 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
             through = overlap(mine, where)
             if through is not None:
                 raise JobError(f"{option} {given!r} and {tap} {path!r} overlap{through}: keep them apart", tap)
-        for f in files:
-            through = None if f == inputs.STDIN else overlap(real(f), where)
+        for f, real_f in real_files:
+            through = overlap(real_f, where)
             if through is not None:
                 raise JobError(f"{tap} {path!r} contains input file {f!r}{through}", tap)
     for option, given, mine in owned:
-        for f in files:
-            through = None if f == inputs.STDIN else overlap(real(f), mine)
+        for f, real_f in real_files:
+            through = overlap(real_f, mine)
             if through is not None:
                 raise JobError(f"{option} {given!r} contains input file {f!r}{through}", option.lstrip("-"))
     if plan is not None:
