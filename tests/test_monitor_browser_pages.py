@@ -14,7 +14,7 @@ import pytest
 from conftest import CORPUS
 from test_monitor_api import make_doc, rid
 from test_monitor_browser import BASE, DAY, browser, page  # noqa: F401 - fixtures
-from test_monitor_compare import pair
+from test_monitor_compare import pair, uncounted_doc
 from test_monitor_runs import Server
 from logetl import programs
 from logetl.monitor.documents import graph
@@ -228,6 +228,27 @@ def test_a_failed_run_and_its_restart_in_the_browser(tmp_path, page, monkeypatch
         page.wait_for_url(f"{srv.url}/runs/{failed}")
         page.wait_for_selector("#graph g.node")
         assert page.locator("#run-status").inner_text() == "FAILED"
+
+
+def test_a_run_whose_parse_was_not_counted_says_so_on_its_page_and_in_the_comparison(served, page, tmp_path):
+    """A Spark run whose parse step failed before its counters came back: its lines read and drops are
+    "not counted" on its page, not 0, and the comparison leaves its counts empty."""
+    srv, store = served
+    store.ingest(uncounted_doc(40))
+    store.ingest(make_doc(rid(41), started=41.0))
+    page.goto(f"{srv.url}/runs/{rid(40)}")
+    page.wait_for_selector('#counters tr.extra')
+    facts = page.evaluate("() => Object.fromEntries([...document.querySelectorAll('#facts dd')].map("
+                          "(dd) => [dd.dataset.key, dd.textContent]))")
+    assert {k: facts[k] for k in ("Lines read", "Malformed share", "Dropped (size '-')")} == {
+        "Lines read": "not counted", "Malformed share": "", "Dropped (size '-')": "not counted"}
+    assert page.locator("#counters tr.extra").all_inner_texts() == [
+        "lines read not counted (the step failed before its counters came back)"]
+    page.goto(f"{srv.url}/runs/{rid(40)}/compare/{rid(41)}")
+    page.wait_for_selector('#compare tr[data-label="lines read"]')
+    for label, b in (("lines read", "10"), ("malformed lines", "0"), ("dropped (size '-')", "0")):
+        assert page.locator(f'#compare tr[data-label="{label}"] td').all_inner_texts()[:2] == ["—", b]
+    shot(page, tmp_path, "uncounted-run.png")
 
 
 NOW = time.time()

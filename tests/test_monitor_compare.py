@@ -198,15 +198,17 @@ def test_a_run_whose_parse_was_not_counted_lists_and_compares_as_unknown(client,
         False, None, None, None, None)
     assert run_document(run, programs.get("join"), application="a", owner="o", tags={}, seq=1)["run"][
         "records_read"] is None
-    store.ingest_many([row_of(d) for d in (uncounted_doc(30), make_doc(rid(31), started=31.0))])
+    store.ingest_many([row_of(d) for d in (uncounted_doc(30), make_doc(rid(31), started=31.0,
+                                                                         malformed={"no_match": 2}))])
     body = client.get("/api/runs?sort=run_id&order=asc").json()
     got = [(r["run_id"], r["records_read"], r["malformed"], r["malformed_share"], r["dropped"]) for r in body["runs"]]
-    assert got == [(rid(30), None, None, None, None), (rid(31), 10, 0, 0.0, 0)]
+    assert got == [(rid(30), None, None, None, None), (rid(31), 10, 2, 0.2, 0)]
     assert client.get("/api/runs?min_malformed_share=0").json()["total"] == 1
     result = client.get(f"/api/runs/{rid(30)}/compare/{rid(31)}").json()
     run_rows = rows_of(result, "Run")
     assert [run_rows[k] for k in ("lines read", "malformed lines", "malformed share", "dropped (size '-')")] == [
-        (None, 10, True), (None, 0, True), (None, 0.0, True), (None, 0, True)]
+        (None, 10, True), (None, 2, True), (None, 0.2, True), (None, 0, True)]
+    assert rows_of(result, "Malformed lines by reason") == {"no_match": (None, 2, True)}
 
 
 def test_a_real_run_records_its_inputs_options_and_flow_hash(tmp_path):

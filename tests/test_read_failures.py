@@ -37,9 +37,8 @@ def test_a_truncated_gzip_fails_the_run_in_one_line_naming_the_file(engine, tmp_
     counts = summary(finished.run, {}).splitlines()[1:4]
     if engine == "local":
         # the local engine counts each chunk it parsed (here none: the input is one chunk, which failed)
-        read = finished.run.lines_read
-        assert 0 <= read < 5000 and finished.run.counted
-        assert counts == [f"  lines read          {read:>14,}", "  malformed lines                  0",
+        assert (finished.run.counted, finished.run.lines_read) == (True, 0)
+        assert counts == ["  lines read                       0", "  malformed lines                  0",
                           "  dropped (size '-')               0"]
     else:
         # Spark returns the step's counters with its successful action only: not known, not 0

@@ -526,6 +526,35 @@ def test_a_directory_inside_another_through_a_bind_mount_is_refused(bind_mount, 
     assert os.listdir(bind_mount / "real") == []
 
 
+def test_on_spark_too_an_output_inside_another_through_a_bind_mount_is_refused(bind_mount):
+    """Spark's local paths (file:, as its Hadoop file system spells them) are compared by where they are
+    too; before, by their spelling only."""
+    from conftest import spark_missing
+
+    missing = spark_missing()
+    require(missing is None, missing or "")
+    p = logetl("branch", "--hdfs", "--master", "local[1]", "--input", CORPUS_LOG, "--output1", "real/z",
+               "--output2", "bind/z/sub", cwd=str(bind_mount))
+    assert (p.returncode, one_line(p)) == (
+        2, "Error: output1 'real/z' and output2 'bind/z/sub' overlap (through a mount): keep them apart")
+    assert os.listdir(bind_mount / "real") == []
+
+
+def test_a_checkpoint_dir_inside_an_output_through_a_bind_mount_is_refused(bind_mount):
+    p = logetl("join", CORPUS_LOG, "real/j", "--checkpoint-dir", "bind/j/c", cwd=str(bind_mount))
+    assert (p.returncode, one_line(p)) == (
+        2, "Error: --checkpoint-dir 'bind/j/c' and output 'real/j' overlap (through a mount): keep them apart")
+    assert os.listdir(bind_mount / "real") == []
+
+
+def test_paths_apart_through_a_bind_mount_are_not_refused(bind_mount):
+    """Two outputs side by side, one named through the mount: a run as any other."""
+    p = logetl("branch", "--input", CORPUS_LOG, "--output1", "real/a", "--output2", "bind/b", cwd=str(bind_mount))
+    assert p.returncode == 0, p.stderr
+    assert sorted(os.listdir(bind_mount / "real")) == ["a", "b"]
+    assert parts(bind_mount / "real" / "a") == corpus("branch.tsv") == parts(bind_mount / "bind" / "b")
+
+
 def test_an_input_inside_an_output_through_a_bind_mount_is_refused(bind_mount):
     """An earlier output's part read as the input of a run that would replace that output (--overwrite),
     named through a bind mount: refused, the part kept."""

@@ -421,6 +421,10 @@ def test_a_ctrl_c_while_the_jvm_has_not_answered_stops_the_jvm_too(tmp_path):
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=60)
     finally:
+        for task in os.listdir(f"/proc/{p.pid}/task") if p.poll() is None else ():   # (failed: nothing left)
+            with open(f"/proc/{p.pid}/task/{task}/children") as f:
+                for child in f.read().split():
+                    os.kill(int(child), signal.SIGKILL)
         p.kill()
     assert (p.returncode, out, err.decode().splitlines()) == (130, b"", ["logetl: interrupted; no output was committed"])
     with socket.socket() as s, pytest.raises(ConnectionRefusedError):   # the JVM's port is free

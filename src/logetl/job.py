@@ -7,7 +7,7 @@ from logetl import assembly, formats, programs
 from logetl.engines import get_engine
 from logetl.engines.base import Taps
 from logetl.io import inputs, outputs
-from logetl.io.fs import LOCAL
+from logetl.io.fs import LOCAL, local_path
 from logetl.listener import FlowListener, FlowRun, Listeners
 from logetl.errors import EnvError, UsageError
 from logetl.workdir import WorkDir, checkpoint_dir_problem, default_path, flow_identity
@@ -129,11 +129,11 @@ def _overlap(a: str, b: str, ancestry) -> tuple[str, bool] | None:
     """How two real paths meet: ("same", through) or ("inside", through) (one holds the other), None when
     apart. ``through``: seen only by where they are on a local file system (a bind mount), not by their
     spelling: the nearest existing directory of one is a directory the other passes through, by device and
-    inode, and the rest of the first path leads into the other's or out of it. (Any directory both pass
-    through with that relation would do; the nearest existing one of each is on the way between it and
-    the path, reached by the same names, so looking there is enough.) ``ancestry``: ``_ancestry``
-    (cached by the caller), or None where paths are compared by their spelling only (not a local file
-    system)."""
+    inode, and the rest of the first path leads into the other's or out of it. Only the nearest existing
+    directories are looked at: below a farther directory both pass through, the same names may lead to
+    different directories (a bind mount that does not carry the mounts under its source).
+    ``ancestry``: ``_ancestry`` (cached by the caller), or None where paths are compared by their
+    spelling only (not a local file system)."""
     if a == b:
         return "same", False
     if _inside(a, b) or _inside(b, a):
@@ -210,7 +210,12 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
         plan = inc.plan(flow, files, taps_out, overwrite)
 
     def real(p: str) -> str:
-        return os.path.realpath(p) if fs is LOCAL else fs.abspath(p)
+        # a local path, Spark's too (file:, what its Hadoop file system makes of a path without a scheme),
+        # with its symbolic links resolved; a path of another file system as that file system spells it
+        if fs is LOCAL:
+            return os.path.realpath(p)
+        p = fs.abspath(p)
+        return os.path.realpath(local_path(p)) if p.startswith("file:") else p
 
     owned = [("--work-dir" if work_dir else "working directory", work_dir or work.path, real(work.path))] + [
         ("--checkpoint-dir", d, real(d)) for d in bound.values()]
@@ -222,7 +227,7 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
         return known[p]
 
     def overlap(a: str, b: str) -> str | None:   # "" or " (through a mount)" when they overlap, else None
-        met = _overlap(a, b, ancestry if fs is LOCAL else None)
+        met = _overlap(a, b, ancestry if a.startswith("/") and b.startswith("/") else None)
         return None if met is None else " (through a mount)" if met[1] else ""
 
     for i, (option, given, mine) in enumerate(owned):
@@ -238,7 +243,7 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
     for tap, path in taps_out:
         where = real(path)
         for other, other_path, theirs in placed:
-            met = _overlap(where, theirs, ancestry if fs is LOCAL else None)
+            met = _overlap(where, theirs, ancestry if where.startswith("/") and theirs.startswith("/") else None)
             if met == ("same", False):
                 raise JobError(f"{tap} and {other} are the same path {path!r}", tap)
             if met == ("same", True):

@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import os
 import re
+import select
+import signal
 import threading
+import time
 
 #: what the JVM prints because Spark's launcher asks for an incubator module (jdk.incubator.vector)
 INCUBATOR = re.compile(rb"WARNING: Using incubator modules: [\w.,]+\r?\n")
@@ -153,23 +156,34 @@ def launch(conf: dict[str, str]):
     # its own; this one watches the JVM (the new child process) and stops waiting once it is gone.
     thread = threading.Thread(target=start, name="logetl-jvm-launch", daemon=True)
     thread.start()
-    jvm = None
+    jvm = None          # a pidfd of the JVM: it names that process only, even once its pid is reused
+    gone = False
     try:
         while thread.is_alive():
             thread.join(0.1)
             if jvm is None:
-                jvm = min(_children() - before, default=None)
-            elif thread.is_alive() and not _alive(jvm):
+                jvm = _spawned(before)
+            elif thread.is_alive() and _exited(jvm):
                 thread.join(1.0)   # (a JVM that failed with another status: PySpark says so itself)
-                if thread.is_alive():
-                    why = stderr.failure()
-                    raise RuntimeError(f"the JVM exited before it answered{f', saying: {why}' if why else ''}")
+                gone = thread.is_alive()
+                break
     except BaseException:
         # stopped while the JVM has not answered (Ctrl-C): PySpark starts it with SIGINT ignored, and a JVM
         # that never answers (spark.driver.extraJavaOptions with a debugger's suspend=y) outlived this
-        # process, holding its ports; it is this launch's, and goes with it
-        _stop(jvm if jvm is not None else min(_children() - before, default=None))
+        # process, holding its ports; it is this launch's, and goes with it (one that PySpark is about to
+        # start is waited for, briefly)
+        deadline = time.monotonic() + 2
+        while jvm is None and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+            jvm = _spawned(before)
+        _stop(jvm)
         raise
+    finally:
+        if jvm is not None:
+            os.close(jvm)
+    if gone:
+        why = stderr.failure()
+        raise RuntimeError(f"the JVM exited before it answered{f', saying: {why}' if why else ''}")
     if "error" in launched:
         why = stderr.failure()
         exc = launched["error"]
@@ -178,21 +192,40 @@ def launch(conf: dict[str, str]):
     SparkContext._ensure_initialized(gateway=launched["gateway"])
 
 
-def _stop(pid: int | None) -> None:
-    """Ends the JVM ``pid`` this launch started: SIGTERM, then SIGKILL if it is still there after 5 s
-    (PySpark's launch, still waiting in its thread, reaps it)."""
-    import signal
-    import time
+def _spawned(before: set[int]) -> int | None:
+    """A pidfd of the JVM this launch started: the new child process that is Spark's (spark-submit, then
+    the java it becomes), or None while there is none (or no /proc, or no pidfd: nothing is watched)."""
+    for pid in sorted(_children() - before):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"spark" not in f.read():
+                    continue
+            return os.pidfd_open(pid)
+        except (OSError, AttributeError):
+            continue
+    return None
 
-    if pid is None or not _alive(pid):
+
+def _exited(pidfd: int) -> bool:
+    """Whether the process has ended (its pidfd is readable then)."""
+    return bool(select.select([pidfd], [], [], 0)[0])
+
+
+def _stop(pidfd: int | None) -> None:
+    """Ends the JVM this launch started: SIGTERM, then SIGKILL if it is still there after 5 s or on a
+    second Ctrl-C (PySpark's launch, still waiting in its thread, reaps it)."""
+    if pidfd is None:
         return
     try:
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 5
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if _alive(pid):
-            os.kill(pid, signal.SIGKILL)
+        signal.pidfd_send_signal(pidfd, signal.SIGTERM)
+        try:
+            deadline = time.monotonic() + 5
+            while not _exited(pidfd) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        except KeyboardInterrupt:
+            pass
+        if not _exited(pidfd):
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
     except ProcessLookupError:
         pass
 
@@ -207,12 +240,3 @@ def _children() -> set[int]:
     except OSError:
         pass
     return found
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (not gone, not a zombie)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False

@@ -151,7 +151,7 @@ def compare(a: dict, b: dict) -> dict:
             for key in ("in", "out"):
                 counters.append(_row(f"{name} / {op}: records {key}", "int",
                                      _dict(cx.get(op)).get(key), _dict(cy.get(op)).get(key)))
-    malformed = [_row(reason, "int", bad_a.get(reason, 0), bad_b.get(reason, 0))
+    malformed = [_row(reason, "int", known(counted_a, bad_a.get(reason, 0)), known(counted_b, bad_b.get(reason, 0)))
                  for reason in sorted(_union(bad_a, bad_b))]
     wa, wb = _dict(a.get("written")), _dict(b.get("written"))
     written = [_row(tap, "int", wa.get(tap), wb.get(tap)) for tap in _union(wa, wb)]

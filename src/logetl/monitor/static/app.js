@@ -14,6 +14,7 @@
     return m < 60 ? `${m} min ${r} s` : `${Math.floor(m / 60)} h ${m % 60} min`;
   }
   const fmtInt = (n) => (n === null || n === undefined ? "" : Number(n).toLocaleString("en-US"));
+  const NOT_COUNTED = "not counted";
   const fmtShare = (x) => (x === null || x === undefined ? "" : (100 * x).toFixed(2) + " %");
   const fmtBytes = (n) => (n === null || n === undefined ? "" : n >= 1e6 ? (n / 1e6).toFixed(1) + " MB" : fmtInt(n) + " B");
 
@@ -244,11 +245,13 @@
 
     function facts(r) {
       const dl = $("#facts");
+      // a step whose lines read are null failed on Spark before its counters came back: unknown, not 0
+      const counted = !(r.steps || []).some((s) => s.lines_read === null);
       const items = [["Run id", r.run_id], ["Program", r.program], ["Engine", r.engine], ["Owner", r.owner],
         ["Started", fmtTime(r.started_at)], ["Ended", fmtTime(r.finished_at)],
         ["Duration", fmtDur(r.duration ?? (r.started_at ? Date.now() / 1000 - r.started_at : null))],
-        ["Lines read", fmtInt(r.records_read)], ["Malformed share", fmtShare(r.malformed_share)],
-        ["Dropped (size '-')", fmtInt((r.steps || []).reduce((n, s) => n + (s.dropped_size_dash || 0), 0))],
+        ["Lines read", counted ? fmtInt(r.records_read) : NOT_COUNTED], ["Malformed share", fmtShare(r.malformed_share)],
+        ["Dropped (size '-')", counted ? fmtInt((r.steps || []).reduce((n, s) => n + (s.dropped_size_dash || 0), 0)) : NOT_COUNTED],
         ["Records written", fmtInt(r.records_written)],
         ["Inputs", (r.inputs || []).map((i) => typeof i === "string" ? i
         : (i.size == null ? i.path : `${i.path} (${fmtBytes(i.size)})`)).join(", ") || "—"],
@@ -459,6 +462,7 @@
       for (const s of r.steps || []) {
         const ops = Object.entries(s.counters || {}).sort((a, b) => (order[a[0]] ?? 1e9) - (order[b[0]] ?? 1e9));
         const extra = [];
+        if (s.lines_read === null) extra.push(`lines read ${NOT_COUNTED} (the step failed before its counters came back)`);
         if (s.lines_read) extra.push(`lines read ${fmtInt(s.lines_read)}`);
         const bad = Object.entries(s.malformed || {}).map(([k, v]) => `${k} ${fmtInt(v)}`);
         if (bad.length) extra.push("malformed: " + bad.join(", "));
