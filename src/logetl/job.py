@@ -219,15 +219,18 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
 
     owned = [("--work-dir" if work_dir else "working directory", work_dir or work.path, real(work.path))] + [
         ("--checkpoint-dir", d, real(d)) for d in bound.values()]
-    known: dict[str, dict] = {}   # each real path's _ancestry, looked up once for all the checks below
+    known: dict[str, tuple] = {}   # each real path's _ancestry, looked up once for all the checks below
 
-    def ancestry(p: str) -> dict:
+    def ancestry(p: str) -> tuple:
         if p not in known:
             known[p] = _ancestry(p, ancestry)
         return known[p]
 
+    def meet(a: str, b: str) -> tuple[str, bool] | None:   # _overlap, by where they are if both are local
+        return _overlap(a, b, ancestry if a.startswith("/") and b.startswith("/") else None)
+
     def overlap(a: str, b: str) -> str | None:   # "" or " (through a mount)" when they overlap, else None
-        met = _overlap(a, b, ancestry if a.startswith("/") and b.startswith("/") else None)
+        met = meet(a, b)
         return None if met is None else " (through a mount)" if met[1] else ""
 
     for i, (option, given, mine) in enumerate(owned):
@@ -243,15 +246,15 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
     for tap, path in taps_out:
         where = real(path)
         for other, other_path, theirs in placed:
-            met = _overlap(where, theirs, ancestry if where.startswith("/") and theirs.startswith("/") else None)
+            met = meet(where, theirs)
             if met == ("same", False):
                 raise JobError(f"{tap} and {other} are the same path {path!r}", tap)
             if met == ("same", True):
                 raise JobError(f"{other} {other_path!r} and {tap} {path!r} are the same directory (through a "
                                "mount): keep them apart", tap)
             if met is not None:
-                raise JobError(f"{other} {other_path!r} and {tap} {path!r} overlap{overlap(where, theirs)}: keep "
-                               "them apart", tap)
+                raise JobError(f"{other} {other_path!r} and {tap} {path!r} overlap"
+                               f"{' (through a mount)' if met[1] else ''}: keep them apart", tap)
         placed.append((tap, path, where))
         outputs.check_output(path, overwrite or path in carry or (plan is not None and fs.abspath(path) in plan.owned),
                              tap, fs, *layouts.get(tap, ((), "tsv")))
