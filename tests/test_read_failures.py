@@ -7,6 +7,8 @@ import gzip
 
 import pytest
 
+from conftest import parts
+
 import logetl.api as L
 from logetl.io.inputs import InputReadError
 from logetl.console import summary
@@ -99,6 +101,48 @@ def test_a_full_file_system_fails_the_run_in_one_line_naming_it(engine, tmp_path
     assert "Traceback" not in err and "ERROR" not in err and "Exception" not in err, err
     assert not (tmp_path / "b").exists() and left == [".a.logetl-work"]
     assert held == []
+
+
+def test_a_full_checkpoint_dir_fails_the_run_in_one_line_naming_it_and_the_rerun_completes(engine, tmp_path, capfd):
+    """Join's checkpoint bound to a directory on a full file system: one line naming it, on every engine. On
+    Spark the parts are moved there from the working directory (another file system: Hadoop copies), and
+    the copy's failure was a Java stack trace ending in "An error occurred while calling o718.rename";
+    on the local engine the line named no place ("[Errno 28] No space left on device"). With room again,
+    the rerun writes what a run without the checkpoint directory writes."""
+    import errno
+    import os
+    import subprocess
+
+    from conftest import require
+    from logetl.job import run_program
+
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = os.geteuid() == 0 and subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(small)], capture_output=True).returncode == 0
+    require(mounted, "a small file system needs root (mount -t tmpfs)")
+    log = tmp_path / "in.log"
+    log.write_bytes(b"".join(f'10.0.0.{i % 250} - - [17/May/2015:10:00:00 +0000] "GET /images/{i} HTTP/1.1" 200 '
+                             f'{i} "-" "a"\n'.encode() for i in range(40_000)))
+    out, checkpoint = {"output": str(tmp_path / "out")}, str(small / "cp")
+    capfd.readouterr()
+    try:
+        with pytest.raises(OSError) as caught:
+            run_program("join", str(log), out, engine=engine, checkpoint_dir=checkpoint, monitor=False, quiet=True)
+        err = capfd.readouterr().err
+        subprocess.run(["mount", "-o", "remount,size=64m", str(small)], check=True)
+        again = run_program("join", str(log), out, engine=engine, checkpoint_dir=checkpoint, monitor=False, quiet=True)
+    finally:
+        subprocess.run(["umount", "--lazy", str(small)], check=True)
+    assert caught.value.errno == errno.ENOSPC
+    free = caught.value.logetl_where.rsplit("(", 1)[1]
+    assert caught.value.logetl_where == f"--checkpoint-dir {checkpoint!r} ({free}"
+    assert free.startswith("its file system has ") and free.endswith(" MB free)")
+    assert "Traceback" not in err and "ERROR" not in err and "Exception" not in err, err
+    assert again.status == "SUCCESSFUL"
+    plain = run_program("join", str(log), {"output": str(tmp_path / "plain")}, engine=engine, monitor=False, quiet=True)
+    assert plain.written == again.written == {"output": 16_800}
+    assert parts(tmp_path / "out") == parts(tmp_path / "plain")
 
 
 def _link(path: str) -> str:

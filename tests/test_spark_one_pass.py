@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import logetl.api as L
 from conftest import CORPUS, corpus, logetl, parts, require, spark_missing
 from logetl.contract import FIELDS
@@ -240,3 +242,22 @@ def test_stored_parts_are_read_with_the_schema_in_their_footer_and_no_job(spark_
         sc.setLocalProperty("spark.jobGroup.id", None)
     assert len(sc.statusTracker().getJobIdsForGroup("read-arrow")) == 1   # Spark's inference, as before
     assert [r.s for r in read.collect()] == ["x", "y"]
+
+
+def test_a_change_through_hadoops_file_system_that_fails_is_an_oserror_of_one_line(spark_session, tmp_path):
+    """What HadoopFS changes fails as LocalFS's would: an OSError with Java's root cause, not a Py4J error
+    with its stack trace (a full file system: ENOSPC, see test_read_failures)."""
+    from logetl.engines.spark import HadoopFS
+
+    fs = HadoopFS(spark_session)
+    (tmp_path / "file").write_bytes(b"x")
+    below = str(tmp_path / "file" / "sub")
+    failures = []
+    for change in (lambda: fs.makedirs(below), lambda: fs.touch(below), lambda: fs.write_text_atomic(below, "x")):
+        with pytest.raises(OSError) as caught:
+            change()
+        failures.append(str(caught.value))
+    assert failures == [f"cannot make directory {below!r}: Parent path is not a directory: {tmp_path}/file",
+                        f"cannot write {below!r}: Destination exists and is not a directory: {tmp_path}/file",
+                        f"cannot write {below!r}: Destination exists and is not a directory: {tmp_path}/file"]
+    assert (tmp_path / "file").read_bytes() == b"x"

@@ -116,15 +116,16 @@ FULL_BELOW = 16 << 20
 
 
 def full_places(taps: Taps) -> str | None:
-    """Which of a run's places (outputs, trap, working directory; local paths) are on a file system that is
-    full, as the user named them, with what it has free: a write that failed with "No space left on device"
-    says where (the error of a write to an open file names no file)."""
+    """Which of a run's places (outputs, trap, working directory, checkpoint directories; local paths) are on
+    a file system that is full, as the user named them, with what it has free: a write that failed with "No
+    space left on device" says where (the error of a write to an open file names no file)."""
     places = [(f"{tap} {path!r}", path) for tap, path in taps.outputs.items()]
     if taps.trap:
         places.append((f"trap {taps.trap!r}", taps.trap))
     if taps.work is not None:
         work = taps.work.path
         places.append((f"the working directory {local_path(work)!r}", work))   # Spark's is a URI
+        places += [(f"--checkpoint-dir {local_path(d)!r}", d) for d in taps.work.checkpoint_dirs.values()]
     full: dict[int, list] = {}      # device -> [names, what it has free]
     for name, path in places:
         path = local_path(path)

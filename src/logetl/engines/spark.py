@@ -54,6 +54,7 @@ import re
 import shutil
 import socket
 import sys
+from contextlib import contextmanager
 from functools import partial, reduce
 from itertools import count
 
@@ -184,20 +185,26 @@ class HadoopFS:
 
     def makedirs(self, p: str) -> None:
         fs, path = self._p(p)
-        fs.mkdirs(path)
+        with _java_io(f"cannot make directory {p!r}"):
+            fs.mkdirs(path)
 
     def rmtree(self, p: str) -> None:
         fs, path = self._p(p)
-        fs.delete(path, True)
+        with _java_io(f"cannot remove {p!r}"):
+            fs.delete(path, True)
 
     def remove(self, p: str) -> None:
         fs, path = self._p(p)
-        fs.delete(path, False)
+        with _java_io(f"cannot remove {p!r}"):
+            fs.delete(path, False)
 
     def rename(self, src: str, dst: str) -> None:
         fs, s = self._p(src)
         _, d = self._p(dst)
-        if not fs.rename(s, d):
+        # (between two local file systems Hadoop copies: the copy may find the target's file system full)
+        with _java_io(f"cannot rename {src!r} to {dst!r}"):
+            renamed = fs.rename(s, d)
+        if not renamed:
             raise OSError(f"cannot rename {src!r} to {dst!r}")
 
     def replace_dir(self, src: str, dst: str) -> None:
@@ -236,21 +243,38 @@ class HadoopFS:
     def write_text_atomic(self, p: str, text: str) -> None:
         tmp = f"{p}.tmp-{os.getpid()}"
         fs, tpath = self._p(tmp)
-        out = fs.create(tpath, True)
-        try:
-            out.write(bytearray(text.encode("utf-8")))
-            out.hsync()
-        finally:
-            out.close()
+        with _java_io(f"cannot write {p!r}"):
+            out = fs.create(tpath, True)
+            try:
+                out.write(bytearray(text.encode("utf-8")))
+                out.hsync()
+            finally:
+                out.close()
         if self.exists(p):
             self.remove(p)
         self.rename(tmp, p)
 
     def touch(self, p: str) -> None:
         fs, path = self._p(p)
-        fs.create(path, True).close()
+        with _java_io(f"cannot write {p!r}"):
+            fs.create(path, True).close()
 
     pid_alive = staticmethod(LocalFS.pid_alive)   # the driver runs here, whatever file system it writes
+
+
+@contextmanager
+def _java_io(what: str):
+    """A change HadoopFS makes, failing as LocalFS's would: an OSError, ENOSPC for a full file system (the
+    run then names which of its places are full), else ``WHAT: REASON`` (Java's root cause, no trace)."""
+    try:
+        yield
+    except Exception as exc:
+        if type(exc).__name__ != "Py4JJavaError":
+            raise
+        text = str(exc)
+        if "No space left on device" in text:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)) from None
+        raise OSError(f"{what}: {_java_message(text)}") from None
 
 
 class _Shipping:
