@@ -61,10 +61,8 @@ class Finished(FlowListener):
         self.run = run
 
 
-def test_a_full_file_system_fails_the_run_in_one_line_naming_it(engine, tmp_path, capfd):
-    """A write that fails for want of space names the places whose file system is full, on every engine:
-    on Spark not its 180-line job error with the traceback of PySpark's daemon (BrokenPipeError) before it."""
-    import errno
+def small_file_system(tmp_path, size: str):
+    """``tmp_path/small``, a file system of ``size`` (tmpfs: needs root); the test unmounts it."""
     import os
     import subprocess
 
@@ -73,11 +71,29 @@ def test_a_full_file_system_fails_the_run_in_one_line_naming_it(engine, tmp_path
     small = tmp_path / "small"
     small.mkdir()
     mounted = os.geteuid() == 0 and subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)], capture_output=True).returncode == 0
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(small)], capture_output=True).returncode == 0
     require(mounted, "a small file system needs root (mount -t tmpfs)")
+    return small
+
+
+def records(tmp_path, prefix: str):
+    """A log of 40,000 records from 250 clients, requests ``GET PREFIX<i>``."""
     log = tmp_path / "in.log"
-    log.write_bytes(b"".join(f'10.0.0.{i % 250} - - [17/May/2015:10:00:00 +0000] "GET /{i} HTTP/1.1" 200 {i} '
-                             f'"-" "a"\n'.encode() for i in range(40_000)))   # 3.3 MB of records
+    log.write_bytes(b"".join(f'10.0.0.{i % 250} - - [17/May/2015:10:00:00 +0000] "GET {prefix}{i} HTTP/1.1" 200 '
+                             f'{i} "-" "a"\n'.encode() for i in range(40_000)))
+    return log
+
+
+def test_a_full_file_system_fails_the_run_in_one_line_naming_it(engine, tmp_path, capfd):
+    """A write that fails for want of space names the places whose file system is full, on every engine:
+    on Spark not its 180-line job error with the traceback of PySpark's daemon (BrokenPipeError) before it."""
+    import errno
+    import os
+    import subprocess
+
+
+    small = small_file_system(tmp_path, "1m")
+    log = records(tmp_path, "/")   # 3.3 MB of records
     logs = L.read()
     flow = L.Flow("full", [logs.write("a"), logs.select("ip", "size").write("b")])
     capfd.readouterr()
@@ -110,20 +126,12 @@ def test_a_full_checkpoint_dir_fails_the_run_in_one_line_naming_it_and_the_rerun
     on the local engine the line named no place ("[Errno 28] No space left on device"). With room again,
     the rerun writes what a run without the checkpoint directory writes."""
     import errno
-    import os
     import subprocess
 
-    from conftest import require
     from logetl.job import run_program
 
-    small = tmp_path / "small"
-    small.mkdir()
-    mounted = os.geteuid() == 0 and subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(small)], capture_output=True).returncode == 0
-    require(mounted, "a small file system needs root (mount -t tmpfs)")
-    log = tmp_path / "in.log"
-    log.write_bytes(b"".join(f'10.0.0.{i % 250} - - [17/May/2015:10:00:00 +0000] "GET /images/{i} HTTP/1.1" 200 '
-                             f'{i} "-" "a"\n'.encode() for i in range(40_000)))
+    small = small_file_system(tmp_path, "64k")
+    log = records(tmp_path, "/images/")
     out, checkpoint = {"output": str(tmp_path / "out")}, str(small / "cp")
     capfd.readouterr()
     try:
