@@ -1,5 +1,5 @@
 """The ``logetl`` command. Click conventions: usage errors exit 2, a failed run exits 1, success 0,
-interrupted 130 (``logetl.errors``).
+interrupted 130, terminated 128 + the signal (``logetl.errors``).
 
 Every user error is one line naming the bad value; a traceback is a bug (``LOGETL_DEBUG=1`` shows it).
 """
@@ -197,19 +197,22 @@ def _run(program: str | None, input_path: str, outputs: dict[str, str], opts: di
                                                  "conf": opts["confs"] or None})
     listener = ConsoleReporter(outputs={**outputs, **({"trap": trap} if trap else {})}, quiet=quiet)
     try:
-        run_flow(flow, input_path, outputs, engine=engine, trap=trap, overwrite=overwrite, listener=listener,
-                 work_dir=work_dir, checkpoint_dir=checkpoint_dir, engine_options=engine_options,
-                 application=opts["app_name"], tags=opts["tags"], quiet=quiet, max_malformed=opts["max_malformed"],
-                 incremental=opts["incremental"], output_format=opts["output_format"])
+        with errors.ended_by_signals():     # SIGTERM and SIGHUP stop the run as Ctrl-C does
+            run_flow(flow, input_path, outputs, engine=engine, trap=trap, overwrite=overwrite, listener=listener,
+                     work_dir=work_dir, checkpoint_dir=checkpoint_dir, engine_options=engine_options,
+                     application=opts["app_name"], tags=opts["tags"], quiet=quiet,
+                     max_malformed=opts["max_malformed"], incremental=opts["incremental"],
+                     output_format=opts["output_format"])
     except errors.UsageError:
         raise
     except KeyboardInterrupt as exc:
+        why = errors.stop_reason(exc)
         if getattr(exc, "logetl_publishing", False):
-            click.echo("logetl: interrupted while publishing the outputs; run the same command again to "
-                       "finish", err=True)
+            click.echo(f"logetl: {why} while publishing the outputs; run the same command again to finish",
+                       err=True)
         else:
-            click.echo("logetl: interrupted; no output was committed", err=True)
-        sys.exit(EXIT_INTERRUPTED)
+            click.echo(f"logetl: {why}; no output was committed", err=True)
+        sys.exit(getattr(exc, "exit_code", EXIT_INTERRUPTED))
     except Exception as exc:  # the summary above already says FAILED; one line names the cause
         if errors.debug():
             traceback.print_exc()
@@ -228,7 +231,8 @@ def main():
     Apache Spark (--hdfs). Results are tab-separated files in an
     output directory (part-* files, which concatenate in name order to the result, and _SUCCESS).
 
-    Exit codes: 0 success, 1 a failed run (nothing published), 2 a usage error, 130 interrupted.
+    Exit codes: 0 success, 1 a failed run (nothing published), 2 a usage error, 130 interrupted (Ctrl-C),
+    143 and 129 terminated by SIGTERM and SIGHUP (nothing published).
     Set LOGETL_DEBUG=1 to see tracebacks.
     """
 

@@ -8,12 +8,17 @@ process exits with the class's ``exit_code``; anything else is a bug and shows i
 - 1 a run that failed (``RunFailed``; the summary above says which step and why);
 - 2 a usage error (``UsageError``): a bad or missing option, a missing or unreadable input, an output
   that cannot be used, an unavailable engine, a bad environment variable;
-- 130 interrupted (Ctrl-C / SIGINT): nothing was published.
+- 130 interrupted (Ctrl-C / SIGINT): nothing was published;
+- 143 terminated (SIGTERM: ``kill``, ``timeout``, a scheduler or a service manager stopping the run) and
+  129 (SIGHUP: its terminal went away), handled as Ctrl-C is (``Terminated``): nothing was published.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import signal
+import threading
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -41,6 +46,51 @@ class RunFailed(LogetlError):
     """A run started and failed; nothing was published."""
 
     exit_code = EXIT_FAILED
+
+
+class Terminated(KeyboardInterrupt):
+    """A run asked to end by a signal (SIGTERM, SIGHUP) while it goes. It is a ``KeyboardInterrupt`` so that
+    every place that handles Ctrl-C handles it the same way: the run stops, what it made is removed, its
+    record says STOPPED (and why), the Spark JVM goes with it. Left to Python's default, the signal ended
+    the process where it stood: the working directories stayed and the monitor showed the run RUNNING for
+    ever. The process then exits ``128 + signum``, as a shell reports a process the signal ended."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        self.exit_code = 128 + signum
+        super().__init__(f"terminated by {signal.Signals(signum).name}")
+
+
+#: the signals that ask a run to end (``ended_by_signals``)
+ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def raise_terminated(signum, frame):
+    """The handler of SIGTERM and SIGHUP while a run goes (``ended_by_signals``)."""
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def ended_by_signals():
+    """While the block runs, SIGTERM and SIGHUP raise ``Terminated`` in the main thread (where Python runs
+    signal handlers) instead of ending the process on the spot. A signal the caller set to be ignored
+    (``nohup``'s SIGHUP) stays ignored, and one a program embedding logetl handles stays its own; off the
+    main thread nothing changes (only it can set handlers)."""
+    taken = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in ENDING_SIGNALS:
+            if signal.getsignal(signum) == signal.SIG_DFL:
+                taken[signum] = signal.signal(signum, raise_terminated)
+    try:
+        yield
+    finally:
+        for signum, before in taken.items():
+            signal.signal(signum, before)
+
+
+def stop_reason(exc: BaseException) -> str:
+    """What a stopped run's record says: "interrupted" (Ctrl-C), or "terminated by SIGTERM"."""
+    return str(exc) if isinstance(exc, Terminated) else "interrupted"
 
 
 class EnvError(UsageError):

@@ -14,7 +14,7 @@ from logetl import assembly
 from logetl.expressions import Expr
 from logetl.io.fs import LOCAL, local_path
 from logetl.io.outputs import StagedOutput
-from logetl.errors import EnvError, RunFailed, UsageError, out_of_space_reason
+from logetl.errors import EnvError, RunFailed, UsageError, out_of_space_reason, stop_reason
 from logetl.listener import (
     FAILED, RUNNING, SKIPPED, STOPPED, SUCCESSFUL, FlowListener, FlowRun, StepRun)
 from logetl.workdir import Resume, WorkDir
@@ -336,7 +336,7 @@ class Engine:
                 # before the staged outputs are discarded (which frees the space)
                 exc.logetl_where = full_places(taps)
             run.status = STOPPED if stopped else FAILED
-            run.error = "interrupted" if stopped else (str(exc) or type(exc).__name__)
+            run.error = stop_reason(exc) if stopped else (str(exc) or type(exc).__name__)
             if getattr(exc, "logetl_where", None):
                 run.error = f"{out_of_space_reason(exc)}: {exc.logetl_where}"
             if not publishing:
@@ -354,11 +354,11 @@ class Engine:
                 run.finished_at = time.time()
                 try:
                     listener.flow_finished(run)
-                except KeyboardInterrupt:
+                except KeyboardInterrupt as exc:
                     if not ok:
                         raise
                     # the outputs are committed: an interrupt now changes nothing of the result
-                    run.notices.append("interrupted after the outputs were committed")
+                    run.notices.append(f"{stop_reason(exc)} after the outputs were committed")
         # Last, after the listeners: until the working directory is gone, a rerun recognises the outputs
         # as this flow's (a kill from here on leaves the retired directory, named after the flow).
         try:

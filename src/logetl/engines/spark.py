@@ -54,7 +54,7 @@ import re
 import shutil
 import socket
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from functools import partial, reduce
 from itertools import count
 
@@ -64,6 +64,7 @@ from logetl.engines.base import Engine, EngineUnavailable, RunState, StepContext
 from logetl.engines.spark_expressions import AGGREGATES, COMPILE, Compiler, column
 from logetl.engines.spark_native import DASH, KEPT, SAMPLE, SAMPLES, STATUS, TAG
 from logetl.engines.spark_progress import StepProgress
+from logetl.engines.spark_signals import between_java_calls, sigint_kept
 from logetl.io.fs import LocalFS, local_path
 from logetl.io.inputs import InputReadError
 from logetl.io.outputs import NAME_MAX, partition_name
@@ -728,12 +729,15 @@ class SparkEngine(Engine):
             builder = builder.config(k, v)
         self._owns_session = active is None and not under_submit
         try:
-            if launching:
-                # this process launches the driver JVM: through a pipe of ours for its stderr (spark_launch)
-                from logetl.engines.spark_launch import launch
+            # a signal while the JVM answers is raised when it has (spark_signals); PySpark's SIGINT handler
+            # is not kept for a session of logetl's
+            with between_java_calls(), (sigint_kept() if self._owns_session else nullcontext()):
+                if launching:
+                    # this process launches the driver JVM: through a pipe of ours for its stderr (spark_launch)
+                    from logetl.engines.spark_launch import launch
 
-                launch({**({"spark.master": master} if master else {}), "spark.app.name": "logetl", **conf})
-            self._spark = builder.getOrCreate()
+                    launch({**({"spark.master": master} if master else {}), "spark.app.name": "logetl", **conf})
+                self._spark = builder.getOrCreate()
         except Exception as exc:
             # the user's settings are named: Spark's message ("Executor memory must be a positive number")
             # does not say which value it refused
@@ -782,7 +786,8 @@ class SparkEngine(Engine):
         forced native path that the executors cannot take is refused here, before the run starts."""
         if not any(isinstance(n, assembly.Parse) for s in steps for n in s.nodes):
             return []
-        self.native, notice = self.choose_parse()
+        with between_java_calls():   # the check may run a job
+            self.native, notice = self.choose_parse()
         return [notice]
 
     def prepare(self, ctx: StepContext) -> SparkRun:
@@ -1378,7 +1383,8 @@ class SparkEngine(Engine):
 
     def execute_step(self, ctx: StepContext, step: assembly.Step, state) -> None:
         try:
-            self._execute_step(ctx, step, state)
+            with between_java_calls():   # an interrupt cancels the step's jobs, and is raised when they end
+                self._execute_step(ctx, step, state)
         except BaseException as exc:
             if any(isinstance(n, assembly.Parse) for n in step.nodes) and state.name not in ctx.state.accounted:
                 # observe's counters come back with a successful action only: this step's are not known

@@ -1,0 +1,166 @@
+"""A run asked to end by a signal stops as a Ctrl-C stops it: SIGTERM (``kill``, ``timeout``, a scheduler,
+a service manager) and SIGHUP (a closed terminal) were left to Python's default, which ended the process
+where it stood: no line, the staged output left beside the user's, the monitor's record RUNNING for ever.
+On Spark, any of them (Ctrl-C too) landed inside a py4j call: tracebacks, and SIGTERM made a FAILED run
+("Answer from Java side is empty"). Real processes, real signals, the real JVM."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import CORPUS, corpus, parts, read, require, spark_missing
+from logetl.monitor.store import Store
+
+CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
+SIGNALS = [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated by SIGTERM"),
+           (signal.SIGHUP, 129, "terminated by SIGHUP")]
+
+
+def start(args, cwd, home, **popen):
+    return subprocess.Popen([sys.executable, "-m", "logetl", *args], cwd=cwd,
+                            env={**os.environ, "LOGETL_HOME": str(home), "LOGETL_MONITOR": "on"}, **popen)
+
+
+def staged(directory) -> bool:
+    return any(n.startswith(".o.logetl-") and not n.endswith("-work") for n in os.listdir(directory))
+
+
+def recorded(home) -> tuple:
+    """The status and error of the one run the monitor's store under ``home`` holds."""
+    store = Store(f"sqlite:///{home}/monitor.db")
+    rows, _ = store.list_runs()
+    assert len(rows) == 1, rows
+    run = store.get_run(rows[0]["run_id"])
+    return run["status"], run["error"]
+
+
+@pytest.mark.parametrize("signum,code,why", SIGNALS, ids=lambda v: getattr(v, "name", None))
+def test_a_signal_stops_a_local_run_and_its_record_says_so(tmp_path, signum, code, why):
+    # standard input held open: the run is under way (its output staged) and cannot finish on its own
+    work, home = tmp_path / "w", tmp_path / "home"
+    work.mkdir()
+    p = start(["filter", "--input", "-", "--output", "o"], work, home, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdin.write(corpus("corpus.log"))
+    p.stdin.flush()
+    deadline = time.monotonic() + 60
+    while not staged(work):
+        assert time.monotonic() < deadline and p.poll() is None, "the run never staged its output"
+        time.sleep(0.01)
+    p.send_signal(signum)
+    _, err = p.communicate(timeout=60)
+    lines = err.decode().splitlines()
+    assert p.returncode == code, err
+    assert "Traceback" not in err.decode()
+    assert lines[0].startswith("logetl filter: STOPPED in ")
+    assert f"  error: {why}" in lines
+    assert lines[-1] == f"logetl: {why}; no output was committed"
+    assert sorted(os.listdir(work)) == [".o.logetl-work"]    # what a rerun recognises and removes
+    assert recorded(home) == ("STOPPED", why)
+    # the rerun of the same command completes, with the bytes of a run that was never stopped
+    p = start(["filter", "--input", CORPUS_LOG, "--output", "o"], work, home, stderr=subprocess.PIPE)
+    assert p.wait(timeout=60) == 0, p.stderr.read()
+    assert parts(work / "o") == corpus("filter.tsv")
+    assert sorted(os.listdir(work)) == ["o"]
+
+
+def test_a_sighup_the_caller_ignores_stays_ignored(tmp_path):
+    # nohup: the run goes on after its terminal has gone
+    work, home = tmp_path / "w", tmp_path / "home"
+    work.mkdir()
+    p = start(["filter", "--input", "-", "--output", "o"], work, home, stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+              preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    p.stdin.write(corpus("corpus.log"))
+    p.stdin.flush()
+    deadline = time.monotonic() + 60
+    while not staged(work):
+        assert time.monotonic() < deadline and p.poll() is None, "the run never staged its output"
+        time.sleep(0.01)
+    p.send_signal(signal.SIGHUP)
+    time.sleep(0.5)
+    assert p.poll() is None
+    p.stdin.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=60) == 0, err
+    assert parts(work / "o") == corpus("filter.tsv")
+    assert recorded(home) == ("SUCCESSFUL", None)
+
+
+def running_tasks(home) -> bool:
+    """Whether the monitor has heard of the run's Spark tasks running (its progress, counted in tasks)."""
+    import json
+    import sqlite3
+
+    try:    # read only: opening a Store would set up the schema the run is setting up
+        with sqlite3.connect(f"file:{home}/monitor.db?mode=ro", uri=True) as db:
+            found = db.execute("SELECT progress FROM runs WHERE progress IS NOT NULL").fetchall()
+    except sqlite3.OperationalError:    # not made yet
+        return False
+    return any(p["unit"] == "tasks" and (p["total"] or 0) > 0 for p in (json.loads(r[0]) for r in found))
+
+
+def _jvm_of(pid: int) -> int | None:
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            for child in f.read().split():
+                with open(f"/proc/{child}/cmdline", "rb") as c:
+                    if b"java" in c.read().split(b"\0")[0]:
+                        return int(child)
+    return None
+
+
+def _ended(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize("signum,code,why", SIGNALS[:2], ids=lambda v: getattr(v, "name", None))
+def test_a_signal_during_a_spark_job_cancels_it_and_stops_the_run(tmp_path, signum, code, why):
+    """The signal reaches logetl alone (as ``kill`` sends it), while the step's job runs."""
+    missing = spark_missing()
+    require(missing is None, missing or "")
+    work, home = tmp_path / "w", tmp_path / "home"
+    work.mkdir()
+    log = tmp_path / "access.log"
+    subprocess.run([sys.executable, "-m", "logetl", "generate", "--lines", "1000000", "--seed", "5", str(log)],
+                   check=True, capture_output=True)
+    args = ["filter", "--hdfs", "--master", "local[1]", "--input", str(log), "--output", "o"]
+    with open(tmp_path / "err", "wb") as err_file:
+        p = start(args, work, home, stderr=err_file)
+    try:
+        deadline = time.monotonic() + 120
+        while not running_tasks(home):   # the step's job runs: logetl waits for it inside a JVM call
+            assert time.monotonic() < deadline and p.poll() is None, read(tmp_path / "err")
+            time.sleep(0.2)
+        jvm = _jvm_of(p.pid)
+        p.send_signal(signum)
+        assert p.wait(timeout=120) == code, read(tmp_path / "err")
+    finally:
+        p.kill()
+    err = read(tmp_path / "err").decode()
+    lines = err.splitlines()
+    assert "Traceback" not in err and "ERROR" not in err, err
+    assert lines[1].startswith("logetl filter: STOPPED in ")
+    assert [line.split()[:3] for line in lines if line.startswith("  step ")] == [["step", "parse", "STOPPED"]]
+    assert f"  error: {why}" in lines
+    assert lines[-1] == f"logetl: {why}; no output was committed"
+    assert sorted(os.listdir(work)) == [".o.logetl-work"]
+    assert recorded(home) == ("STOPPED", why)
+    deadline = time.monotonic() + 30
+    while jvm is not None and not _ended(jvm):
+        assert time.monotonic() < deadline, f"the driver JVM {jvm} outlived logetl"
+        time.sleep(0.1)
+    # the rerun completes, with the local engine's bytes
+    p = start(args, work, home, stderr=subprocess.PIPE)
+    assert p.wait(timeout=300) == 0, p.stderr.read()
+    p = start(["filter", "--input", str(log), "--output", str(tmp_path / "local")], work, home, stderr=subprocess.PIPE)
+    assert p.wait(timeout=120) == 0, p.stderr.read()
+    assert parts(work / "o") == parts(tmp_path / "local")
+    assert sorted(os.listdir(work)) == ["o"]
