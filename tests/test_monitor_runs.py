@@ -242,3 +242,49 @@ def test_the_monitor_command_serves(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+# --- a new store opened by several processes at once ---------------------------------------------------------
+
+OPEN_AT_ONCE = """
+import os, sys, time
+from logetl.monitor.store import Store
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.001)
+Store(sys.argv[1]).engine.dispose()
+"""
+
+
+def open_at_once(url: str, go: str, n: int = 4) -> list[tuple[int, str]]:
+    """``n`` processes that open the store ``url`` together (once the file ``go`` exists): exit codes and
+    the last line of each one's stderr."""
+    procs = [subprocess.Popen([sys.executable, "-c", OPEN_AT_ONCE, url, go], stderr=subprocess.PIPE)
+             for _ in range(n)]
+    time.sleep(1.5)     # all of them imported and waiting
+    open(go, "w").close()
+    return [(p.wait(timeout=60), (p.stderr.read().decode().strip().splitlines() or [""])[-1]) for p in procs]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_new_store_opened_by_several_processes_at_once_is_set_up_once(request, tmp_path, backend):
+    """Runs started together on a fresh machine all found no table, and all but one failed ("table runs
+    already exists"): their runs went unrecorded. Three rounds of four processes, each on a new store."""
+    for round_ in range(3):
+        if backend == "sqlite":
+            url = f"sqlite:///{tmp_path}/{round_}/monitor.db"
+            os.mkdir(tmp_path / str(round_))
+        else:
+            from sqlalchemy import create_engine, text
+
+            server = request.getfixturevalue("postgres_url")
+            admin = create_engine(server.replace("postgresql://", "postgresql+psycopg://"),
+                                  isolation_level="AUTOCOMMIT")
+            with admin.connect() as conn:
+                conn.execute(text(f"DROP DATABASE IF EXISTS at_once_{round_}"))
+                conn.execute(text(f"CREATE DATABASE at_once_{round_}"))
+            admin.dispose()
+            url = server.rsplit("/", 1)[0] + f"/at_once_{round_}"
+        assert open_at_once(url, str(tmp_path / f"go{round_}")) == [(0, "")] * 4
+        store = Store(url)
+        assert store.list_runs() == ([], 0)
+        store.engine.dispose()

@@ -9,11 +9,14 @@ SHA-256 of a random session id (the cookie holds the id, never a key). A SQLite 
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import hmac
 import json
+import os
 import secrets
 import time
+from contextlib import contextmanager
 
 from sqlalchemy import (BigInteger, Column, Float, Index, Integer, MetaData, PrimaryKeyConstraint, String,
                         Table, Text, UniqueConstraint, create_engine, func, inspect, select, text, tuple_)
@@ -229,6 +232,10 @@ def replace_lineage(conn, owner: str, doc: dict) -> None:
         conn.execute(run_lineage.insert(), rows)
 
 
+#: PostgreSQL's advisory lock key of a store's set-up (``Store._setting_up``): "logetl" in ASCII
+SETUP_LOCK = 0x6C6F6765746C
+
+
 class Store:
     def __init__(self, url: str):
         self.url = url
@@ -253,12 +260,42 @@ class Store:
                 cur.execute("PRAGMA journal_mode=WAL")
                 cur.execute("PRAGMA synchronous=NORMAL")
                 cur.close()
-        self._migrate()
-        metadata.create_all(self.engine)
-        self._migrate_v3()
-        if self.engine.dialect.name == "sqlite":
-            with self.engine.begin() as conn:
-                conn.exec_driver_sql(f"PRAGMA user_version={SCHEMA_VERSION}")
+        with self._setting_up():
+            self._migrate()
+            metadata.create_all(self.engine)
+            self._migrate_v3()
+            if self.engine.dialect.name == "sqlite":
+                with self.engine.begin() as conn:
+                    conn.exec_driver_sql(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    @contextmanager
+    def _setting_up(self):
+        """One process at a time creates or migrates the store. ``create_all`` looks for each table, then
+        creates the missing ones: several runs that opened a new store at once (a scheduler starting them
+        together on a fresh machine) all found no table, and all but one failed with "table runs already
+        exists", so their runs were not recorded (27 of 40 opens, 4 processes at once, 10 times). SQLite:
+        an exclusive ``flock`` of the store's directory (not of the database file: closing any descriptor
+        of it would drop the POSIX locks SQLite's own connections in this process hold). PostgreSQL: an
+        advisory lock, held by a connection of its own while the others do the work."""
+        path = sqlite_path(self.url)
+        if path:
+            fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)   # (and the lock with it)
+        elif self.engine.dialect.name == "postgresql":
+            with self.engine.connect() as conn:
+                conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": SETUP_LOCK})
+                conn.commit()
+                try:
+                    yield
+                finally:
+                    conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": SETUP_LOCK})
+                    conn.commit()
+        else:
+            yield
 
     def _migrate(self) -> None:
         """A store of the first layout (runs keyed by run id alone, no warning column) is rebuilt in the new
