@@ -1,4 +1,5 @@
-"""Runs the logetl command line and SIGKILLs it at its N-th file-system mutation (LOGETL_CRASH_AT=N).
+"""Runs the logetl command line and SIGKILLs it at its N-th file-system mutation (LOGETL_CRASH_AT=N), or
+sends it another signal (LOGETL_CRASH_SIGNAL=TERM).
 
 A ``sys.addaudithook`` hook counts every mutation Python performs on the file system: opening a file for
 writing, creating, renaming, replacing, removing, truncating, linking, changing modes or times, and
@@ -21,6 +22,8 @@ MUTATIONS = {
 WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 crash_at = int(os.environ.get("LOGETL_CRASH_AT", "0"))
+#: the signal sent at that mutation: SIGKILL, or LOGETL_CRASH_SIGNAL (TERM: what ``timeout`` sends)
+crash_signal = getattr(signal, "SIG" + os.environ.get("LOGETL_CRASH_SIGNAL", "KILL"))
 count = 0
 
 
@@ -39,7 +42,7 @@ def _hook(event, args):
         return
     count += 1
     if count == crash_at:
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), crash_signal)   # SIGTERM's handler raises here, before the operation
 
 
 def _report():

@@ -98,6 +98,53 @@ def test_a_kill_at_every_file_system_mutation_loses_nothing_and_the_rerun_gives_
     assert violations == [], "\n".join(violations)
 
 
+def test_a_sigterm_at_every_file_system_mutation_stops_the_run_and_the_rerun_gives_the_same_bytes(tmp_path):
+    """SIGTERM (``timeout``, a service manager) at each mutation of a Join with a trap and a checkpoint:
+    the run stops with one line and exit 143 (or, once its outputs are committed, completes: exit 0),
+    never a traceback; the outputs are whole or absent, and the rerun gives the same bytes."""
+    ref = tmp_path / "reference"
+    ref.mkdir()
+    cmd, outs, user = _layout("join", ref)
+    first = _run(cmd, ref, count_file=tmp_path / "count")
+    assert first.returncode == 0, first.stderr
+    mutations = int(read(tmp_path / "count"))
+    expected = {o: parts(ref / o) for o in outs}
+    clean_tree = _tree(ref)
+    stopped = {"logetl: terminated by SIGTERM; no output was committed",
+               "logetl: terminated by SIGTERM while publishing the outputs; run the same command again to finish"}
+    violations, codes = [], set()
+    for n in range(1, mutations + 1):
+        root = tmp_path / f"n{n}"
+        root.mkdir()
+        _layout("join", root)
+        ended = _run(cmd, root, crash_at=n, env={"LOGETL_CRASH_SIGNAL": "TERM"})
+        err = ended.stderr.decode()
+        codes.add(ended.returncode)
+        if "Traceback" in err or ended.returncode not in (0, 143) or \
+                (ended.returncode == 143 and err.splitlines()[-1] not in stopped):
+            violations.append(f"SIGTERM at mutation {n}: exit {ended.returncode}: {err[-300:]}")
+        for o in outs:
+            if (root / o).exists() and parts(root / o) != expected[o]:
+                violations.append(f"SIGTERM at mutation {n}: {o} holds a partial or wrong result")
+            if ended.returncode == 0 and not (root / o).exists():
+                violations.append(f"SIGTERM at mutation {n}: exit 0 without {o}")
+            if err.endswith("no output was committed\n") and (root / o).exists():
+                violations.append(f"SIGTERM at mutation {n}: says no output was committed, but {o} is there")
+        for name, data in user.items():
+            if not (root / name).is_file() or read(root / name) != data:
+                violations.append(f"SIGTERM at mutation {n}: the user's {name} is gone or changed")
+        if ended.returncode == 143:
+            again = _run(cmd, root)
+            if again.returncode != 0:
+                violations.append(f"SIGTERM at mutation {n}: the rerun exited {again.returncode}: "
+                                  f"{again.stderr.decode()[-300:]}")
+            elif any(parts(root / o) != expected[o] for o in outs) or _tree(root) != clean_tree:
+                violations.append(f"SIGTERM at mutation {n}: after the rerun the outputs or the tree differ")
+        shutil.rmtree(root)
+    assert violations == [], "\n".join(violations)
+    assert codes == {0, 143}      # stopped before the commit, completed after it
+
+
 def test_generate_killed_at_every_mutation_leaves_the_old_file_or_the_whole_new_one(tmp_path):
     """``generate --overwrite`` over a user's file: killed anywhere, the file is the old bytes or the whole
     new log, and the same command again gives the new log and nothing else."""

@@ -249,6 +249,7 @@ def test_the_monitor_command_serves(tmp_path):
 OPEN_AT_ONCE = """
 import os, sys, time
 from logetl.monitor.store import Store
+open(f"{sys.argv[2]}.ready.{os.getpid()}", "w").close()
 while not os.path.exists(sys.argv[2]):
     time.sleep(0.001)
 Store(sys.argv[1]).engine.dispose()
@@ -260,8 +261,11 @@ def open_at_once(url: str, go: str, n: int = 4) -> list[tuple[int, str]]:
     the last line of each one's stderr."""
     procs = [subprocess.Popen([sys.executable, "-c", OPEN_AT_ONCE, url, go], stderr=subprocess.PIPE)
              for _ in range(n)]
-    time.sleep(1.5)     # all of them imported and waiting
-    open(go, "w").close()
+    deadline = time.monotonic() + 60
+    while len([n for n in os.listdir(os.path.dirname(go)) if n.startswith(os.path.basename(go) + ".ready.")]) < n:
+        assert time.monotonic() < deadline, "the processes did not all start"
+        time.sleep(0.01)
+    open(go, "w").close()      # all of them imported and waiting: go
     return [(p.wait(timeout=60), (p.stderr.read().decode().strip().splitlines() or [""])[-1]) for p in procs]
 
 

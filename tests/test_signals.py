@@ -30,6 +30,13 @@ def staged(directory) -> bool:
     return any(n.startswith(".o.logetl-") and not n.endswith("-work") for n in os.listdir(directory))
 
 
+def wait_until_staged(p, directory) -> None:
+    deadline = time.monotonic() + 60
+    while not staged(directory):
+        assert time.monotonic() < deadline and p.poll() is None, "the run never staged its output"
+        time.sleep(0.01)
+
+
 def recorded(home) -> tuple:
     """The status and error of the one run the monitor's store under ``home`` holds."""
     store = Store(f"sqlite:///{home}/monitor.db")
@@ -47,10 +54,7 @@ def test_a_signal_stops_a_local_run_and_its_record_says_so(tmp_path, signum, cod
     p = start(["filter", "--input", "-", "--output", "o"], work, home, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
     p.stdin.write(corpus("corpus.log"))
     p.stdin.flush()
-    deadline = time.monotonic() + 60
-    while not staged(work):
-        assert time.monotonic() < deadline and p.poll() is None, "the run never staged its output"
-        time.sleep(0.01)
+    wait_until_staged(p, work)
     p.send_signal(signum)
     _, err = p.communicate(timeout=60)
     lines = err.decode().splitlines()
@@ -76,10 +80,7 @@ def test_a_sighup_the_caller_ignores_stays_ignored(tmp_path):
               preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
     p.stdin.write(corpus("corpus.log"))
     p.stdin.flush()
-    deadline = time.monotonic() + 60
-    while not staged(work):
-        assert time.monotonic() < deadline and p.poll() is None, "the run never staged its output"
-        time.sleep(0.01)
+    wait_until_staged(p, work)
     p.send_signal(signal.SIGHUP)
     time.sleep(0.5)
     assert p.poll() is None
@@ -121,9 +122,12 @@ def _ended(pid: int) -> bool:
         return True
 
 
-@pytest.mark.parametrize("signum,code,why", SIGNALS[:2], ids=lambda v: getattr(v, "name", None))
-def test_a_signal_during_a_spark_job_cancels_it_and_stops_the_run(tmp_path, signum, code, why):
-    """The signal reaches logetl alone (as ``kill`` sends it), while the step's job runs."""
+@pytest.mark.parametrize("signum,code,why,group", [(*SIGNALS[0], False), (*SIGNALS[1], False), (*SIGNALS[1], True)],
+                         ids=["SIGINT", "SIGTERM", "SIGTERM-to-the-group"])
+def test_a_signal_during_a_spark_job_cancels_it_and_stops_the_run(tmp_path, signum, code, why, group):
+    """The signal reaches logetl alone (as ``kill`` sends it), or its whole process group (as ``timeout``
+    and a service manager send it: the driver JVM, in the group too, ended under the run's cleanup), while
+    the step's job runs."""
     missing = spark_missing()
     require(missing is None, missing or "")
     work, home = tmp_path / "w", tmp_path / "home"
@@ -133,14 +137,18 @@ def test_a_signal_during_a_spark_job_cancels_it_and_stops_the_run(tmp_path, sign
                    check=True, capture_output=True)
     args = ["filter", "--hdfs", "--master", "local[1]", "--input", str(log), "--output", "o"]
     with open(tmp_path / "err", "wb") as err_file:
-        p = start(args, work, home, stderr=err_file)
+        p = start(args, work, home, stderr=err_file, start_new_session=group)
     try:
         deadline = time.monotonic() + 120
         while not running_tasks(home):   # the step's job runs: logetl waits for it inside a JVM call
             assert time.monotonic() < deadline and p.poll() is None, read(tmp_path / "err")
             time.sleep(0.2)
         jvm = _jvm_of(p.pid)
-        p.send_signal(signum)
+        assert jvm is not None
+        if group:
+            os.killpg(p.pid, signum)
+        else:
+            p.send_signal(signum)
         assert p.wait(timeout=120) == code, read(tmp_path / "err")
     finally:
         p.kill()
@@ -154,7 +162,7 @@ def test_a_signal_during_a_spark_job_cancels_it_and_stops_the_run(tmp_path, sign
     assert sorted(os.listdir(work)) == [".o.logetl-work"]
     assert recorded(home) == ("STOPPED", why)
     deadline = time.monotonic() + 30
-    while jvm is not None and not _ended(jvm):
+    while not _ended(jvm):
         assert time.monotonic() < deadline, f"the driver JVM {jvm} outlived logetl"
         time.sleep(0.1)
     # the rerun completes, with the local engine's bytes
@@ -164,3 +172,65 @@ def test_a_signal_during_a_spark_job_cancels_it_and_stops_the_run(tmp_path, sign
     assert p.wait(timeout=120) == 0, p.stderr.read()
     assert parts(work / "o") == parts(tmp_path / "local")
     assert sorted(os.listdir(work)) == ["o"]
+
+
+# --- the deferral itself, without a JVM: a call "inside py4j" is what _in_java_call says ----------------------
+
+@pytest.fixture
+def inside_java(monkeypatch):
+    from logetl.engines import spark_signals
+
+    monkeypatch.setattr(spark_signals, "_in_java_call", lambda frame, py4j_dir: True)
+    return spark_signals
+
+
+def test_a_signal_inside_a_java_call_is_raised_when_the_block_ends(inside_java):
+    from logetl import errors
+
+    went_on = False
+    with pytest.raises(errors.Terminated) as raised:
+        with errors.ended_by_signals(), inside_java.between_java_calls():
+            signal.raise_signal(signal.SIGTERM)
+            assert inside_java.stopping()
+            went_on = True
+    assert went_on and raised.value.signum == signal.SIGTERM and raised.value.exit_code == 143
+    assert str(raised.value) == "terminated by SIGTERM"
+    # every handler is back, nothing is pending
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert not inside_java.stopping()
+
+
+def test_a_second_signal_is_raised_at_once_and_alone(inside_java):
+    from logetl import errors
+
+    with pytest.raises(errors.Terminated) as raised:
+        with errors.ended_by_signals(), inside_java.between_java_calls():
+            signal.raise_signal(signal.SIGINT)      # deferred
+            signal.raise_signal(signal.SIGTERM)     # raised here
+            pytest.fail("the second signal did not stop the block")
+    assert raised.value.signum == signal.SIGTERM
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_block_in_another_thread_changes_nothing(inside_java):
+    import threading
+
+    inside, leave = threading.Event(), threading.Event()
+
+    def other():
+        with inside_java.between_java_calls():
+            inside.set()
+            leave.wait(10)
+
+    t = threading.Thread(target=other)
+    t.start()
+    inside.wait(10)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with inside_java.between_java_calls():      # still the main thread's own block: it defers
+                signal.raise_signal(signal.SIGINT)
+                assert inside_java.stopping()
+    finally:
+        leave.set()
+        t.join()

@@ -56,9 +56,12 @@ class Terminated(KeyboardInterrupt):
     ever. The process then exits ``128 + signum``, as a shell reports a process the signal ended."""
 
     def __init__(self, signum: int):
+        super().__init__(signum)     # (args: what pickling and copying rebuild it from)
         self.signum = signum
         self.exit_code = 128 + signum
-        super().__init__(f"terminated by {signal.Signals(signum).name}")
+
+    def __str__(self) -> str:
+        return f"terminated by {signal.Signals(self.signum).name}"
 
 
 #: the signals that ask a run to end (``ended_by_signals``)
@@ -71,21 +74,39 @@ def raise_terminated(signum, frame):
 
 
 @contextlib.contextmanager
+def signal_handlers(handlers: dict):
+    """Sets ``handlers`` (signal -> handler) for the block and puts back the ones before, with those signals
+    blocked while they are swapped: one that came half-way would run a half-set state, or leave a handler of
+    the block installed for good. A handler that someone replaced meanwhile is left to them. Main thread
+    only (only it can set handlers)."""
+    if not handlers:
+        yield
+        return
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, handlers)
+    try:
+        before = {signum: signal.signal(signum, handler) for signum, handler in handlers.items()}
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_BLOCK, handlers)
+        try:
+            for signum, handler in before.items():
+                if signal.getsignal(signum) is handlers[signum]:
+                    signal.signal(signum, handler)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
 def ended_by_signals():
     """While the block runs, SIGTERM and SIGHUP raise ``Terminated`` in the main thread (where Python runs
     signal handlers) instead of ending the process on the spot. A signal the caller set to be ignored
     (``nohup``'s SIGHUP) stays ignored, and one a program embedding logetl handles stays its own; off the
-    main thread nothing changes (only it can set handlers)."""
-    taken = {}
-    if threading.current_thread() is threading.main_thread():
-        for signum in ENDING_SIGNALS:
-            if signal.getsignal(signum) == signal.SIG_DFL:
-                taken[signum] = signal.signal(signum, raise_terminated)
-    try:
-        yield
-    finally:
-        for signum, before in taken.items():
-            signal.signal(signum, before)
+    main thread nothing changes."""
+    main = threading.current_thread() is threading.main_thread()
+    return signal_handlers({signum: raise_terminated for signum in ENDING_SIGNALS
+                            if main and signal.getsignal(signum) == signal.SIG_DFL})
 
 
 def stop_reason(exc: BaseException) -> str:

@@ -8,8 +8,8 @@ from logetl.engines import get_engine
 from logetl.engines.base import Taps
 from logetl.io import inputs, outputs
 from logetl.io.fs import LOCAL, local_path
-from logetl.listener import FlowListener, FlowRun, Listeners
-from logetl.errors import EnvError, UsageError
+from logetl.listener import SUCCESSFUL, FlowListener, FlowRun, Listeners
+from logetl.errors import EnvError, UsageError, stop_reason
 from logetl.workdir import WorkDir, checkpoint_dir_problem, default_path, flow_identity
 
 
@@ -390,6 +390,7 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
 
         refuse(flow, engine, input_path)
     runner = get_engine(engine)(**engine_options)
+    run = None
     try:
         taps = bind(flow, input_path, output_paths, trap, overwrite, work_dir, checkpoint_dir, engine,
                     fs=runner.filesystem(), incremental=incremental)
@@ -411,4 +412,10 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
                                           **engine_options})
         return runner.run(flow, taps, Listeners(listeners), run=run)
     finally:
-        runner.shutdown()
+        try:
+            runner.shutdown()
+        except KeyboardInterrupt as exc:
+            if run is None or run.status != SUCCESSFUL:
+                raise
+            # the outputs are committed: an interrupt while the engine stops changes nothing of the result
+            run.notices.append(f"{stop_reason(exc)} after the outputs were committed")

@@ -350,6 +350,11 @@ class Engine:
         finally:
             try:
                 self.close(ctx, ok)
+            except KeyboardInterrupt as exc:
+                if not ok:
+                    raise
+                # the outputs are committed: an interrupt while cleaning up changes nothing of the result
+                run.notices.append(f"{stop_reason(exc)} after the outputs were committed")
             finally:
                 run.finished_at = time.time()
                 try:

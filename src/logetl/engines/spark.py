@@ -64,7 +64,7 @@ from logetl.engines.base import Engine, EngineUnavailable, RunState, StepContext
 from logetl.engines.spark_expressions import AGGREGATES, COMPILE, Compiler, column
 from logetl.engines.spark_native import DASH, KEPT, SAMPLE, SAMPLES, STATUS, TAG
 from logetl.engines.spark_progress import StepProgress
-from logetl.engines.spark_signals import between_java_calls, sigint_kept
+from logetl.engines.spark_signals import between_java_calls, sigint_kept, stopping
 from logetl.io.fs import LocalFS, local_path
 from logetl.io.inputs import InputReadError
 from logetl.io.outputs import NAME_MAX, partition_name
@@ -776,8 +776,22 @@ class SparkEngine(Engine):
 
     def shutdown(self) -> None:
         if self._spark is not None and self._owns_session:
-            self._spark.stop()
+            with between_java_calls():
+                self._spark.stop()
         self._spark = None
+
+    # what publishes or cleans up calls the JVM too (HadoopFS): a signal there is raised when it is done
+    def seal(self, ctx: StepContext) -> list:
+        with between_java_calls():
+            return super().seal(ctx)
+
+    def commit(self, ctx: StepContext) -> None:
+        with between_java_calls():
+            super().commit(ctx)
+
+    def close(self, ctx: StepContext, ok: bool) -> None:
+        with between_java_calls():
+            super().close(ctx, ok)
 
     # --- running ------------------------------------------------------------------------------------------
 
@@ -856,6 +870,8 @@ class SparkEngine(Engine):
                 finally:
                     sc.setLogLevel(os.environ.get("LOGETL_SPARK_LOG_LEVEL", "ERROR"))
                     sc.setJobDescription(None)
+            if stopping():   # the check's job was cancelled: it found nothing (and is not remembered)
+                return False, "stopped"
             if found[0] != "ok":
                 _NATIVE_CHECKS[key] = (False, found[1])
             elif found[1] != __version__:

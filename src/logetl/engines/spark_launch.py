@@ -146,7 +146,11 @@ def launch(conf: dict[str, str]):
 
     def start() -> None:
         try:
-            launched["gateway"] = launch_gateway(spark_conf, popen_kwargs={"stderr": stderr.write_fd})
+            # a session of its own: a signal sent to logetl's process group (``timeout``, a service
+            # manager's stop, a hangup) is logetl's to handle, and would have ended the JVM under the run's
+            # cleanup (PySpark ignores only SIGINT in it); the JVM still ends with logetl (its stdin closes)
+            launched["gateway"] = launch_gateway(spark_conf, popen_kwargs={"stderr": stderr.write_fd,
+                                                                           "start_new_session": True})
         except Exception as exc:
             launched["error"] = exc
 

@@ -5,8 +5,9 @@ Python runs a signal's handler in the main thread between two bytecodes, and an 
 thread stands. On Spark it mostly stands inside a py4j call that waits for a job's answer on its socket.
 Raised there, the exception cut py4j's read of the answer: py4j printed two tracebacks ("KeyboardInterrupt
 while sending command", "reentrant call inside <_io.BufferedReader>" from PySpark's own SIGINT handler,
-which cancels the jobs on that same connection), closed the connection, and the next call of the run's
-cleanup failed with "Answer from Java side is empty" (so a SIGTERM made a FAILED run, not a STOPPED one).
+which cancels the jobs on that same connection) and shut that connection down, with the idle ones of other
+threads (py4j matches them by the gateway's address, which they all share); a call of the run's cleanup
+then failed with "Answer from Java side is empty" (so a SIGTERM made a FAILED run, not a STOPPED one).
 
 ``between_java_calls()``, around whatever the engine asks of Spark, defers such a signal while the main
 thread is inside py4j: the running jobs are cancelled from another thread (with a connection of its own),
@@ -21,9 +22,10 @@ import signal
 import threading
 from contextlib import contextmanager
 
-from logetl.errors import ENDING_SIGNALS, Terminated, raise_terminated
+from logetl.errors import ENDING_SIGNALS, Terminated, raise_terminated, signal_handlers
 
-_state = {"depth": 0, "pending": None}
+#: the main thread's outermost block, while one runs: its pending interrupt (a list of at most one)
+_active: dict = {"pending": None}
 
 
 def _py4j_dir() -> str | None:
@@ -46,14 +48,21 @@ def _raises_interrupt(signum: int, handler) -> bool:
     """Whether ``handler`` is one that stops the run by raising (what this module defers): Python's
     KeyboardInterrupt, PySpark's (which also cancels the jobs), the command line's ``Terminated``."""
     if signum == signal.SIGINT:
-        return handler is signal.default_int_handler or getattr(handler, "__module__", "").startswith("pyspark.")
+        return handler is signal.default_int_handler or \
+            (getattr(handler, "__module__", None) or "").startswith("pyspark.")
     return handler is raise_terminated
 
 
+def stopping() -> bool:
+    """Whether a signal waits to be raised at the end of the main thread's block: what a JVM call returned
+    meanwhile (a cancelled job's error) says nothing of the executors, and is not to be remembered."""
+    return bool(_active["pending"])
+
+
 def _cancel_jobs(until: threading.Event) -> None:
-    """Cancels the running jobs, then every tenth of a second those that start after them, until the block
-    ends: a signal that came while the main thread planned a job (a JVM call too) would otherwise wait for
-    the whole job it then starts."""
+    """Cancels the running jobs (all of the session's, as PySpark's own Ctrl-C does), then every tenth of a
+    second those that start after them, until the block ends: a signal that came while the main thread
+    planned a job (a JVM call too) would otherwise wait for the whole job it then starts."""
     from pyspark import SparkContext
 
     while True:
@@ -70,40 +79,33 @@ def _cancel_jobs(until: threading.Event) -> None:
 @contextmanager
 def between_java_calls():
     """Defers Ctrl-C, SIGTERM and SIGHUP to the end of the block while the main thread is inside a JVM
-    call (see above). Nested blocks are the outermost one's; off the main thread nothing changes."""
+    call (see above). A block inside another is the outer one's; off the main thread nothing changes."""
     py4j_dir = _py4j_dir()
-    if _state["depth"] or py4j_dir is None or threading.current_thread() is not threading.main_thread():
-        _state["depth"] += 1
-        try:
-            yield
-        finally:
-            _state["depth"] -= 1
+    if _active["pending"] is not None or py4j_dir is None or threading.current_thread() is not threading.main_thread():
+        yield
         return
+    pending: list[BaseException] = []
+    ended = threading.Event()
 
     def defer(signum, frame):
         exc = KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
-        if _state["pending"] is not None or not _in_java_call(frame, py4j_dir):
+        if pending or not _in_java_call(frame, py4j_dir):
+            pending.clear()     # a second signal: it is the one raised, now
             raise exc
-        _state["pending"] = exc
+        pending.append(exc)
         threading.Thread(target=_cancel_jobs, args=(ended,), name="logetl-cancel-jobs", daemon=True).start()
 
-    ended = threading.Event()
-    taken = {}
-    for signum in (signal.SIGINT, *ENDING_SIGNALS):
-        if _raises_interrupt(signum, signal.getsignal(signum)):
-            taken[signum] = signal.signal(signum, defer)
-    _state["depth"] += 1
+    handlers = {signum: defer for signum in (signal.SIGINT, *ENDING_SIGNALS)
+                if _raises_interrupt(signum, signal.getsignal(signum))}
+    _active["pending"] = pending
     try:
-        yield
+        with signal_handlers(handlers):
+            yield
     finally:
+        _active["pending"] = None
         ended.set()
-        _state["depth"] -= 1
-        for signum, before in taken.items():
-            if signal.getsignal(signum) is defer:   # (PySpark sets its SIGINT handler as its context starts)
-                signal.signal(signum, before)
-        pending, _state["pending"] = _state["pending"], None
-        if pending is not None:
-            raise pending   # in place of the cancelled job's error, or after a call that returned anyway
+        if pending:   # (the handlers are back: no signal adds to it now)
+            raise pending[0]   # in place of the cancelled job's error, or after a call that returned anyway
 
 
 @contextmanager

@@ -281,19 +281,19 @@ class Store:
         if path:
             fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_DIRECTORY)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                except OSError:   # a file system without flock of a directory (NFS, some FUSE): as before
+                    pass
                 yield
             finally:
                 os.close(fd)   # (and the lock with it)
         elif self.engine.dialect.name == "postgresql":
-            with self.engine.connect() as conn:
-                conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": SETUP_LOCK})
-                conn.commit()
-                try:
-                    yield
-                finally:
-                    conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": SETUP_LOCK})
-                    conn.commit()
+            # held by a transaction of its own: released at its end, whatever ends it (an error, a lost
+            # connection), so a connection back in the pool never keeps it
+            with self.engine.begin() as conn:
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SETUP_LOCK})
+                yield
         else:
             yield
 
