@@ -42,6 +42,11 @@ def require(condition: bool, reason: str) -> None:
     pytest.skip(reason)
 
 
+#: a child started as from a terminal, whatever this test run inherited: a CI started in the background
+#: ignores SIGINT, under nohup SIGHUP too, and a child would inherit that (Python then sets no handler)
+DEFAULT_SIGNALS = ["env", "--default-signal=INT,HUP,TERM"]
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1."""
     import socket

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import CORPUS, HERE, corpus, logetl, parts, read, require
+from conftest import CORPUS, DEFAULT_SIGNALS, HERE, corpus, logetl, parts, read, require
 from logetl.job import run_program
 from logetl.listener import FAILED, FlowListener
 
@@ -284,7 +284,7 @@ def test_logetl_debug_shows_the_traceback(tmp_path):
 def test_interrupt_exits_130_and_publishes_nothing(tmp_path):
     log = tmp_path / "big.log"
     log.write_bytes(corpus("corpus.log") * 20000)     # 940,000 lines: a few seconds of parsing
-    proc = subprocess.Popen([sys.executable, "-m", "logetl", "join", str(log), str(tmp_path / "o")],
+    proc = subprocess.Popen([*DEFAULT_SIGNALS, sys.executable, "-m", "logetl", "join", str(log), str(tmp_path / "o")],
                             stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while not any(n.startswith(".o.logetl-") and "work" not in n for n in os.listdir(tmp_path)):

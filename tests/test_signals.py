@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import CORPUS, corpus, parts, read, require, spark_missing
+from conftest import CORPUS, DEFAULT_SIGNALS, corpus, parts, read, require, spark_missing
 from logetl.monitor.store import Store
 
 CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
@@ -21,8 +21,8 @@ SIGNALS = [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminate
            (signal.SIGHUP, 129, "terminated by SIGHUP")]
 
 
-def start(args, cwd, home, **popen):
-    return subprocess.Popen([sys.executable, "-m", "logetl", *args], cwd=cwd,
+def start(args, cwd, home, signals=DEFAULT_SIGNALS, **popen):
+    return subprocess.Popen([*signals, sys.executable, "-m", "logetl", *args], cwd=cwd,
                             env={**os.environ, "LOGETL_HOME": str(home), "LOGETL_MONITOR": "on"}, **popen)
 
 
@@ -77,7 +77,7 @@ def test_a_sighup_the_caller_ignores_stays_ignored(tmp_path):
     work, home = tmp_path / "w", tmp_path / "home"
     work.mkdir()
     p = start(["filter", "--input", "-", "--output", "o"], work, home, stdin=subprocess.PIPE, stderr=subprocess.PIPE,
-              preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+              signals=["env", "--default-signal=INT,TERM", "--ignore-signal=HUP"])
     p.stdin.write(corpus("corpus.log"))
     p.stdin.flush()
     wait_until_staged(p, work)
@@ -181,7 +181,12 @@ def inside_java(monkeypatch):
     from logetl.engines import spark_signals
 
     monkeypatch.setattr(spark_signals, "_in_java_call", lambda frame, py4j_dir: True)
-    return spark_signals
+    # as in a process started from a terminal (this test run may have inherited SIGINT ignored)
+    before = {signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+              signal.SIGTERM: signal.signal(signal.SIGTERM, signal.SIG_DFL)}
+    yield spark_signals
+    for signum, handler in before.items():
+        signal.signal(signum, handler)
 
 
 def test_a_signal_inside_a_java_call_is_raised_when_the_block_ends(inside_java):

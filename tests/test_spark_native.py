@@ -406,13 +406,13 @@ def test_a_ctrl_c_while_the_jvm_has_not_answered_stops_the_jvm_too(tmp_path):
     import signal
     import socket
 
-    from conftest import free_port
+    from conftest import DEFAULT_SIGNALS, free_port
 
     missing = spark_missing()
     require(missing is None, missing or "")
     port = free_port()
     conf = f"spark.driver.extraJavaOptions=-agentlib:jdwp=transport=dt_socket,server=y,suspend=y,address=127.0.0.1:{port}"
-    p = subprocess.Popen([sys.executable, "-m", "logetl", "filter", "--hdfs", "--master", "local[1]", "--conf", conf,
+    p = subprocess.Popen([*DEFAULT_SIGNALS, sys.executable, "-m", "logetl", "filter", "--hdfs", "--master", "local[1]", "--conf", conf,
                           "--input", CORPUS_LOG, "--output", str(tmp_path / "o")],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
