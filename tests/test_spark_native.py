@@ -44,16 +44,19 @@ def arrow_parse(fmt, keep, lines: list[bytes], large: bool = False, cut: tuple[i
     array = pa.array(lines, pa.large_binary() if large else pa.binary())
     if cut:
         array = array.slice(*cut)
-    batch = pa.RecordBatch.from_arrays([array], names=["value"])
+    inputs = pa.array(range(len(array)), pa.int32())   # each line's input index, as the engine gives it
+    batch = pa.RecordBatch.from_arrays([array, inputs], names=["value", "_input"])
     out, = list(parse_batches(spec, iter([batch])))
     columns = [c.to_pylist() for c in out.columns[:len(keep)]]
     status = out.column("_status").to_pylist()
     tsv = b"".join("\t".join(c[i] for c in columns).encode() + b"\n" for i, s in enumerate(status) if s == 0)
     bad = [(i, s) for i, s in enumerate(status) if 1 <= s <= 3]
-    # one row per line, in order; the raw line comes back for malformed lines only (the file and the order
-    # key are added in the JVM, after the parse); the first five malformed lines are marked as samples
+    # one row per line, in order; the raw line comes back for malformed lines only (the order key is added
+    # in the JVM, after the parse), the input's index as it came; the first five malformed lines are marked
+    # as samples
     assert out.num_rows == len(array)
-    assert out.schema.names == [f"__logetl_f{i}" for i in range(len(keep))] + ["_status", "value", "_sample"]
+    assert out.schema.names == [f"__logetl_f{i}" for i in range(len(keep))] + ["_status", "value", "_sample", "_input"]
+    assert out.column("_input").to_pylist() == inputs.to_pylist()
     assert out.column("value").to_pylist() == [array[i].as_py() if 1 <= s <= 3 else None for i, s in enumerate(status)]
     malformed = [i for i, s in enumerate(status) if 1 <= s <= 3]
     assert [i for i, x in enumerate(out.column("_sample").to_pylist()) if x] == malformed[:5]
@@ -111,19 +114,22 @@ def joined_parse(fmt, keep, lines: list[bytes], sinks: tuple, large: bool = Fals
     spec = (None, tuple(range(5)), 4) if fmt.legacy else \
         (fmt.native_program(), tuple(fmt.fields.index(f) for f in keep), fmt.size_index())
     array = pa.array(lines, pa.large_binary() if large else pa.binary())
-    batches = [pa.RecordBatch.from_arrays([array.slice(i, per_batch)], names=["value"])
+    # each batch from an input of its own (its index: the batch's number), as a batch is a part of one file
+    batches = [pa.RecordBatch.from_arrays([array.slice(i, per_batch), pa.array([i // per_batch] * len(array.slice(i, per_batch)),
+                                                                               pa.int32())], names=["value", "_input"])
                for i in range(0, len(lines), per_batch)]
     written = {t: b"" for t in range(len(sinks) + 1)}
     samples, counters = [], dict.fromkeys(COUNTERS, 0)
-    for out in join_batches(spec, sinks, True, iter(batches)):
+    for k, out in enumerate(join_batches(spec, sinks, True, iter(batches))):   # an out batch per batch
         assert out.schema.field("value").type == (pa.large_binary() if large else pa.binary())
         for row in out.to_pylist():
             if row["__logetl_output"] == -1:   # the batch's counters, its last row
                 counters = {c: counters[c] + row[c] for c in COUNTERS}
             elif row["__logetl_output"] == len(sinks) + 1:
                 samples.append((row["_status"], row["value"]))
+                assert row["_input"] == k   # its batch's input
             else:
-                assert row["value"] is not None and row["_status"] is None
+                assert row["value"] is not None and row["_status"] is None and row["_input"] is None
                 written[row["__logetl_output"]] += row["value"] + b"\n"
         assert out.column("__logetl_output").to_pylist()[-1] == -1
     return [written[t] for t in range(len(sinks))], written[len(sinks)], samples, counters

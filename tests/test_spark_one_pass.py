@@ -202,6 +202,48 @@ def test_sinks_of_the_parse_as_it_is_are_joined_by_the_workers(spark_session, tm
     assert [w for w, _, _ in spark.malformed_samples] == [w.rsplit(":", 1)[0] for w, _, _ in local.malformed_samples]
 
 
+@pytest.mark.parametrize("parse", ["native", "builtin"])
+@pytest.mark.parametrize("flow", [two_branches, fields_only], ids=["filtered", "joined"])
+def test_many_input_files_are_parsed_by_one_operator_over_their_union(spark_session, tmp_path, monkeypatch,
+                                                                      flow, parse):
+    """Each input file is read on its own (a read of several orders them by size) and the reads unioned in
+    input order; the parse is one operator over that union, each line's input index going through it.
+    Parsing each read before the union planned one operator per file: 2,000 small files exhausted the
+    driver's memory while it planned them. Over 30 small inputs, malformed lines in a few of them: one
+    mapInArrow on the native path (none on the built-in one), and the local engine's bytes, counters and
+    samples, each sample naming its own input."""
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    lines = corpus("corpus.log").split(b"\n")[:-1]
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for i in range(30):
+        bad = b"not a line %d\n" % i if i in (3, 17, 29) else b""
+        (inputs / f"{i:02d}.log").write_bytes(b"".join(x + b"\n" for x in lines[i % 20: i % 20 + 3]) + bad)
+    mapped = []
+    real = DataFrame.mapInArrow
+    monkeypatch.setattr(DataFrame, "mapInArrow", lambda self, *a, **k: mapped.append(a) or real(self, *a, **k))
+    results = {}
+    for engine in ("local", "spark"):
+        outs = {tap: str(tmp_path / f"{engine}-{tap}") for tap in (s.tap for s in flow().sinks)}
+        results[engine] = run_flow(flow(), str(inputs), outs, engine=engine, trap=str(tmp_path / f"{engine}-trap"),
+                                   **({"engine_options": {"conf": {"logetl.parse": parse}}} if engine == "spark" else {}))
+    assert len(mapped) == (1 if parse == "native" else 0)
+    for tap in [*(s.tap for s in flow().sinks), "trap"]:
+        assert parts(tmp_path / f"spark-{tap}") == parts(tmp_path / f"local-{tap}"), tap
+    assert parts(tmp_path / "spark-trap").endswith(b"not a line 29\n")
+    local, spark = results["local"], results["spark"]
+    assert spark.written == local.written
+    assert (spark.lines_read, spark.malformed) == (local.lines_read, local.malformed)
+    assert spark.lines_read == 93
+    assert [(r, t) for _, r, t in spark.malformed_samples] == [(r, t) for _, r, t in local.malformed_samples]
+    assert [w for w, _, _ in spark.malformed_samples] == [w.rsplit(":", 1)[0] for w, _, _ in local.malformed_samples]
+    # the samples come from several inputs, each named (a wrong index would name another file)
+    assert len({w for w, _, _ in spark.malformed_samples}) > 1
+    for where, _, text in spark.malformed_samples:
+        assert text.encode() + b"\n" in open(where, "rb").read()
+
+
 def test_stored_parts_are_read_with_the_schema_in_their_footer_and_no_job(spark_session, tmp_path):
     """Spark's Parquet writer keeps the written frame's schema in each part's footer: the engine reads it
     there (in the driver), so reading a store back runs no job; Spark's own inference ran one per read

@@ -14,8 +14,9 @@ How the contract and the orderings are kept, so that outputs are byte-identical 
   ``\\r\\z``; Java's regex engine has ASCII classes by default, and ``(?s)`` makes ``.`` match anything.
   The native path casts the raw bytes to binary and the kernel applies the contract itself; both paths
   give each line a ``_status`` (0 kept, 1-3 the reasons in ``contract.REASONS`` order, 4 size ``-``).
-- Input order: one ``read.text`` per input file, unioned in input order (Spark orders the splits of a
-  multi-file read by size); within a file, splits keep their offset order. So partition order is input
+- Input order: one ``read.text`` per input file, each with its input's index, unioned in input order
+  (Spark orders the splits of a multi-file read by size) and then parsed by one operator; within a file,
+  splits keep their offset order. So partition order is input
   order, ``monotonically_increasing_id`` is a global input-order key (``_order``), and a sink of unsorted
   records writes parts whose concatenation in name order is the input order, without a shuffle.
 - TAB/CR in a field: only fields and the separators ' ', '[', ']', '"' precede the end of the size, and
@@ -62,7 +63,7 @@ from logetl import __version__, assembly, contract
 from logetl.errors import RunFailed, UsageError
 from logetl.engines.base import Engine, EngineUnavailable, RunState, StepContext, partitioned_taps
 from logetl.engines.spark_expressions import AGGREGATES, COMPILE, Compiler, column
-from logetl.engines.spark_native import DASH, KEPT, SAMPLE, SAMPLES, STATUS, TAG
+from logetl.engines.spark_native import DASH, INPUT, KEPT, SAMPLE, SAMPLES, STATUS, TAG
 from logetl.engines.spark_progress import StepProgress
 from logetl.engines.spark_signals import between_java_calls, sigint_kept, stopping
 from logetl.io.fs import LocalFS, local_path
@@ -82,7 +83,6 @@ LOGETL_CONF = {PARSE_CONF: ("auto", "native", "builtin"), CDS_CONF: ("auto", "of
 #: what the session's check found, by Spark application: (the executors can run the kernel, why not)
 _NATIVE_CHECKS: dict[str, tuple[bool, str]] = {}
 ORDER = "_order"
-INPUT = "_input"        # the index of a parsed line's input file
 #: how stores (a step's output that later steps read, checkpoints included) are written: without Parquet's
 #: dictionary encoding, which a store (written once, read once) pays for on every high-cardinality string
 #: column (request, time: 2M-line Join, local[*]: the parse-and-store job 7.9 s of executor CPU against
@@ -445,6 +445,15 @@ def _write_failure(exc: Exception) -> Exception | None:
     if _NO_SPACE.search(text):
         return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     return RunFailed(f"writing failed: {_root_cause(text, 'a task failed')}")
+
+
+def _union_all(frames: list):
+    """The frames unioned in their order (partitions too), as a balanced tree: each union is analysed when it
+    is made, and a chain of n (one per input file) walked the chain below it every time, n² in all."""
+    while len(frames) > 1:
+        frames = [frames[i].union(frames[i + 1]) if i + 1 < len(frames) else frames[i]
+                  for i in range(0, len(frames), 2)]
+    return frames[0]
 
 
 def _bad_partition(field: str):
@@ -889,14 +898,9 @@ class SparkEngine(Engine):
 
         # _order, assigned after the parse (which keeps each partition's rows and their order), is the
         # input-order key
-        parse, fields = self._parse_native if self.native else self._parse_builtin, {}
-
-        def parse_one(raw):   # (every input's fields are the same Columns)
-            checked, columns = parse(raw, node)
-            fields.update(columns)
-            return checked
-
-        checked = self._each_input(ctx, parse_one).withColumn(ORDER, F.monotonically_increasing_id())
+        parse = self._parse_native if self.native else self._parse_builtin
+        checked, fields = parse(self._lines(ctx), node)
+        checked = checked.withColumn(ORDER, F.monotonically_increasing_id())
         # _status: 0 kept, 1 2 3 the reasons of contract.REASONS (in their order), 4 dropped (size "-"): a
         # small integer, cheap to count, to cache and to filter on; the reason's name only for malformed lines
         status = F.col(STATUS)
@@ -908,23 +912,25 @@ class SparkEngine(Engine):
         observations.append((node, obs))
         return checked, fields
 
-    def _each_input(self, ctx: StepContext, parse):
-        """The input's lines made rows by ``parse`` (a DataFrame of one file's raw lines -> a DataFrame): one
-        read per input file (its splits in file order), then the input's index added (a constant of the
-        read) and the inputs unioned in input order, so the union's partitions are in input order."""
+    def _lines(self, ctx: StepContext):
+        """The input's lines, one row each (``value``, the raw line; ``_input``, its input's index), in input
+        order: one read per input file (its splits in file order, where a read of several files orders them
+        by size), each with its index (a constant of the read), unioned in input order, so the union's
+        partitions are in input order. The parse is then one operator over the union: parsing each file's
+        read and unioning those planned an operator (a Python one, on the native path) per file, and 2,000
+        small files exhausted the driver's memory while it planned them."""
         from pyspark.sql import functions as F
 
         read = self.session().read.option("lineSep", "\n")
-        parsed = [parse(read.text(f)).withColumn(INPUT, F.lit(i)) for i, f in enumerate(ctx.taps.inputs)]
-        return reduce(lambda a, b: a.union(b), parsed)
+        return _union_all([read.text(f).withColumn(INPUT, F.lit(i)) for i, f in enumerate(ctx.taps.inputs)])
 
     @staticmethod
-    def _binary_lines(raw):
-        """The raw bytes of each line as binary (a cast that keeps them, invalid UTF-8 included): what the
-        kernel on the executors is given."""
+    def _binary_lines(lines):
+        """The raw bytes of each line as binary (a cast that keeps them, invalid UTF-8 included), with its
+        input's index: what the kernel on the executors is given."""
         from pyspark.sql import functions as F
 
-        return raw.select(F.col("value").cast("binary").alias("value"))
+        return lines.select(F.col("value").cast("binary").alias("value"), INPUT)
 
     @staticmethod
     def _sample_line(status, text):
@@ -955,17 +961,18 @@ class SparkEngine(Engine):
         return records, malformed
 
     @staticmethod
-    def _parse_native(raw, node):
-        """The lines parsed by logetl's kernel on the executors (``spark_native``): ``raw`` with the
-        fields and ``_status``; the fields by name."""
+    def _parse_native(lines, node):
+        """The lines (``_lines``) parsed by logetl's kernel on the executors (``spark_native``): the fields,
+        ``_status``, the raw ``value`` of malformed lines, ``_sample`` and ``_input``; the fields by name."""
         from pyspark.sql import functions as F
 
         from logetl.engines.spark_native import field_column, parse_batches
 
         spec = SparkEngine._native_spec(node)
         columns = [field_column(i) for i in range(len(node.fields))]
-        schema = ", ".join([f"{c} string" for c in columns] + [f"{STATUS} tinyint", "value binary", f"{SAMPLE} boolean"])
-        checked = SparkEngine._binary_lines(raw).mapInArrow(partial(parse_batches, spec), schema)
+        schema = ", ".join([f"{c} string" for c in columns]
+                           + [f"{STATUS} tinyint", "value binary", f"{SAMPLE} boolean", f"{INPUT} int"])
+        checked = SparkEngine._binary_lines(lines).mapInArrow(partial(parse_batches, spec), schema)
         return checked, {f: F.col(c) for f, c in zip(node.fields, columns)}
 
     @staticmethod
@@ -979,7 +986,7 @@ class SparkEngine(Engine):
 
     @staticmethod
     def _parse_builtin(raw, node):
-        """The lines parsed by Spark's regular expressions (Java's): ``raw`` with the fields' TSV and
+        """The lines (``_lines``) parsed by Spark's regular expressions (Java's): with the fields' TSV and
         ``_status``; the fields by name."""
         from pyspark.sql import functions as F
 
@@ -1147,7 +1154,7 @@ class SparkEngine(Engine):
         parse = next(n for n in step.nodes if isinstance(n, assembly.Parse))
         nodes = [n for n in step.nodes if not isinstance(n, (assembly.Source, assembly.Parse))]
         work = partial(join_batches, self._native_spec(parse), sinks, ctx.state.trap is not None)
-        rows = self._each_input(ctx, lambda raw: self._binary_lines(raw).mapInArrow(work, joined_schema()))
+        rows = self._binary_lines(self._lines(ctx)).mapInArrow(work, joined_schema())
         counted = Observation(f"logetl_{next(_OBSERVATIONS)}")
         kept = F.sum("kept")
         rows = rows.observe(counted, F.sum("lines").alias("lines"),
@@ -1347,7 +1354,7 @@ class SparkEngine(Engine):
         schema = self._written_schema(fs, fs.join(directory, files[0]))
         first = (spark.read if schema is None else spark.read.schema(schema)).parquet(fs.join(directory, files[0]))
         rest = [spark.read.schema(first.schema).parquet(fs.join(directory, n)) for n in files[1:]]
-        return reduce(lambda a, b: a.union(b), [first, *rest])
+        return _union_all([first, *rest])
 
     #: where Spark's Parquet writer keeps the written frame's schema, in the file's footer
     SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"

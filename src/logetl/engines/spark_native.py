@@ -6,11 +6,12 @@ the JVM keeps them, and Arrow's binary type is never validated), and ``logetl._s
 the batch in place, reading the array's offsets and data buffers (no copy, no separators needed). What
 goes back is one row per line, in the batch's order: the fields (empty unless the line is kept), a status
 byte (0 kept, 1/2/3 the malformed reasons, 4 a size of ``-``), and, for malformed lines only, the raw
-line. So partitions keep their rows and their order, and the engine adds the input-order key and the
-input's index (a constant of each input's read) after the parse, then counts, filters and traps exactly as on its
-built-in path. Only the lines make the round trip to Python: sending each line's file name and order key
-there and back cost as much as a third of the round trip (2M lines, ``local[*]``: 2.4-3.3 s against
-1.8-2.4 s for a noop write through an identity ``mapInArrow``).
+line, and the line's input index as it came (``_input``: the parse is one operator over the union of every
+input's read, each read giving its index). So partitions keep their rows and their order, and the engine
+adds the input-order key after the parse, then counts, filters and traps exactly as on its built-in path.
+Besides the lines, only that 32-bit index makes the round trip to Python: sending each line's file name
+and order key there and back cost as much as a third of the round trip (2M lines, ``local[*]``: 2.4-3.3 s
+against 1.8-2.4 s for a noop write through an identity ``mapInArrow``); the index cost nothing measurable.
 
 This module is imported by the executors' Python workers (``parse_batches`` is pickled by reference):
 it must import nothing the workers may lack beyond pyarrow and logetl's kernel. ``probe`` is the
@@ -24,6 +25,8 @@ STATUS = "_status"
 SAMPLE = "_sample"
 SAMPLES = 5
 KEPT, DASH = 0, 4
+#: the index of a line's input file (the engine's column, given with each line and given back)
+INPUT = "_input"
 #: status byte -> 1 for the malformed reasons (1, 2, 3), 0 otherwise (bytes.translate)
 _MALFORMED = bytes(1 if 1 <= b <= 3 else 0 for b in range(256))
 
@@ -35,7 +38,8 @@ def field_column(i: int) -> str:
 
 def parse_batches(spec: tuple, batches):
     """mapInArrow's function: ``spec`` = (program or None for the original expression, output field
-    indexes, size field index); the batches' one column is ``value`` (binary)."""
+    indexes, size field index); the batches' columns are ``value`` (binary) and ``_input`` (the line's
+    input's index), which goes back as it came."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -71,8 +75,9 @@ def parse_batches(spec: tuple, batches):
         else:
             raw = pa.nulls(n, binary)
         sampled = pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(sample)]).cast(pa.bool_())
-        yield pa.RecordBatch.from_arrays([*fields, codes, raw, sampled],
-                                         names=[*(field_column(i) for i in range(len(out))), STATUS, "value", SAMPLE])
+        yield pa.RecordBatch.from_arrays([*fields, codes, raw, sampled, batch.column(1)],
+                                         names=[*(field_column(i) for i in range(len(out))), STATUS, "value", SAMPLE,
+                                                INPUT])
 
 
 def probe(_):
@@ -138,15 +143,16 @@ COUNTERS = ("lines", "reason1", "reason2", "reason3", "dash", "kept")
 
 
 def joined_schema() -> str:
-    return ", ".join([f"{TAG} int", "value binary", f"{STATUS} tinyint", *(f"{c} long" for c in COUNTERS)])
+    return ", ".join([f"{TAG} int", "value binary", f"{STATUS} tinyint", f"{INPUT} int",
+                      *(f"{c} long" for c in COUNTERS)])
 
 
 def join_batches(spec: tuple, sinks: tuple, trap: bool, batches):
     """mapInArrow's function for a step whose sinks take the parse's records as they are (fields chosen,
     reordered, renamed; no filter, nothing computed): ``parse_batches``, then per batch one row per sink
     holding its TSV lines joined by ``\\n`` (the text writer ends the row with the last one's), one row of
-    the trap's raw lines joined the same way, one row per sample line (``_status`` set), and one row of the
-    batch's counters (tag -1). ``sinks``: each sink's fields, as indexes into the parse's fields (spec's
+    the trap's raw lines joined the same way, one row per sample line (``_status`` and ``_input`` set), and
+    one row of the batch's counters (tag -1). ``sinks``: each sink's fields, as indexes into the parse's fields (spec's
     out). Tags: sink i is i, the trap len(sinks), the samples len(sinks) + 1.
 
     The executors' JVM then handles a few rows per batch instead of one per line and output: 2M-line
@@ -164,11 +170,11 @@ def join_batches(spec: tuple, sinks: tuple, trap: bool, batches):
         return pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(line)], pa.int32()), line), b"\n")[0].as_py()
 
     for batch in parse_batches(spec, batches):
-        n_fields = batch.num_columns - 3
+        n_fields = batch.num_columns - 4   # then the status, the raw line, the sample flag, the input
         status = batch.column(n_fields)
         counts = pc.value_counts(status).to_pylist()
         by_code = {c["values"]: c["counts"] for c in counts}
-        tags, values, codes = [], [], []
+        tags, values, codes, inputs = [], [], [], []
         kept = by_code.get(KEPT, 0)
         if kept:
             mask = pc.equal(status, KEPT)
@@ -177,19 +183,21 @@ def join_batches(spec: tuple, sinks: tuple, trap: bool, batches):
             for t, chosen in enumerate(sinks):
                 if chosen not in made:
                     made[chosen] = lines([fields[i] for i in chosen])
-                tags.append(t), values.append(made[chosen]), codes.append(None)
+                tags.append(t), values.append(made[chosen]), codes.append(None), inputs.append(None)
         bad = sum(by_code.get(c, 0) for c in (1, 2, 3))
         if bad:
             raw = batch.column(n_fields + 1)
             if trap:
                 tags.append(trap_tag), values.append(lines([raw.drop_null()])), codes.append(None)
-            sampled = pc.filter(pa.record_batch([raw, status], names=["v", "s"]), batch.column(n_fields + 2))
-            for v, s in zip(sampled.column(0).to_pylist(), sampled.column(1).to_pylist()):
-                tags.append(samples_tag), values.append(v), codes.append(s)
+                inputs.append(None)
+            sampled = pc.filter(pa.record_batch([raw, status, batch.column(n_fields + 3)], names=["v", "s", "i"]),
+                                batch.column(n_fields + 2))
+            for v, s, i in zip(*(c.to_pylist() for c in sampled.columns)):
+                tags.append(samples_tag), values.append(v), codes.append(s), inputs.append(i)
         n = len(tags)
         binary = batch.column(n_fields + 1).type   # the raw lines': large when Spark asks for large types
         columns = [pa.array(tags + [-1], pa.int32()), pa.array(values + [None], binary),
-                   pa.array(codes + [None], pa.int8())]
+                   pa.array(codes + [None], pa.int8()), pa.array(inputs + [None], pa.int32())]
         row = [batch.num_rows, by_code.get(1, 0), by_code.get(2, 0), by_code.get(3, 0), by_code.get(DASH, 0), kept]
         columns += [pa.array([None] * n + [c], pa.int64()) for c in row]
-        yield pa.RecordBatch.from_arrays(columns, names=[TAG, "value", STATUS, *COUNTERS])
+        yield pa.RecordBatch.from_arrays(columns, names=[TAG, "value", STATUS, INPUT, *COUNTERS])
