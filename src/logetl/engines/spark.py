@@ -917,8 +917,8 @@ class SparkEngine(Engine):
         order: one read per input file (its splits in file order, where a read of several files orders them
         by size), each with its index (a constant of the read), unioned in input order, so the union's
         partitions are in input order. The parse is then one operator over the union: parsing each file's
-        read and unioning those planned an operator (a Python one, on the native path) per file, and 2,000
-        small files exhausted the driver's memory while it planned them."""
+        read and unioning those planned an operator (a Python one, on the native path) per file (500 small
+        files, ``local[1]``: 146 s then, 103 s now; see the README's "Many input files on Spark")."""
         from pyspark.sql import functions as F
 
         read = self.session().read.option("lineSep", "\n")
