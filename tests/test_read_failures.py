@@ -4,10 +4,11 @@ and writer on stderr."""
 from __future__ import annotations
 
 import gzip
+import re
 
 import pytest
 
-from conftest import parts
+from conftest import logetl, parts, require, spark_missing
 
 import logetl.api as L
 from logetl.io.inputs import InputReadError
@@ -162,10 +163,11 @@ def _link(path: str) -> str:
         return ""
 
 
-def test_the_jvm_stderr_drops_only_the_daemons_broken_pipe_traceback(capfd):
+def test_the_jvm_stderr_drops_only_the_daemons_broken_pipe_traceback_and_a_broadcast_not_stored(capfd):
     """What logetl passes on of the Spark driver JVM's stderr: a traceback of PySpark's daemon ending in
-    BrokenPipeError (a worker cut off by a failed job) is dropped whole; any other traceback, and every
-    other line, is passed on as it came."""
+    BrokenPipeError (a worker cut off by a failed job) is dropped whole, and so is Spark's log line of a
+    broadcast it could not store (its exception fails the call, which the run's error line says); any other
+    traceback, and every other line, is passed on as it came."""
     import os
 
     from logetl.engines.spark_launch import JvmStderr
@@ -176,8 +178,10 @@ def test_the_jvm_stderr_drops_only_the_daemons_broken_pipe_traceback(capfd):
               b"BrokenPipeError: [Errno 32] Broken pipe\n"]
     other = [b"Traceback (most recent call last):\n", b'  File "/u/flow.py", line 3, in f\n',
              b"BrokenPipeError: [Errno 32] Broken pipe\n"]
+    # recorded from a driver that ran out of memory (the next test's run)
+    broadcast = b"26/11/24 22:45:51 ERROR TorrentBroadcast: Store broadcast broadcast_89 fail, remove all pieces of the broadcast\n"
     lines = [b"WARNING: Using incubator modules: jdk.incubator.vector\n", b"26/11/24 ERROR x: y\n", *daemon,
-             *other, b"last line\n"]
+             broadcast, *other, b"last line\n"]
     capfd.readouterr()
     stderr = JvmStderr()
     # a second write end, opened before launched() closes the pipe's own (after it, the reader could see
@@ -188,3 +192,74 @@ def test_the_jvm_stderr_drops_only_the_daemons_broken_pipe_traceback(capfd):
     os.close(write)
     stderr._thread.join(10)
     assert capfd.readouterr().err.encode() == b"26/11/24 ERROR x: y\n" + b"".join(other) + b"last line\n"
+
+
+#: what the driver's py4j call raised when 2,000 small input files ran it out of memory (recorded from
+#: ``logetl filter --hdfs --master local[1] --conf spark.driver.memory=512m --input DIR ...``; 3 of its 64
+#: "at" lines kept)
+RECORDED_OUT_OF_MEMORY = (
+    "An error occurred while calling o62400.text.\n"
+    ": java.lang.OutOfMemoryError: GC overhead limit exceeded\n"
+    "\tat scala.collection.immutable.BitmapIndexedSetNode.mergeTwoKeyValPairs(HashSet.scala:751)\n"
+    "\tat scala.collection.immutable.HashSetBuilder.update(HashSet.scala:2026)\n"
+    "\tat scala.collection.Iterator$$anon$10.hasNext(Iterator.scala:611)\n")
+
+
+@pytest.mark.parametrize("master, settings, line", [
+    ("local[1]", {"spark.driver.memory": "512m"},
+     "Spark ran out of memory (GC overhead limit exceeded): give the driver more (it had 512m: e.g. "
+     "--conf spark.driver.memory=1g)"),
+    ("local[*]", {},
+     "Spark ran out of memory (GC overhead limit exceeded): give the driver more (it had 1g: e.g. "
+     "--conf spark.driver.memory=2g)"),
+    ("spark://127.0.0.1:7077", {"spark.driver.memory": "1536m", "spark.executor.memory": "3g"},
+     "Spark ran out of memory (GC overhead limit exceeded): give the driver more (it had 1536m: e.g. "
+     "--conf spark.driver.memory=3g) or the executors more (they had 3g: e.g. --conf spark.executor.memory=6g)"),
+])
+def test_a_jvm_out_of_memory_is_one_line_naming_the_setting_that_gives_it_more(master, settings, line):
+    """Java's OutOfMemoryError (its text as the failed call gives it, with its trace) as the run's one line:
+    which memory ran out, how much it had and a setting that doubles it. On a local master the tasks run in
+    the driver; on a cluster the executors may be the ones, and both are named."""
+    from logetl.engines.spark import _memory_failure
+    from logetl.errors import RunFailed
+
+    failure = _memory_failure(Exception(RECORDED_OUT_OF_MEMORY), master, settings.get)
+    assert isinstance(failure, RunFailed) and str(failure) == line
+    assert _memory_failure(Exception("An error occurred while calling o1.text.\n: java.io.IOException: x"),
+                           master, settings.get) is None
+
+
+@pytest.mark.parametrize("size, twice", [("512m", "1g"), ("1g", "2g"), ("1024", "2g"), ("768M", "1536m"),
+                                         ("3g", "6g"), ("2048k", "4m"), ("1t", "2048g"), ("lots", None)])
+def test_twice_a_spark_memory_size(size, twice):
+    from logetl.engines.spark import _twice
+
+    assert _twice(size) == twice
+
+
+def test_a_spark_driver_out_of_memory_fails_the_run_in_one_line(tmp_path):
+    """A real driver out of memory: 250 small input files planned in a 128 MB heap (Spark's floor for its
+    heap is lifted with its testing setting, so that the run fails in seconds, not after minutes with 2,000
+    files in 512 MB, where the line was recorded). The run ends in the one line that names the setting,
+    exit 1, with no Java trace or log line and no output. Which of Java's two reasons comes first depends
+    on the garbage collector's timing: either is accepted."""
+    missing = spark_missing()
+    require(missing is None, missing or "")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    lines = [f'10.0.0.{i % 250} - - [17/May/2015:10:00:00 +0000] "GET /images/{i} HTTP/1.1" 200 {i} "-" "a"\n'
+             for i in range(750)]
+    for i in range(250):
+        (logs / f"{i:03d}.log").write_text("".join(lines[3 * i:3 * i + 3]))
+    # the built-in parse: no check job before the run (the memory runs out while the scans are planned)
+    p = logetl("filter", "--hdfs", "--master", "local[1]", "--conf", "logetl.parse=builtin",
+               "--conf", "spark.driver.memory=128m", "--conf", "spark.testing.reservedMemory=0",
+               "--input", str(logs), "--output", str(tmp_path / "o"))
+    err = p.stderr.decode()
+    assert p.returncode == 1, err[-3000:]
+    line = re.fullmatch(r"Error: filter failed: (Spark ran out of memory \((.+)\): give the driver more "
+                        r"\(it had 128m: e\.g\. --conf spark\.driver\.memory=256m\))", err.splitlines()[-1])
+    assert line is not None and line[2] in ("Java heap space", "GC overhead limit exceeded"), err[-3000:]
+    assert f"  error: {line[1]}" in err.splitlines()
+    assert "Traceback" not in err and "\tat " not in err and "ERROR" not in err and "Exception" not in err, err
+    assert not (tmp_path / "o").exists()

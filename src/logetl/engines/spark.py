@@ -447,6 +447,38 @@ def _write_failure(exc: Exception) -> Exception | None:
     return RunFailed(f"writing failed: {_root_cause(text, 'a task failed')}")
 
 
+#: Java's OutOfMemoryError, as the failed call's text gives it (": java.lang.OutOfMemoryError: Java heap space")
+_OUT_OF_MEMORY = re.compile(r"java\.lang\.OutOfMemoryError(?:: ([^\n]*))?")
+#: a memory setting's value as Spark reads it: a number and a unit (none: MiB)
+_MEMORY_SIZE = re.compile(r"(\d+)\s*([kmgt]?)b?", re.I)
+
+
+def _twice(size: str) -> str | None:
+    """Twice a Spark memory size (``512m`` -> ``1g``), in g when whole, else in m; None if unreadable."""
+    found = _MEMORY_SIZE.fullmatch(size.strip())
+    if found is None:
+        return None
+    mib = 2 * int(found.group(1)) * {"k": 1 / 1024, "": 1, "m": 1, "g": 1024, "t": 1024 ** 2}[found.group(2).lower()]
+    return f"{int(mib // 1024)}g" if mib >= 1024 and mib % 1024 == 0 else f"{max(int(mib), 1)}m"
+
+
+def _memory_failure(exc: Exception, master: str, setting) -> RunFailed | None:
+    """A JVM that ran out of memory, in one line naming the setting that gives it more, else None.
+    ``setting(key)`` is the session's value of a setting, or None. On a local master the tasks run in the
+    driver, whose memory is then the one; on a cluster it may be the driver's (planning, thousands of
+    input files) or an executor's (a task), and both are named."""
+    found = _OUT_OF_MEMORY.search(str(exc))
+    if found is None:
+        return None
+    advice = []
+    for side, they in [("driver", "it")] + ([] if master.startswith("local") else [("executors", "they")]):
+        key = f"spark.{side.rstrip('s')}.memory"
+        had = setting(key) or "1g"            # Spark's default, for both
+        advice.append(f"the {side} more ({they} had {had}: e.g. --conf {key}={_twice(had) or 'SIZE'})")
+    return RunFailed(f"Spark ran out of memory ({(found.group(1) or 'OutOfMemoryError').strip()}): give "
+                     + " or ".join(advice))
+
+
 def _union_all(frames: list):
     """The frames unioned in their order (partitions too), as a balanced tree: each union is analysed when it
     is made, and a chain of n (one per input file) walked the chain below it every time, n² in all."""
@@ -1414,10 +1446,19 @@ class SparkEngine(Engine):
                 state.lines_read = None
             if not isinstance(exc, Exception):
                 raise
-            failure = _read_failure(exc) or _write_failure(exc)
+            failure = _read_failure(exc) or _write_failure(exc) or _memory_failure(
+                exc, self._spark.sparkContext.master if self._spark is not None else "", self._setting)
             if failure is None:
                 raise
             raise failure from exc
+
+    def _setting(self, key: str) -> str | None:
+        """A setting of the running session (--conf, spark-defaults.conf, spark-submit's), or None: read
+        after a failure, when the JVM may not answer."""
+        try:
+            return self._spark.sparkContext._conf.get(key)
+        except Exception:
+            return self.conf.get(key)
 
     def _execute_step(self, ctx: StepContext, step: assembly.Step, state) -> None:
         if self._in_one_pass(ctx, step):
