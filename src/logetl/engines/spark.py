@@ -408,10 +408,10 @@ PARTITION_REFUSED = "logetl: a partition value no directory name can hold"
 _ESCAPED_CLASS = r"""[\x01-\x1f"#%'*/:=?\\\x7f{\[\]^]"""
 
 
-def _read_failure(exc: Exception) -> InputReadError | None:
-    """A job that failed reading an input (a truncated or corrupt compressed file) as the local engine
-    says it, in one line: ``cannot read input 'FILE': REASON`` (Spark's root cause), else None."""
-    text = str(exc)
+def _read_failure(text: str) -> InputReadError | None:
+    """A job that failed reading an input (a truncated or corrupt compressed file), its failure's ``text``,
+    as the local engine says it, in one line: ``cannot read input 'FILE': REASON`` (Spark's root cause),
+    else None."""
     found = _READ_FAILED.search(text)
     if found is None:
         return None
@@ -441,11 +441,10 @@ _WRITE_FAILED = re.compile(r"\[TASK_WRITE_FAILED\]")
 _NO_SPACE = re.compile(r"^Caused by: [\w.$]+: (?:[\w.$]+: )*No space left on device", re.M)
 
 
-def _write_failure(exc: Exception) -> Exception | None:
-    """A job that failed writing, in one line as the local engine says it, else None: a full file system is
-    the OSError ENOSPC (the run then names which of its places are full), anything else
-    ``writing failed: REASON`` (Spark's root cause, without its traces)."""
-    text = str(exc)
+def _write_failure(text: str) -> Exception | None:
+    """A job that failed writing (its failure's ``text``), in one line as the local engine says it, else
+    None: a full file system is the OSError ENOSPC (the run then names which of its places are full),
+    anything else ``writing failed: REASON`` (Spark's root cause, without its traces)."""
     if not _WRITE_FAILED.search(text):
         return None
     if _NO_SPACE.search(text):
@@ -453,10 +452,15 @@ def _write_failure(exc: Exception) -> Exception | None:
     return RunFailed(f"writing failed: {_root_cause(text, 'a task failed')}")
 
 
-#: Java's OutOfMemoryError, as the failed call's text gives it (": java.lang.OutOfMemoryError: Java heap space")
-_OUT_OF_MEMORY = re.compile(r"java\.lang\.OutOfMemoryError(?:: ([^\n]*))?")
+#: Java's OutOfMemoryError as a failure's text gives it: thrown by the call (": java.lang.OutOfMemoryError:
+#: ..."), as a cause, or as a task's failure ("(TID 3) (host executor 1): java.lang.OutOfMemoryError: ...")
+_OUT_OF_MEMORY = re.compile(r"(?:^: |^Caused by: |\): )java\.lang\.OutOfMemoryError(?:: ([^\n]*))?", re.M)
+#: the reasons that more heap cures (a bare OutOfMemoryError is one): not Metaspace, direct buffers,
+#: native threads or an array past the VM's limit
+_HEAP_REASONS = ("Java heap space", "GC overhead limit exceeded", "")
 #: a memory setting's value as Spark reads it: a number and a unit (none: MiB)
-_MEMORY_SIZE = re.compile(r"(\d+)\s*([kmgt]?)b?", re.I)
+_MEMORY_SIZE = re.compile(r"(\d+)\s*b|(\d+)\s*([kmgtp]?)b?", re.I)
+_MIB = {"k": 1 / 1024, "": 1, "m": 1, "g": 1024, "t": 1024 ** 2, "p": 1024 ** 3}
 
 
 def _twice(size: str) -> str | None:
@@ -464,25 +468,33 @@ def _twice(size: str) -> str | None:
     found = _MEMORY_SIZE.fullmatch(size.strip())
     if found is None:
         return None
-    mib = 2 * int(found.group(1)) * {"k": 1 / 1024, "": 1, "m": 1, "g": 1024, "t": 1024 ** 2}[found.group(2).lower()]
-    return f"{int(mib // 1024)}g" if mib >= 1024 and mib % 1024 == 0 else f"{max(int(mib), 1)}m"
+    mib = 2 * (int(found.group(1)) / 2 ** 20 if found.group(1) else int(found.group(2)) * _MIB[found.group(3).lower()])
+    return f"{int(mib // 1024)}g" if mib >= 1024 and mib % 1024 == 0 else f"{max(round(mib), 1)}m"
 
 
-def _memory_failure(exc: Exception, master: str, setting) -> RunFailed | None:
-    """A JVM that ran out of memory, in one line naming the setting that gives it more, else None.
-    ``setting(key)`` is the session's value of a setting, or None. On a local master the tasks run in the
-    driver, whose memory is then the one; on a cluster it may be the driver's (planning, thousands of
-    input files) or an executor's (a task), and both are named."""
-    found = _OUT_OF_MEMORY.search(str(exc))
+def _memory_failure(text: str, master: str, memory: dict, launched: bool) -> RunFailed | None:
+    """A JVM that ran out of memory, in one line, else None: when more heap cures it, the line names the
+    setting that gives it more, with what it had (``memory``: the session's ``spark.driver.memory`` and
+    ``spark.executor.memory``, None where unset). On a local master the tasks run in the driver, whose
+    memory is then the one; on a cluster it may be the driver's (planning, thousands of input files) or an
+    executor's (a task), and both are named. A JVM logetl did not launch (spark-submit, a session of the
+    caller's) took its memory when it started: spark-submit's options are named."""
+    found = _OUT_OF_MEMORY.search(text)
     if found is None:
         return None
+    reason = (found.group(1) or "").strip()
+    line = f"Spark ran out of memory ({reason or 'OutOfMemoryError'})"
+    if reason not in _HEAP_REASONS:
+        return RunFailed(line)
     advice = []
-    for side, they in [("driver", "it")] + ([] if master.startswith("local") else [("executors", "they")]):
+    local = master == "local" or master.startswith("local[")
+    for side, they in [("driver", "it")] + ([] if local else [("executors", "they")]):
         key = f"spark.{side.rstrip('s')}.memory"
-        had = setting(key) or "1g"            # Spark's default, for both
-        advice.append(f"the {side} more ({they} had {had}: e.g. --conf {key}={_twice(had) or 'SIZE'})")
-    return RunFailed(f"Spark ran out of memory ({(found.group(1) or 'OutOfMemoryError').strip()}): give "
-                     + " or ".join(advice))
+        had = memory.get(key) or "1g"            # Spark's default, for both
+        more = _twice(had) or "SIZE"
+        how = f"--conf {key}={more}" if launched else f"spark-submit --{side.rstrip('s')}-memory {more}"
+        advice.append(f"the {side} more ({they} had {had}: e.g. {how})")
+    return RunFailed(f"{line}: give " + " or ".join(advice))
 
 
 def _union_all(frames: list):
@@ -705,6 +717,8 @@ class SparkEngine(Engine):
         self._shipping = None    # spark.archives being added to the running session (session)
         self._owns_session = False
         self.native = False      # the parse path of this engine's runs, chosen by ready
+        self._launched = False   # whether this engine launched the driver JVM (the settings of its memory are ours)
+        self._memory: dict = {}  # the session's memory settings (session)
 
     # --- the session ------------------------------------------------------------------------------------
 
@@ -775,6 +789,7 @@ class SparkEngine(Engine):
         for k, v in conf.items():
             builder = builder.config(k, v)
         self._owns_session = active is None and not under_submit
+        self._launched = launching and active is None
         try:
             # a signal while the JVM answers is raised when it has (spark_signals); PySpark's SIGINT handler
             # is not kept for a session of logetl's
@@ -791,6 +806,9 @@ class SparkEngine(Engine):
             given = f" with {', '.join(f'--conf {k}={v}' for k, v in self.conf.items())}" if self.conf else ""
             raise EngineUnavailable(f"cannot start Spark ({master or 'from spark-submit'}){given}: "
                                     f"{str(exc).strip().splitlines()[0]}") from None
+        # what a run out of memory names (_memory_failure): read now, as the JVM may not answer after it
+        jconf = self._spark.sparkContext._conf
+        self._memory = {k: jconf.get(k) for k in ("spark.driver.memory", "spark.executor.memory")}
         if shipped:
             self._shipping = _Shipping(self._spark.sparkContext, shipped)
         self._spark.sparkContext.setLogLevel(os.environ.get("LOGETL_SPARK_LOG_LEVEL", "ERROR"))
@@ -1452,19 +1470,13 @@ class SparkEngine(Engine):
                 state.lines_read = None
             if not isinstance(exc, Exception):
                 raise
-            failure = _read_failure(exc) or _write_failure(exc) or _memory_failure(
-                exc, self._spark.sparkContext.master if self._spark is not None else "", self._setting)
+            text = str(exc)   # (a py4j error's text is a round trip to the JVM: made once)
+            # memory first: a task that ran out of it while reading or writing fails that read or write
+            failure = _memory_failure(text, self._spark.sparkContext.master if self._spark is not None else "",
+                                      self._memory, self._launched) or _read_failure(text) or _write_failure(text)
             if failure is None:
                 raise
             raise failure from exc
-
-    def _setting(self, key: str) -> str | None:
-        """A setting of the running session (--conf, spark-defaults.conf, spark-submit's), or None: read
-        after a failure, when the JVM may not answer."""
-        try:
-            return self._spark.sparkContext._conf.get(key)
-        except Exception:
-            return self.conf.get(key)
 
     def _execute_step(self, ctx: StepContext, step: assembly.Step, state) -> None:
         if self._in_one_pass(ctx, step):

@@ -14,8 +14,9 @@ process, so that a run says what it has to say and nothing else.
   announces it on stderr ("WARNING: Using incubator modules: ..."): a line on every run, ``-q`` too, that
   says nothing to a user. That exact line is dropped, and so is the traceback of a ``BrokenPipeError`` in
   PySpark's daemon (``pyspark/daemon.py``), which a Python worker cut off by a failed job prints, and
-  Spark's log line of a broadcast it could not store (``TorrentBroadcast``: the JVM out of memory), whose
-  exception reaches the failed call and so the run's one error line; everything
+  Spark's log line of a broadcast it could not store (``TorrentBroadcast``, whatever the failure: it is
+  rethrown to the call, the job or the stage that made the broadcast, which the run's error line says);
+  everything
   else the JVM writes (Spark's errors, its log at ``LOGETL_SPARK_LOG_LEVEL``) is passed on to this
   process's stderr as it comes.
 
@@ -35,8 +36,8 @@ import time
 INCUBATOR = re.compile(rb"WARNING: Using incubator modules: [\w.,]+\r?\n")
 #: the last line of the traceback PySpark's daemon prints when a failed job cuts its worker off
 DAEMON_BROKEN_PIPE = re.compile(rb"BrokenPipeError: \[Errno 32\] Broken pipe\r?\n?$")
-#: Spark's log line of a broadcast it failed to store, then throws to the call that made the broadcast
-#: (seen when the driver ran out of memory planning many input files' scans)
+#: Spark's log line of a broadcast it failed to store, for any failure, which it then rethrows to whatever
+#: made the broadcast (seen when the driver ran out of memory planning many input files' scans)
 BROADCAST_NOT_STORED = re.compile(
     rb"\S+ \S+ ERROR TorrentBroadcast: Store broadcast broadcast_\d+ fail, remove all pieces of the broadcast\r?\n")
 #: how a JVM that failed in its main thread (spark-submit refusing an argument) says why
