@@ -16,9 +16,8 @@ process, so that a run says what it has to say and nothing else.
   PySpark's daemon (``pyspark/daemon.py``), which a Python worker cut off by a failed job prints, and
   Spark's log line of a broadcast it could not store (``TorrentBroadcast``, whatever the failure: it is
   rethrown to the call, the job or the stage that made the broadcast, which the run's error line says);
-  everything
-  else the JVM writes (Spark's errors, its log at ``LOGETL_SPARK_LOG_LEVEL``) is passed on to this
-  process's stderr as it comes.
+  everything else the JVM writes (Spark's errors, its log at ``LOGETL_SPARK_LOG_LEVEL``) is passed on to
+  this process's stderr as it comes.
 
 The gateway is PySpark's own (``launch_gateway``, whose ``popen_kwargs`` exist for this), handed to
 ``SparkContext`` before the session is built, as PySpark does when it launches it itself.
