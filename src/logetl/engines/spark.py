@@ -16,9 +16,9 @@ How the contract and the orderings are kept, so that outputs are byte-identical 
   give each line a ``_status`` (0 kept, 1-3 the reasons in ``contract.REASONS`` order, 4 size ``-``).
 - Input order: one ``read.text`` per input file, each with its input's index, unioned in input order
   (Spark orders the splits of a multi-file read by size) and then parsed by one operator; within a file,
-  splits keep their offset order. So partition order is input
-  order, ``monotonically_increasing_id`` is a global input-order key (``_order``), and a sink of unsorted
-  records writes parts whose concatenation in name order is the input order, without a shuffle.
+  splits keep their offset order. So partition order is input order, ``monotonically_increasing_id`` is
+  a global input-order key (``_order``), and a sink of unsorted records writes parts whose concatenation
+  in name order is the input order, without a shuffle.
 - TAB/CR in a field: only fields and the separators ' ', '[', ']', '"' precede the end of the size, and
   ident, user and status cannot hold TAB/CR; so a field holds one exactly when the TSV of the five fields
   holds a CR or more than four TABs.
