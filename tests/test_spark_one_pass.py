@@ -206,10 +206,10 @@ def test_sinks_of_the_parse_as_it_is_are_joined_by_the_workers(spark_session, tm
 @pytest.mark.parametrize("flow", [two_branches, fields_only], ids=["filtered", "joined"])
 def test_many_input_files_are_parsed_by_one_operator_over_their_union(spark_session, tmp_path, monkeypatch,
                                                                       flow, parse):
-    """Each input file is read on its own (a read of several orders them by size) and the reads unioned in
-    input order; the parse is one operator over that union, each line's input index going through it.
-    Parsing each read before the union planned one operator per file (500 small files: 146 s against 103 s
-    now). Over 30 small inputs, malformed lines in a few of them: one
+    """The inputs are read (here, 30 small files: one packed read, ``test_spark_packed_inputs``) and the
+    reads unioned in input order; the parse is one operator over that union, each line's input index going
+    through it. Parsing each read before the union planned one operator per file (500 small files: 146 s
+    against 103 s with the union). Over 30 small inputs, malformed lines in a few of them: one
     mapInArrow on the native path (none on the built-in one), and the local engine's bytes, counters and
     samples, each sample naming its own input."""
     from pyspark.sql.classic.dataframe import DataFrame

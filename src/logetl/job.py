@@ -279,8 +279,9 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
     if plan is not None:
         return Taps(inputs=files, outputs=dict(output_paths), trap=trap, work=work, overwrite=overwrite,
                     carry=carry, input_bytes=plan.bytes_to_read, incremental=plan, ranges=plan.ranges)
+    sizes = None if inputs.STDIN in files else [fs.stat(f)[0] for f in files]
     return Taps(inputs=files, outputs=dict(output_paths), trap=trap, work=work, overwrite=overwrite,
-                carry=carry, input_bytes=inputs.total_size(files, fs), notices=notices)
+                carry=carry, input_bytes=sum(sizes or []), input_sizes=sizes, notices=notices)
 
 
 def _reshaped(tap: str, path: str, partition_by: tuple[str, ...], format: str, fs) -> list[str]:

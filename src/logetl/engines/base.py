@@ -48,6 +48,8 @@ class Taps:
     #: outputs an earlier run of this flow published before it was killed (path -> files): replaced
     carry: dict = field(default_factory=dict)
     input_bytes: int = 0
+    #: the bytes of each input, as bound (None: not known)
+    input_sizes: list | None = None
     #: fail the run (nothing published) when malformed lines exceed this share of lines read
     max_malformed: float | None = None
     #: an incremental run's plan (``logetl.incremental.Plan``): what to read and how to commit

@@ -113,13 +113,6 @@ def open_input(path: str):
     return open(path, "rb", buffering=0)
 
 
-def total_size(files: list[str], fs) -> int:
-    """Bytes of the inputs; 0 (unknown) when one is standard input."""
-    if STDIN in files:
-        return 0
-    return sum(fs.stat(f)[0] for f in files)
-
-
 def compressed(path: str) -> bool:
     return path.endswith((".gz", ".bz2"))
 
