@@ -14,11 +14,12 @@ How the contract and the orderings are kept, so that outputs are byte-identical 
   ``\\r\\z``; Java's regex engine has ASCII classes by default, and ``(?s)`` makes ``.`` match anything.
   The native path casts the raw bytes to binary and the kernel applies the contract itself; both paths
   give each line a ``_status`` (0 kept, 1-3 the reasons in ``contract.REASONS`` order, 4 size ``-``).
-- Input order: one ``read.text`` per input file, each with its input's index, unioned in input order
-  (Spark orders the splits of a multi-file read by size) and then parsed by one operator; within a file,
-  splits keep their offset order. So partition order is input order, ``monotonically_increasing_id`` is
-  a global input-order key (``_order``), and a sink of unsorted records writes parts whose concatenation
-  in name order is the input order, without a shuffle.
+- Input order: one ``read.text`` per input file, each with its input's index, or one per run of
+  consecutive small files, sorted back to input order (``_packed``: Spark orders the files of a
+  multi-file read by size); the reads are unioned in input order and then parsed by one operator; within
+  a file, splits keep their offset order. So partition order is input order, ``monotonically_increasing_id``
+  is a global input-order key (``_order``), and a sink of unsorted records writes parts whose
+  concatenation in name order is the input order, with no shuffle but the small files'.
 - TAB/CR in a field: only fields and the separators ' ', '[', ']', '"' precede the end of the size, and
   ident, user and status cannot hold TAB/CR; so a field holds one exactly when the TSV of the five fields
   holds a CR or more than four TABs.
@@ -115,9 +116,9 @@ class HadoopFS:
         return fs.makeQualified(path).toString()
 
     def file_uris(self, p: str) -> list[str]:
-        """The names a Spark scan may give file ``p`` in ``_metadata.file_path``: its qualified path as a
-        URI. A local file has two: Hadoop qualifies ``/a`` as ``file:///a``, and its listing names it
-        ``file:/a``."""
+        """The names a Spark scan may give file ``p`` (``_metadata.file_path``, ``inputFiles``): its
+        qualified path as a URI. A local file has two: Hadoop qualifies ``/a`` as ``file:///a``, and
+        Spark's ``_metadata.file_path`` names it ``file:/a``."""
         fs, path = self._p(p)
         uri = fs.makeQualified(path).toUri().toString()
         if uri.startswith("file:///"):
@@ -527,7 +528,7 @@ def _session_conf(spark, settings: dict):
 
 def _union_all(frames: list):
     """The frames unioned in their order (partitions too), as a balanced tree: each union is analysed when it
-    is made, and a chain of n (one per input file) walked the chain below it every time, n² in all."""
+    is made, and a chain of n (one per read) walked the chain below it every time, n² in all."""
     while len(frames) > 1:
         frames = [frames[i].union(frames[i + 1]) if i + 1 < len(frames) else frames[i]
                   for i in range(0, len(frames), 2)]
@@ -1026,9 +1027,27 @@ class SparkEngine(Engine):
         sizes = ctx.taps.input_sizes or [self.filesystem().stat(f)[0] for f in inputs]
         frames = []
         for first, last in _runs(sizes, small):
-            frames.append(read.text(inputs[first]).withColumn(INPUT, F.lit(first)) if last == first + 1
-                          else self._packed(read, first, inputs[first:last], sizes[first:last]))
+            if last == first + 1:
+                frames.append(self._scanned(read.text(inputs[first]), inputs[first:last]).withColumn(INPUT, F.lit(first)))
+            else:
+                frames.append(self._packed(read, first, inputs[first:last], sizes[first:last]))
         return _union_all(frames)
+
+    def _scanned(self, scan, files: list[str]):
+        """``scan``, a read of ``files``, once it is known to read each of them (``inputFiles``: the files
+        of Spark's index, known to the driver, no job); else the run fails naming the first it does not.
+        Spark's index leaves out names it takes for hidden or unfinished (``_x``, ``.x``, ``x._COPYING_``),
+        even given one by one, and takes a name with ``[`` ``]`` ``*`` ``?`` ``{`` ``}`` for a pattern (for
+        ``a[1].log`` it read ``a1.log``): those lines were missing, or another file's, without a word."""
+        listed = set(scan.inputFiles())
+        fs = self.filesystem()
+        for f in files:
+            if not listed.intersection(fs.file_uris(f)):
+                name = fs.basename(f)
+                why = ("takes '[', ']', '*', '?', '{' and '}' in a name for a pattern" if any(c in name for c in "[]*?{}")
+                       else "skips files whose names start with '_' or '.' or end with '._COPYING_'")
+                raise InputReadError(f"cannot read input {local_path(f)!r} on Spark: Spark {why}; rename it")
+        return scan
 
     def _packed(self, read, first: int, files: list[str], sizes: list[int]):
         """The lines of small ``files`` (inputs ``first``, ``first`` + 1, ...; of ``sizes`` bytes) read as
@@ -1053,7 +1072,7 @@ class SparkEngine(Engine):
                                       f"{path} string, {INPUT} int")
         # more than 32 paths are listed by a Spark job of a task per path: listed here, by the driver
         with _session_conf(spark, {"spark.sql.sources.parallelPartitionDiscovery.threshold": str(2 ** 31 - 1)}):
-            scan = read.text(files)
+            scan = self._scanned(read.text(files), files)
         tagged = scan.select("value", F.col("_metadata.file_path").alias(path),
                              F.col("_metadata.file_block_start").alias(start)).join(F.broadcast(index), path, "left")
         # a file named otherwise than file_uris says would have no index: the run fails, naming it
@@ -1072,8 +1091,8 @@ class SparkEngine(Engine):
         spark = self.session()
         conf = spark._jsparkSession.sessionState().conf()
         total = sum(sizes)
-        per = min(conf.filesMaxPartitionBytes(),
-                  max(conf.filesOpenCostInBytes(), total // spark.sparkContext.defaultParallelism))
+        per = max(1, min(conf.filesMaxPartitionBytes(),
+                         max(conf.filesOpenCostInBytes(), total // spark.sparkContext.defaultParallelism)))
         return max(1, min(len(sizes), -(-total // per)))
 
     @staticmethod
@@ -1297,7 +1316,7 @@ class SparkEngine(Engine):
     def _joined_rows(self, ctx: StepContext, step: assembly.Step, sinks: tuple):
         """The rows of a step whose sinks the Python workers write (``_joined_sinks``): (parse, rows,
         observations, nodes) as ``_execute_one_pass`` takes them. Every input is read and parsed as by
-        ``_parsed`` (one read per file, in input order); the counters are the sums of each batch's."""
+        ``_parsed`` (the reads of ``_lines``, in input order); the counters are the sums of each batch's."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
