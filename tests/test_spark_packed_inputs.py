@@ -116,7 +116,7 @@ def test_a_line_whose_file_has_no_index_fails_the_run(spark_session, tmp_path, m
     from logetl.engines.spark import HadoopFS, SparkEngine
 
     _inputs(tmp_path / "in")
-    monkeypatch.setattr(SparkEngine, "_scanned", lambda self, scan, files: scan)   # it would see it first
+    monkeypatch.setattr(SparkEngine, "_scanned", lambda self, scan, *given: scan)   # it would see it first
     real = HadoopFS.file_uris
     monkeypatch.setattr(HadoopFS, "file_uris", lambda self, p: [] if p.endswith("b08.log") else real(self, p))
     with pytest.raises(Exception, match=r"logetl cannot tell which input this file is: file:/\S*/in/b08\.log"):

@@ -1033,16 +1033,17 @@ class SparkEngine(Engine):
                 frames.append(self._packed(read, first, inputs[first:last], sizes[first:last]))
         return _union_all(frames)
 
-    def _scanned(self, scan, files: list[str]):
-        """``scan``, a read of ``files``, once it is known to read each of them (``inputFiles``: the files
-        of Spark's index, known to the driver, no job); else the run fails naming the first it does not.
+    def _scanned(self, scan, files: list[str], uris: list[list[str]] | None = None):
+        """``scan``, a read of ``files`` (``uris``: each one's ``file_uris``, when the caller has them), once
+        it is known to read each of them (``inputFiles``: the files of Spark's index, known to the driver,
+        no job); else the run fails naming the first it does not.
         Spark's index leaves out names it takes for hidden or unfinished (``_x``, ``.x``, ``x._COPYING_``),
         even given one by one, and takes a name with ``[`` ``]`` ``*`` ``?`` ``{`` ``}`` for a pattern (for
         ``a[1].log`` it read ``a1.log``): those lines were missing, or another file's, without a word."""
         listed = set(scan.inputFiles())
         fs = self.filesystem()
-        for f in files:
-            if not listed.intersection(fs.file_uris(f)):
+        for f, names in zip(files, uris or [fs.file_uris(f) for f in files]):
+            if not listed.intersection(names):
                 name = fs.basename(f)
                 why = ("takes '[', ']', '*', '?', '{' and '}' in a name for a pattern" if any(c in name for c in "[]*?{}")
                        else "skips files whose names start with '_' or '.' or end with '._COPYING_'")
@@ -1058,7 +1059,8 @@ class SparkEngine(Engine):
         configuration in the driver's memory (2,000 files failed in a 1 GB driver). One scan packs many
         files in a task, but orders them by size; so each line is tagged with its file's index (by the
         file's name in the scan: ``_metadata``) and where its split starts, and the lines are sorted back
-        (a range shuffle of these small files' lines; Spark samples them for the ranges first).
+        (a range shuffle of these small files' lines; with more than one range, Spark samples them for the
+        bounds first).
 
         Ordering contract: the lines come back in input order, in partitions in that order. The key holds
         whatever splits a file gets (a file that grew since it was bound may be split): a split's lines are
@@ -1068,11 +1070,12 @@ class SparkEngine(Engine):
 
         spark, fs = self.session(), self.filesystem()
         path, start, row = "__logetl_path", "__logetl_start", "__logetl_row"
-        index = spark.createDataFrame([(uri, first + k) for k, f in enumerate(files) for uri in fs.file_uris(f)],
+        uris = [fs.file_uris(f) for f in files]   # a few JVM calls a file: made once, for the index and the check
+        index = spark.createDataFrame([(uri, first + k) for k, names in enumerate(uris) for uri in names],
                                       f"{path} string, {INPUT} int")
         # more than 32 paths are listed by a Spark job of a task per path: listed here, by the driver
         with _session_conf(spark, {"spark.sql.sources.parallelPartitionDiscovery.threshold": str(2 ** 31 - 1)}):
-            scan = self._scanned(read.text(files), files)
+            scan = self._scanned(read.text(files), files, uris)
         tagged = scan.select("value", F.col("_metadata.file_path").alias(path),
                              F.col("_metadata.file_block_start").alias(start)).join(F.broadcast(index), path, "left")
         # a file named otherwise than file_uris says would have no index: the run fails, naming it
