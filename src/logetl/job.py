@@ -279,7 +279,8 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
     if plan is not None:
         return Taps(inputs=files, outputs=dict(output_paths), trap=trap, work=work, overwrite=overwrite,
                     carry=carry, input_bytes=plan.bytes_to_read, incremental=plan, ranges=plan.ranges)
-    sizes = None if inputs.STDIN in files else [fs.stat(f)[0] for f in files]
+    # (the sizes the identity holds: a second status query a file cost a round trip each on Spark)
+    sizes = None if inputs.STDIN in files else [i["size"] for i in identity["inputs"]]
     return Taps(inputs=files, outputs=dict(output_paths), trap=trap, work=work, overwrite=overwrite,
                 carry=carry, input_bytes=sum(sizes or []), input_sizes=sizes, notices=notices)
 

@@ -57,7 +57,7 @@ import shutil
 import socket
 import sys
 from contextlib import contextmanager, nullcontext
-from functools import partial, reduce
+from functools import lru_cache, partial, reduce
 from itertools import count
 
 from logetl import __version__, assembly, contract
@@ -67,7 +67,7 @@ from logetl.engines.spark_expressions import AGGREGATES, COMPILE, Compiler, colu
 from logetl.engines.spark_native import DASH, INPUT, KEPT, SAMPLE, SAMPLES, STATUS, TAG
 from logetl.engines.spark_progress import StepProgress
 from logetl.engines.spark_signals import between_java_calls, sigint_kept, stopping
-from logetl.io.fs import LocalFS, local_path
+from logetl.io.fs import LOCAL, LocalFS, local_path
 from logetl.io.inputs import InputReadError
 from logetl.io.outputs import NAME_MAX, partition_name
 
@@ -84,6 +84,8 @@ LOGETL_CONF = {PARSE_CONF: ("auto", "native", "builtin"), CDS_CONF: ("auto", "of
 #: what the session's check found, by Spark application: (the executors can run the kernel, why not)
 _NATIVE_CHECKS: dict[str, tuple[bool, str]] = {}
 ORDER = "_order"
+#: what a Hadoop path string starts with that names its file system (``HadoopFS._p``)
+_FS_PREFIX = re.compile(r"(?:[^/:]*:)?(?://[^/]+)?")
 #: how stores (a step's output that later steps read, checkpoints included) are written: without Parquet's
 #: dictionary encoding, which a store (written once, read once) pays for on every high-cardinality string
 #: column (request, time: 2M-line Join, local[*]: the parse-and-store job 7.9 s of executor CPU against
@@ -99,28 +101,53 @@ class HadoopFS:
 
     def __init__(self, spark):
         jvm = spark._jvm
+        self.spark = spark
         self.conf = spark._jsc.hadoopConfiguration()
-        # the Java classes, looked up once: py4j resolves each name of a dotted path in a round trip of its
-        # own (org, apache, hadoop, fs, Path), and every file the run binds took dozens of them (a directory of
-        # 250 inputs: 87 calls a file, 3.2-3.5 s before the run started)
+        # Every JVM call is a round trip (~0.1 ms), and every Java object handed back costs one more when
+        # Python drops it. Binding a directory of 2,000 small files took 105,000 of them (13 s, longer than
+        # the run): so the Java classes are looked up once (py4j resolves each name of a dotted path in a
+        # round trip of its own), each file system once (``_p``), each path's qualified names once
+        # (``_names``), and a directory's entries come with their kinds from one listing (``entries``).
         self._Path = jvm.org.apache.hadoop.fs.Path
         self._read = jvm.org.apache.hadoop.fs.permission.FsAction.READ
         self._IOUtils = jvm.org.apache.commons.io.IOUtils
+        self._StringUtils = jvm.org.apache.hadoop.util.StringUtils
+        self._filesystems: dict[str, object] = {}
+        # a path's qualified names depend only on the path and the session's Hadoop configuration (its
+        # default file system; the JVM's working directory): kept for the session, bounded
+        self._names = lru_cache(maxsize=1 << 16)(self._qualify)
 
     def _p(self, p: str):
+        """(the file system of path ``p``, ``p`` as a Hadoop Path). The file system is the one Hadoop's
+        ``Path.getFileSystem`` gives, looked up once for each scheme and authority ``p`` starts with
+        (Hadoop's own parse of a path string: a scheme before the first ``/``, then ``//authority``; none
+        is the default file system)."""
         path = self._Path(p)
-        return path.getFileSystem(self.conf), path
+        key = _FS_PREFIX.match(p).group(0)
+        fs = self._filesystems.get(key)
+        if fs is None:
+            fs = self._filesystems[key] = path.getFileSystem(self.conf)
+        return fs, path
+
+    def _qualify(self, p: str) -> tuple[str, str]:
+        fs, path = self._p(p)
+        qualified = fs.makeQualified(path)
+        return qualified.toString(), qualified.toUri().toString()
 
     def abspath(self, p: str) -> str:
-        fs, path = self._p(p)
-        return fs.makeQualified(path).toString()
+        return self._names(p)[0]
+
+    def strings(self, paths) -> list[str]:
+        """A Java array of paths (``String[]``) as a list, in one round trip, not one an element (the
+        array is joined in the JVM with NUL, which no path holds)."""
+        joined = self._StringUtils.join("\0", paths)
+        return joined.split("\0") if joined else []
 
     def file_uris(self, p: str) -> list[str]:
         """The names a Spark scan may give file ``p`` (``_metadata.file_path``, ``inputFiles``): its
         qualified path as a URI. A local file has two: Hadoop qualifies ``/a`` as ``file:///a``, and
         Spark's ``_metadata.file_path`` names it ``file:/a``."""
-        fs, path = self._p(p)
-        uri = fs.makeQualified(path).toUri().toString()
+        uri = self._names(p)[1]
         if uri.startswith("file:///"):
             return [uri, "file:/" + uri[len("file:///"):]]
         if uri.startswith("file:/") and not uri.startswith("file://"):
@@ -165,6 +192,13 @@ class HadoopFS:
         fs, path = self._p(p)
         return sorted(s.getPath().getName() for s in fs.listStatus(path))
 
+    def entries(self, p: str) -> list[tuple[str, str]]:
+        """``LocalFS.entries``: from the statuses of one listing (a local one follows symbolic links, as
+        ``getFileStatus`` does, and leaves out broken ones), not a status query an entry."""
+        fs, path = self._p(p)
+        return sorted((s.getPath().getName(), "file" if s.isFile() else "dir" if s.isDirectory() else "other")
+                      for s in fs.listStatus(path))
+
     def glob(self, pattern: str) -> list[str]:
         fs, path = self._p(pattern)
         found = fs.globStatus(path)
@@ -177,16 +211,27 @@ class HadoopFS:
         st = self._status(p)
         return int(st.getLen()), int(st.getModificationTime()) * 1_000_000
 
+    def _local(self, p: str) -> str | None:
+        """``p``'s path on this machine when Hadoop takes it for a local file (``file:``), else None."""
+        qualified = self.abspath(p)
+        if not qualified.startswith("file:"):
+            return None
+        path = qualified[len("file:"):]          # Hadoop's Path prints a local path unencoded: file:/a b
+        return "/" + path.lstrip("/")
+
     def change_marks(self, p: str) -> dict:
         """A local file's inode and inode change time (``LocalFS.change_marks``); Hadoop's file status has
         neither, so on HDFS and object stores size and modification time alone tell files apart."""
-        qualified = self.abspath(p)
-        if not qualified.startswith("file:"):
-            return {}
-        path = qualified[len("file:"):]          # Hadoop's Path prints a local path unencoded: file:/a b
-        return LocalFS().change_marks("/" + path.lstrip("/"))
+        local = self._local(p)
+        return {} if local is None else LOCAL.change_marks(local)
 
     def readable(self, p: str) -> bool:
+        """Whether this user may read file ``p``. A local file is asked of the operating system: Hadoop's
+        answer for one (``FileSystem.access``) reads its permissions through a shell command, a process
+        a file (2,000 inputs: 7.5 s of binding), and says no to root where root reads the file."""
+        local = self._local(p)
+        if local is not None:
+            return LOCAL.readable(local)
         fs, path = self._p(p)
         try:
             fs.access(path, self._read)
@@ -756,6 +801,7 @@ class SparkEngine(Engine):
         self._archive = None     # the driver JVM's class archive (spark_cds), when this engine launched the JVM
         self.conf = conf
         self._spark = None
+        self._fs = None          # the session's HadoopFS (filesystem)
         self._shipping = None    # spark.archives being added to the running session (session)
         self._owns_session = False
         self.native = False      # the parse path of this engine's runs, chosen by ready
@@ -864,7 +910,12 @@ class SparkEngine(Engine):
         return self._spark
 
     def filesystem(self):
-        return HadoopFS(self.session())
+        """The session's file systems (``HadoopFS``): one for the session, so that what it looked up once
+        (classes, file systems, qualified names) serves all of the session's runs."""
+        spark = self.session()
+        if self._fs is None or self._fs.spark is not spark:
+            self._fs = HadoopFS(spark)
+        return self._fs
 
     def shipped(self):
         """The session, once the archives of spark.archives are added to it: what every job waits for, so
@@ -1016,8 +1067,8 @@ class SparkEngine(Engine):
         (``_packed``, sorted back to input order), with the index, unioned in input order, so the union's
         partitions are in input order. The parse is then one operator over the union: parsing each file's
         read and unioning those planned an operator (a Python one, on the native path) per file. 500 small
-        files, ``local[1]``: 146 s then, 94 s with the union of a read a file, 18.6 s packed (the README's
-        "Many input files on Spark")."""
+        files, ``local[1]``: 146 s then, 94 s with the union of a read a file, 18.6 s packed, 10.4 s with
+        binding in fewer round trips (the README's "Many input files on Spark")."""
         from pyspark.sql import functions as F
 
         read = self.session().read.option("lineSep", "\n")
@@ -1040,8 +1091,8 @@ class SparkEngine(Engine):
         Spark's index leaves out names it takes for hidden or unfinished (``_x``, ``.x``, ``x._COPYING_``),
         even given one by one, and takes a name with ``[`` ``]`` ``*`` ``?`` ``{`` ``}`` for a pattern (for
         ``a[1].log`` it read ``a1.log``): those lines were missing, or another file's, without a word."""
-        listed = set(scan.inputFiles())
         fs = self.filesystem()
+        listed = set(fs.strings(scan._jdf.inputFiles()))
         for f, names in zip(files, uris or [fs.file_uris(f) for f in files]):
             if not listed.intersection(names):
                 name = fs.basename(f)
@@ -1127,7 +1178,9 @@ class SparkEngine(Engine):
         records = checked.filter(status == KEPT).select(*[fields[f].alias(f) for f in node.fields], ORDER)
         reason = (F.when(status == 1, F.lit(contract.INVALID_UTF8)).when(status == 2, F.lit(contract.NO_MATCH))
                   .when(status == 3, F.lit(contract.TAB_OR_CR)))
-        files = F.array(*[F.lit(local_path(f)) for f in ctx.taps.inputs])
+        # the input paths as one literal split into an array (a literal an input was three JVM calls each);
+        # the optimizer folds it to a constant. No path holds NUL
+        files = F.split(F.lit("\0".join(local_path(f) for f in ctx.taps.inputs)), "\0")
         # (the native path's raw line is binary: as a string again it holds the same bytes, as read.text's)
         malformed = checked.filter(status.between(1, len(contract.REASONS))).select(
             F.col("value").cast("string").alias("value"), F.element_at(files, F.col(INPUT) + 1).alias("_file"),

@@ -45,6 +45,18 @@ class LocalFS:
     def listdir(self, p: str) -> list[str]:
         return sorted(os.listdir(p))
 
+    def entries(self, p: str) -> list[tuple[str, str]]:
+        """Directory ``p``'s entries by name, each with its kind: ``"file"`` (a regular file, or a symbolic
+        link to one), ``"dir"`` (likewise) or ``"other"`` (a broken link, a FIFO, a socket...)."""
+        def kind(e: os.DirEntry) -> str:
+            try:
+                return "file" if e.is_file() else "dir" if e.is_dir() else "other"
+            except OSError:   # (os.path.isfile's answer when the status cannot be had)
+                return "other"
+
+        with os.scandir(p) as found:
+            return sorted((e.name, kind(e)) for e in found)
+
     def glob(self, pattern: str) -> list[str]:
         return sorted(_glob.glob(pattern))
 

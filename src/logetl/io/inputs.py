@@ -73,15 +73,16 @@ def resolve(path: str, fs) -> list[str]:
         return [STDIN]
     if fs.isdir(path):
         files = []
-        for e in (fs.join(path, n) for n in fs.listdir(path) if _visible(n)):
+        for name, kind in fs.entries(path):
             # subdirectories are not read; anything else that is no file (a symbolic link to a removed
-            # rotation, a FIFO) was skipped without a word. One status query an entry (on HDFS, each is a
-            # round trip)
-            if fs.isfile(e):
-                files.append(e)
-            elif not fs.isdir(e):
-                raise InputError(f"input directory {path!r} holds {e!r}, which is not a regular file (a broken "
-                                 "symbolic link?)")
+            # rotation, a FIFO) was skipped without a word. The kinds come with the listing (on HDFS, a
+            # status query an entry was a round trip each)
+            if not _visible(name) or kind == "dir":
+                continue
+            if kind != "file":
+                raise InputError(f"input directory {path!r} holds {fs.join(path, name)!r}, which is not a regular "
+                                 "file (a broken symbolic link?)")
+            files.append(fs.join(path, name))
         files = log_order(files)
         if not files:
             raise InputError(f"input directory {path!r} holds no visible files")
