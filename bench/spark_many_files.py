@@ -53,25 +53,13 @@ def inputs(n: int, per_file: int, sample: str) -> str:
 
 def bind_cost(directory: str, n: int) -> dict:
     """Seconds and JVM calls of binding ``directory`` on Spark, best of 3 (each on a fresh HadoopFS, so
-    nothing is known beforehand). The releases of the Java objects Python dropped are round trips too, but
-    py4j makes them on a thread of its own, when it gets to them: not counted."""
-    import py4j.clientserver
-    from py4j.protocol import MEMORY_COMMAND_NAME
-
+    nothing is known beforehand); the calls as ``counting_jvm_calls`` counts them."""
     from logetl import programs
-    from logetl.engines.spark import HadoopFS
+    from logetl.engines.spark import HadoopFS, counting_jvm_calls
     from logetl.job import bind
 
-    made = [0]
-    real = py4j.clientserver.ClientServerConnection.send_command
-
-    def counted(self, command, *args, **kwargs):
-        made[0] += not command.startswith(MEMORY_COMMAND_NAME)
-        return real(self, command, *args, **kwargs)
-
-    py4j.clientserver.ClientServerConnection.send_command = counted
-    try:
-        best = None
+    best = None
+    with counting_jvm_calls() as made:
         for _ in range(3):
             fs = HadoopFS(SESSION)
             before, start = made[0], time.perf_counter()
@@ -79,8 +67,6 @@ def bind_cost(directory: str, n: int) -> dict:
             took, trips = time.perf_counter() - start, made[0] - before
             if best is None or took < best[0]:
                 best = (took, trips)
-    finally:
-        py4j.clientserver.ClientServerConnection.send_command = real
     return {"bind_s": round(best[0], 2), "jvm_calls_a_file": round(best[1] / n, 1)}
 
 

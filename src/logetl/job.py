@@ -7,7 +7,6 @@ from logetl import assembly, formats, programs
 from logetl.engines import get_engine
 from logetl.engines.base import Taps
 from logetl.io import inputs, outputs
-from logetl.io.fs import LOCAL, local_path
 from logetl.listener import SUCCESSFUL, FlowListener, FlowRun, Listeners
 from logetl.errors import EnvError, UsageError, stop_reason
 from logetl.workdir import WorkDir, checkpoint_dir_problem, default_path, flow_identity
@@ -211,11 +210,10 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
 
     def real(p: str) -> str:
         # a local path, Spark's too (file:, what its Hadoop file system makes of a path without a scheme),
-        # with its symbolic links resolved; a path of another file system as that file system spells it
-        if fs is LOCAL:
-            return os.path.realpath(p)
-        p = fs.abspath(p)
-        return os.path.realpath(local_path(p)) if p.startswith("file:") else p
+        # with its symbolic links resolved; a path of another file system as that file system spells it.
+        # (Hadoop spells a local path unencoded: read as a URI, a name holding %41 was another file's)
+        local = fs.local(p)
+        return os.path.realpath(local) if local is not None else fs.abspath(p)
 
     owned = [("--work-dir" if work_dir else "working directory", work_dir or work.path, real(work.path))] + [
         ("--checkpoint-dir", d, real(d)) for d in bound.values()]

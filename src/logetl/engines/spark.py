@@ -57,7 +57,7 @@ import shutil
 import socket
 import sys
 from contextlib import contextmanager, nullcontext
-from functools import lru_cache, partial, reduce
+from functools import lru_cache, partial, reduce, wraps
 from itertools import count
 
 from logetl import __version__, assembly, contract
@@ -94,6 +94,53 @@ STORE_OPTIONS = {"parquet.enable.dictionary": "false"}
 _OBSERVATIONS = count()     # observation names are unique within the session: numbered, whatever the run
 
 
+@contextmanager
+def counting_jvm_calls():
+    """The number of JVM calls made while in it (``[n]``; each is a py4j round trip), for the tests and
+    benchmarks of binding. Not counted: the releases of the Java objects Python dropped (a round trip each
+    too), which py4j makes on a thread of its own when it gets to them, so how many land in a count varies."""
+    import py4j.clientserver
+    import py4j.java_gateway
+    from py4j.protocol import MEMORY_COMMAND_NAME
+
+    made = [0]
+    connections = (py4j.clientserver.ClientServerConnection, py4j.java_gateway.GatewayConnection)
+    real = [c.send_command for c in connections]
+
+    def counting(send):
+        def counted(self, command, *args, **kwargs):
+            made[0] += not command.startswith(MEMORY_COMMAND_NAME)
+            return send(self, command, *args, **kwargs)
+        return counted
+
+    for c, send in zip(connections, real):
+        c.send_command = counting(send)
+    try:
+        yield made
+    finally:
+        for c, send in zip(connections, real):
+            c.send_command = send
+
+
+def _locally(query):
+    """``HadoopFS.query`` answered by ``LocalFS.query`` for a local path (``file:``, what a path without a
+    scheme is unless ``fs.defaultFS`` says otherwise), so that Spark tells the local engine's inputs and
+    outputs apart as the local engine does. Hadoop's local file system follows a symbolic link in a status
+    (one is never a link; a broken one is left out of a listing and does not exist), takes a FIFO or a
+    device for a file, and answers ``access`` by starting a shell command, two processes a file, which
+    says no to root; each status is a few JVM calls, too. So on Spark a broken link or a FIFO in an input
+    directory was skipped without a word, a FIFO given as the input read as empty, a symbolic link given
+    as an output not refused, binding 2,000 local files took 7.5 s more, and a file of mode 000 that root
+    reads refused. What changes files stays Hadoop's, as do the listings of outputs (``listdir``)."""
+    local_query = getattr(LocalFS, query.__name__)
+
+    @wraps(query)
+    def answered(self, p: str):
+        local = self.local(p)
+        return query(self, p) if local is None else local_query(LOCAL, local)
+    return answered
+
+
 class HadoopFS:
     """``logetl.io.fs.LocalFS``'s interface over Hadoop's FileSystem API (through the Spark driver's JVM)."""
 
@@ -107,7 +154,8 @@ class HadoopFS:
         # Python drops it. Binding a directory of 2,000 small files took 105,000 of them (13 s, longer than
         # the run): so the Java classes are looked up once (py4j resolves each name of a dotted path in a
         # round trip of its own), each file system once (``_p``), each path's qualified names once
-        # (``_names``), and a directory's entries come with their kinds from one listing (``entries``).
+        # (``_names``), a directory's entries come with their kinds from one listing (``entries``), and
+        # what a local path is, the operating system says (``_locally``).
         self._Path = jvm.org.apache.hadoop.fs.Path
         self._read = jvm.org.apache.hadoop.fs.permission.FsAction.READ
         self._IOUtils = jvm.org.apache.commons.io.IOUtils
@@ -172,18 +220,22 @@ class HadoopFS:
                 return None
             raise
 
+    @_locally
     def exists(self, p: str) -> bool:
         fs, path = self._p(p)
         return bool(fs.exists(path))
 
+    @_locally
     def isdir(self, p: str) -> bool:
         st = self._status(p)
         return bool(st is not None and st.isDirectory())
 
+    @_locally
     def isfile(self, p: str) -> bool:
         st = self._status(p)
         return bool(st is not None and st.isFile())
 
+    @_locally
     def islink(self, p: str) -> bool:
         st = self._status(p)
         return bool(st is not None and st.isSymlink())
@@ -192,12 +244,24 @@ class HadoopFS:
         fs, path = self._p(p)
         return sorted(s.getPath().getName() for s in fs.listStatus(path))
 
+    @_locally
     def entries(self, p: str) -> list[tuple[str, str]]:
-        """``LocalFS.entries``: from the statuses of one listing (a local one follows symbolic links, as
-        ``getFileStatus`` does, and leaves out broken ones), not a status query an entry."""
+        """``LocalFS.entries``, from the statuses of one listing, not a status query an entry. A link in
+        the listing (a ViewFS mount point is listed as one) is followed, as a status query follows it."""
         fs, path = self._p(p)
-        return sorted((s.getPath().getName(), "file" if s.isFile() else "dir" if s.isDirectory() else "other")
-                      for s in fs.listStatus(path))
+        return sorted((s.getPath().getName(), self._kind(s)) for s in fs.listStatus(path))
+
+    def _kind(self, status) -> str:
+        """An entry's kind (``entries``) from its status in a listing, a link's from its target's."""
+        if status.isFile():
+            return "file"
+        if status.isDirectory():
+            return "dir"
+        if status.isSymlink():
+            target = self._status(status.getPath().toString())
+            if target is not None and (target.isFile() or target.isDirectory()):
+                return "file" if target.isFile() else "dir"
+        return "other"
 
     def glob(self, pattern: str) -> list[str]:
         fs, path = self._p(pattern)
@@ -208,10 +272,14 @@ class HadoopFS:
         return any(c in p for c in "*?[{")
 
     def stat(self, p: str) -> tuple[int, int]:
+        local = self.local(p)
+        if local is not None:   # (see _locally) in Hadoop's milliseconds, as fingerprints made before hold
+            size, mtime_ns = LOCAL.stat(local)
+            return size, mtime_ns // 1_000_000 * 1_000_000
         st = self._status(p)
         return int(st.getLen()), int(st.getModificationTime()) * 1_000_000
 
-    def _local(self, p: str) -> str | None:
+    def local(self, p: str) -> str | None:
         """``p``'s path on this machine when Hadoop takes it for a local file (``file:``), else None."""
         qualified = self.abspath(p)
         if not qualified.startswith("file:"):
@@ -219,19 +287,14 @@ class HadoopFS:
         path = qualified[len("file:"):]          # Hadoop's Path prints a local path unencoded: file:/a b
         return "/" + path.lstrip("/")
 
+    @_locally
     def change_marks(self, p: str) -> dict:
         """A local file's inode and inode change time (``LocalFS.change_marks``); Hadoop's file status has
         neither, so on HDFS and object stores size and modification time alone tell files apart."""
-        local = self._local(p)
-        return {} if local is None else LOCAL.change_marks(local)
+        return {}
 
+    @_locally
     def readable(self, p: str) -> bool:
-        """Whether this user may read file ``p``. A local file is asked of the operating system: Hadoop's
-        answer for one (``FileSystem.access``) reads its permissions through a shell command, a process
-        a file (2,000 inputs: 7.5 s of binding), and says no to root where root reads the file."""
-        local = self._local(p)
-        if local is not None:
-            return LOCAL.readable(local)
         fs, path = self._p(p)
         try:
             fs.access(path, self._read)
@@ -936,7 +999,7 @@ class SparkEngine(Engine):
         if self._spark is not None and self._owns_session:
             with between_java_calls():
                 self._spark.stop()
-        self._spark = None
+        self._spark = self._fs = None
 
     # what publishes or cleans up calls the JVM too (HadoopFS): a signal there is raised when it is done
     def seal(self, ctx: StepContext) -> list:
@@ -963,7 +1026,8 @@ class SparkEngine(Engine):
         return [notice]
 
     def prepare(self, ctx: StepContext) -> SparkRun:
-        return SparkRun(HadoopFS(self.shipped()), ctx.taps, partitioned_taps(ctx.flow))
+        self.shipped()
+        return SparkRun(self.filesystem(), ctx.taps, partitioned_taps(ctx.flow))
 
     def choose_parse(self) -> tuple[bool, str]:
         """The parse path of this engine's runs, and the notice that says which and why: logetl's native

@@ -21,6 +21,10 @@ class LocalFS:
     def abspath(self, p: str) -> str:
         return os.path.abspath(p)
 
+    def local(self, p: str) -> str:
+        """``p``'s path on this machine (``HadoopFS.local``: None for a path of another file system)."""
+        return os.path.abspath(p)
+
     def join(self, *parts: str) -> str:
         return os.path.join(*parts)
 
