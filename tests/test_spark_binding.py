@@ -7,7 +7,9 @@ import sys
 
 import pytest
 
+from conftest import corpus, parts
 from logetl import programs
+from logetl.errors import UsageError
 from logetl.io import fs as local_fs
 from logetl.io.outputs import OutputError
 from logetl.job import JobError, bind
@@ -46,7 +48,7 @@ def test_a_local_directory_is_listed_on_spark_as_the_local_engine_lists_it(tmp_p
     _kinds(tmp_path / "d")
     d = str(tmp_path / "d")
     before = [(n, "file" if hadoop.isfile.__wrapped__(hadoop, f"{d}/{n}") else
-               "dir" if hadoop.isdir.__wrapped__(hadoop, f"{d}/{n}") else "other") for n in hadoop.listdir(d)]
+               "dir" if hadoop.isdir.__wrapped__(hadoop, f"{d}/{n}") else "other") for n in hadoop.listdir.__wrapped__(hadoop, d)]
     assert hadoop.entries.__wrapped__(hadoop, d) == before == [
         (".hidden", "file"), ("a.log", "file"), ("b.log", "file"), ("pipe", "file"), ("sub", "dir"),
         ("sub-link", "dir")]
@@ -222,3 +224,51 @@ def test_a_local_name_holding_an_escape_is_its_own_on_spark(tmp_path, hadoop):
         with pytest.raises(JobError) as refused:
             bind(programs.get("filter"), given, {"output": str(out)}, engine="spark", fs=fs, overwrite=True)
         assert str(refused.value) == f"output {str(out)!r} contains input file {given!r}"
+
+
+def test_a_local_name_that_is_not_utf8_is_refused_on_spark_naming_it(tmp_path, hadoop):
+    """The local engine reads it; Spark cannot be sent its name (it was left out of Hadoop's listing)."""
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "a.log").write_bytes(b"x\n")
+    odd = os.fsdecode(os.fsencode(str(d)) + b"/b\xff.log")
+    with open(os.fsencode(odd), "wb") as f:
+        f.write(b"y\n")
+    assert bind(programs.get("filter"), str(d), {"output": str(tmp_path / "o")}, fs=local_fs.LOCAL).inputs[1] == odd
+    with pytest.raises(UsageError) as refused:
+        bind(programs.get("filter"), str(d), {"output": str(tmp_path / "o")}, engine="spark", fs=hadoop)
+    assert str(refused.value) == f"path {odd!r} is not UTF-8: Spark cannot name it; rename it"
+
+
+def test_a_broken_link_in_an_output_is_refused_on_spark_as_locally(tmp_path, hadoop):
+    """Hadoop's listing left it out: the output looked like an earlier one of logetl's, to be replaced."""
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "_SUCCESS").write_bytes(b"")
+    (out / "part-00000").write_bytes(b"x\n")
+    (out / "notes").symlink_to(tmp_path / "gone")
+    (tmp_path / "a.log").write_bytes(b"x\n")
+    for fs in (local_fs.LOCAL, hadoop):
+        with pytest.raises(OutputError) as refused:
+            bind(programs.get("filter"), str(tmp_path / "a.log"), {"output": str(out)}, engine="spark", fs=fs,
+                 overwrite=True)
+        assert str(refused.value) == (f"output directory {str(out)!r} is not empty and holds 'notes', which is not "
+                                      "part of a logetl output: choose another directory (--overwrite replaces only "
+                                      "earlier outputs)")
+
+
+def test_a_malformed_lines_sample_names_a_globbed_file_as_it_is_named(tmp_path, spark_session):
+    """A glob's matches are Hadoop's paths (``file:/...``, not encoded): read as URIs, ``x%41.log`` was
+    ``xA.log`` in the samples and the trap."""
+    from logetl.job import run_flow
+
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "x%41.log").write_bytes(corpus("corpus.log").split(b"\n")[0] + b"\nnot a line\n")
+    results = {}
+    for engine in ("local", "spark"):
+        results[engine] = run_flow(programs.get("filter"), str(d / "x*.log"), {"output": str(tmp_path / f"{engine}-o")},
+                                   engine=engine, trap=str(tmp_path / f"{engine}-trap"))
+    assert [w for w, _, _ in results["spark"].malformed_samples] == [str(d / "x%41.log")]
+    assert [w.rsplit(":", 1)[0] for w, _, _ in results["local"].malformed_samples] == [str(d / "x%41.log")]
+    assert parts(tmp_path / "spark-trap") == parts(tmp_path / "local-trap") != b""

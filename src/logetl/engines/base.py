@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from logetl import assembly
 from logetl.expressions import Expr
-from logetl.io.fs import LOCAL, local_path
+from logetl.io.fs import LOCAL, hadoop_local_path
 from logetl.io.outputs import StagedOutput
 from logetl.errors import EnvError, RunFailed, UsageError, out_of_space_reason, stop_reason
 from logetl.listener import (
@@ -126,11 +126,11 @@ def full_places(taps: Taps) -> str | None:
         places.append((f"trap {taps.trap!r}", taps.trap))
     if taps.work is not None:
         work = taps.work.path
-        places.append((f"the working directory {local_path(work)!r}", work))   # Spark's is a URI
-        places += [(f"--checkpoint-dir {local_path(d)!r}", d) for d in taps.work.checkpoint_dirs.values()]
+        places.append((f"the working directory {hadoop_local_path(work)!r}", work))   # Spark's is file:/...
+        places += [(f"--checkpoint-dir {hadoop_local_path(d)!r}", d) for d in taps.work.checkpoint_dirs.values()]
     full: dict[int, list] = {}      # device -> [names, what it has free]
     for name, path in places:
-        path = local_path(path)
+        path = hadoop_local_path(path)
         if "://" in path:
             continue            # another file system's (hdfs://): not probed from here
         probe = LOCAL.nearest_existing(path)

@@ -67,7 +67,7 @@ from logetl.engines.spark_expressions import AGGREGATES, COMPILE, Compiler, colu
 from logetl.engines.spark_native import DASH, INPUT, KEPT, SAMPLE, SAMPLES, STATUS, TAG
 from logetl.engines.spark_progress import StepProgress
 from logetl.engines.spark_signals import between_java_calls, sigint_kept, stopping
-from logetl.io.fs import LOCAL, LocalFS, local_path
+from logetl.io.fs import LOCAL, LocalFS, hadoop_local_path, local_path
 from logetl.io.inputs import InputReadError
 from logetl.io.outputs import NAME_MAX, partition_name
 
@@ -131,7 +131,7 @@ def _locally(query):
     says no to root; each status is a few JVM calls, too. So on Spark a broken link or a FIFO in an input
     directory was skipped without a word, a FIFO given as the input read as empty, a symbolic link given
     as an output not refused, binding 2,000 local files took 7.5 s more, and a file of mode 000 that root
-    reads refused. What changes files stays Hadoop's, as do the listings of outputs (``listdir``)."""
+    reads refused (and a broken link in an output was not seen). What changes files stays Hadoop's."""
     local_query = getattr(LocalFS, query.__name__)
 
     @wraps(query)
@@ -161,6 +161,7 @@ class HadoopFS:
         self._IOUtils = jvm.org.apache.commons.io.IOUtils
         self._StringUtils = jvm.org.apache.hadoop.util.StringUtils
         self._filesystems: dict[str, object] = {}
+        self._default_scheme = (jvm.org.apache.hadoop.fs.FileSystem.getDefaultUri(self.conf).getScheme() or "").lower()
         # a path's qualified names depend only on the path and the session's Hadoop configuration (its
         # default file system; the JVM's working directory): kept for the session, bounded
         self._names = lru_cache(maxsize=1 << 16)(self._qualify)
@@ -169,7 +170,12 @@ class HadoopFS:
         """(the file system of path ``p``, ``p`` as a Hadoop Path). The file system is the one Hadoop's
         ``Path.getFileSystem`` gives, looked up once for each scheme and authority ``p`` starts with
         (Hadoop's own parse of a path string: a scheme before the first ``/``, then ``//authority``; none
-        is the default file system)."""
+        is the default file system). A name that is not UTF-8 (a local file's, which Python keeps as it
+        is) cannot be sent to the JVM: refused, naming it."""
+        try:
+            p.encode()
+        except UnicodeEncodeError:
+            raise UsageError(f"path {p!r} is not UTF-8: Spark cannot name it; rename it") from None
         path = self._Path(p)
         key = _FS_PREFIX.match(p).group(0)
         fs = self._filesystems.get(key)
@@ -240,6 +246,7 @@ class HadoopFS:
         st = self._status(p)
         return bool(st is not None and st.isSymlink())
 
+    @_locally
     def listdir(self, p: str) -> list[str]:
         fs, path = self._p(p)
         return sorted(s.getPath().getName() for s in fs.listStatus(path))
@@ -280,12 +287,14 @@ class HadoopFS:
         return int(st.getLen()), int(st.getModificationTime()) * 1_000_000
 
     def local(self, p: str) -> str | None:
-        """``p``'s path on this machine when Hadoop takes it for a local file (``file:``), else None."""
-        qualified = self.abspath(p)
-        if not qualified.startswith("file:"):
+        """``p``'s path on this machine when Hadoop takes it for a local file (``file:``), else None (known
+        from its scheme, or the default file system's, without a JVM call)."""
+        prefix = _FS_PREFIX.match(p).group(0)
+        scheme = prefix.split(":", 1)[0].lower() if ":" in prefix else self._default_scheme
+        if scheme != "file":
             return None
-        path = qualified[len("file:"):]          # Hadoop's Path prints a local path unencoded: file:/a b
-        return "/" + path.lstrip("/")
+        qualified = self.abspath(p)
+        return hadoop_local_path(qualified) if qualified.startswith("file:") else None
 
     @_locally
     def change_marks(self, p: str) -> dict:
@@ -1162,7 +1171,7 @@ class SparkEngine(Engine):
                 name = fs.basename(f)
                 why = ("takes '[', ']', '*', '?', '{' and '}' in a name for a pattern" if any(c in name for c in "[]*?{}")
                        else "skips files whose names start with '_' or '.' or end with '._COPYING_'")
-                raise InputReadError(f"cannot read input {local_path(f)!r} on Spark: Spark {why}; rename it")
+                raise InputReadError(f"cannot read input {hadoop_local_path(f)!r} on Spark: Spark {why}; rename it")
         return scan
 
     def _packed(self, read, first: int, files: list[str], sizes: list[int]):
@@ -1244,7 +1253,7 @@ class SparkEngine(Engine):
                   .when(status == 3, F.lit(contract.TAB_OR_CR)))
         # the input paths as one literal split into an array (a literal an input was three JVM calls each);
         # the optimizer folds it to a constant. No path holds NUL
-        files = F.split(F.lit("\0".join(local_path(f) for f in ctx.taps.inputs)), "\0")
+        files = F.split(F.lit("\0".join(hadoop_local_path(f) for f in ctx.taps.inputs)), "\0")
         # (the native path's raw line is binary: as a string again it holds the same bytes, as read.text's)
         malformed = checked.filter(status.between(1, len(contract.REASONS))).select(
             F.col("value").cast("string").alias("value"), F.element_at(files, F.col(INPUT) + 1).alias("_file"),
@@ -1525,7 +1534,7 @@ class SparkEngine(Engine):
             for code, index, value in found[:SAMPLES - len(ctx.run.malformed_samples)]:
                 reason, text = contract.REASONS[code - 1], contract.display(value)
                 why = parse.format.why(value) if reason == contract.NO_MATCH else None
-                ctx.run.malformed_samples.append((local_path(ctx.taps.inputs[index]), reason,
+                ctx.run.malformed_samples.append((hadoop_local_path(ctx.taps.inputs[index]), reason,
                                                   f"{why}: {text}" if why else text))
         fs.rmtree(where)
 

@@ -10,9 +10,15 @@ from urllib.parse import unquote, urlparse
 
 
 def local_path(path: str) -> str:
-    """A path as the user reads it: a local file's ``file:`` URI (what Spark reports) as its path, anything
-    else unchanged."""
+    """A path as the user reads it: a local file's ``file:`` URI (what Spark reports: encoded, ``a%20b``) as
+    its path, anything else unchanged."""
     return unquote(urlparse(path).path) if path.startswith("file:") else path
+
+
+def hadoop_local_path(path: str) -> str:
+    """A path as the user reads it: a local file's path as Hadoop's ``Path`` spells it (``file:/a b``, not
+    encoded: read as a URI, ``a%41`` would be ``aA``) as its path, anything else unchanged."""
+    return "/" + path[len("file:"):].lstrip("/") if path.startswith("file:") else path
 
 
 class LocalFS:
