@@ -1157,16 +1157,16 @@ class SparkEngine(Engine):
                 frames.append(self._packed(read, first, inputs[first:last], sizes[first:last]))
         return _union_all(frames)
 
-    def _scanned(self, scan, files: list[str], uris: list[list[str]] | None = None):
-        """``scan``, a read of ``files`` (``uris``: each one's ``file_uris``, when the caller has them), once
-        it is known to read each of them (``inputFiles``: the files of Spark's index, known to the driver,
-        no job); else the run fails naming the first it does not.
+    def _scanned(self, scan, files: list[str]):
+        """``scan``, a read of ``files``, once it is known to read each of them (``inputFiles``: the files of
+        Spark's index, known to the driver, no job); else the run fails naming the first it does not.
         Spark's index leaves out names it takes for hidden or unfinished (``_x``, ``.x``, ``x._COPYING_``),
         even given one by one, and takes a name with ``[`` ``]`` ``*`` ``?`` ``{`` ``}`` for a pattern (for
         ``a[1].log`` it read ``a1.log``): those lines were missing, or another file's, without a word."""
         fs = self.filesystem()
         listed = set(fs.strings(scan._jdf.inputFiles()))
-        for f, names in zip(files, uris or [fs.file_uris(f) for f in files]):
+        for f in files:
+            names = fs.file_uris(f)   # (kept for the session: the packed scan's index asked first)
             if not listed.intersection(names):
                 name = fs.basename(f)
                 why = ("takes '[', ']', '*', '?', '{' and '}' in a name for a pattern" if any(c in name for c in "[]*?{}")
@@ -1194,12 +1194,12 @@ class SparkEngine(Engine):
 
         spark, fs = self.session(), self.filesystem()
         path, start, row = "__logetl_path", "__logetl_start", "__logetl_row"
-        uris = [fs.file_uris(f) for f in files]   # a few JVM calls a file: made once, for the index and the check
+        uris = [fs.file_uris(f) for f in files]
         index = spark.createDataFrame([(uri, first + k) for k, names in enumerate(uris) for uri in names],
                                       f"{path} string, {INPUT} int")
         # more than 32 paths are listed by a Spark job of a task per path: listed here, by the driver
         with _session_conf(spark, {"spark.sql.sources.parallelPartitionDiscovery.threshold": str(2 ** 31 - 1)}):
-            scan = self._scanned(read.text(files), files, uris)
+            scan = self._scanned(read.text(files), files)
         tagged = scan.select("value", F.col("_metadata.file_path").alias(path),
                              F.col("_metadata.file_block_start").alias(start)).join(F.broadcast(index), path, "left")
         # a file named otherwise than file_uris says would have no index: the run fails, naming it
