@@ -149,39 +149,91 @@ def test_three_programs_on_a_standalone_cluster(standalone_cluster, tmp_path):
     assert len(executors) >= 3, "each application had executors launched by the worker"
 
 
-def test_native_parse_on_the_cluster_with_a_packed_venv(standalone_cluster, packed_venv, tmp_path):
+def event_log(tmp_path) -> tuple[list[str], list]:
+    """Settings that make the run write its event log, uncompressed, into a directory; and a function
+    that reads the run's events."""
+    events = tmp_path / "events"
+    events.mkdir()
+
+    def recorded() -> list[dict]:
+        [log] = os.listdir(events)
+        with open(events / log) as f:
+            return [json.loads(line) for line in f]
+
+    conf = ["spark.eventLog.enabled=true", f"spark.eventLog.dir=file://{events}", "spark.eventLog.compress=false",
+            "spark.eventLog.rolling.enabled=false"]
+    return [x for kv in conf for x in ("--conf", kv)], recorded
+
+
+def check_job(recorded: list, description: str):
+    """The session's check: its job, and the physical plan of its query."""
+    plans = {e["executionId"]: e["physicalPlanDescription"] for e in recorded if e["Event"].endswith("SQLExecutionStart")}
+    [check] = [e for e in recorded if e["Event"] == "SparkListenerJobStart"
+               and e["Properties"].get("spark.job.description") == description]
+    return check, plans[int(check["Properties"]["spark.sql.execution.id"])]
+
+
+def test_the_jvm_path_on_the_cluster_needs_nothing_shipped(standalone_cluster, tmp_path):
+    """logetl's jar goes with the application (spark.jars): the executors, in their own JVMs under the
+    worker, fetch it and load the kernel from it, with no Python environment shipped, their Python a bare
+    one (no logetl, no pyarrow). The check is a JVM job of one task per core; no query of the run hands a
+    row to Python; the checked-in bytes."""
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    master = standalone_cluster["master"]
+    env = {"PYSPARK_PYTHON": str(bare / "bin" / "python")}
+    common = ["--hdfs", "--master", master, "--conf", "spark.executor.memory=1g", "--conf", "spark.cores.max=2"]
+    logged, recorded = event_log(tmp_path)
+    p = logetl("branch", *common, *logged, "--input", CORPUS_LOG, "--output1", str(tmp_path / "b1"),
+               "--output2", str(tmp_path / "b2"), "--trap", str(tmp_path / "trap"), env=env)
+    assert p.returncode == 0, p.stderr.decode()[-3000:]
+    assert notices(p.stderr) == ["logetl: Spark parses with logetl's native kernel in the executors' JVMs"]
+    assert parts(tmp_path / "b1") == corpus("branch.tsv") == parts(tmp_path / "b2")
+    assert parts(tmp_path / "trap") == corpus("trap.log")
+    events = recorded()
+    check, plan = check_job(events, "logetl: can the executors' JVMs run logetl's kernel?")
+    assert [s["Number of Tasks"] for s in check["Stage Infos"]] == [2]
+    assert "MapPartitions" in plan
+    plans = [e["physicalPlanDescription"] for e in events if e["Event"].endswith("SQLExecutionStart")]
+    assert len(plans) >= 2 and not [p for p in plans if "Python" in p or "Arrow" in p]
+    assert any("MapPartitions" in p and "InsertIntoHadoopFsRelationCommand" in p for p in plans)
+    p = logetl("join", *common, CORPUS_LOG, str(tmp_path / "j"), env=env)
+    assert p.returncode == 0, p.stderr.decode()[-3000:]
+    assert notices(p.stderr) == ["logetl: Spark parses with logetl's native kernel in the executors' JVMs"]
+    assert parts(tmp_path / "j") == corpus("join.tsv")
+    # the executors ran in their own JVMs, under the worker, with logetl's jar fetched into their directory
+    app = sorted(os.listdir(standalone_cluster["logs"] / "work"))[-1]
+    executors = standalone_cluster["logs"] / "work" / app
+    fetched = [f for e in os.listdir(executors) for f in os.listdir(executors / e) if f.startswith("logetl-jvm-")]
+    assert fetched and all(f.endswith(".jar") for f in fetched), fetched
+
+
+def test_python_workers_parse_on_the_cluster_with_a_packed_venv(standalone_cluster, packed_venv, tmp_path):
     """logetl shipped to the executors with spark.archives (--archives of spark-submit): each executor
     unpacks the venv into its working directory as ./environment, and PYSPARK_PYTHON points its Python
-    workers there. The session's check finds the kernel, the runs take the native path, same bytes."""
+    workers there. Forced to the Python workers' path, the session's check finds the kernel there, same
+    bytes."""
     master = standalone_cluster["master"]
     env = {"PYSPARK_PYTHON": "./environment/bin/python"}
     common = ["--hdfs", "--master", master, "--conf", "spark.executor.memory=1g", "--conf", "spark.cores.max=2",
-              "--conf", f"spark.archives={packed_venv}#environment"]
-    events = tmp_path / "events"
-    events.mkdir()
-    p = logetl("branch", *common, "--input", CORPUS_LOG, "--output1", str(tmp_path / "b1"),
-               "--output2", str(tmp_path / "b2"), "--trap", str(tmp_path / "trap"), "--conf",
-               "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir=file://{events}", "--conf",
-               "spark.eventLog.compress=false", "--conf", "spark.eventLog.rolling.enabled=false", env=env)
+              "--conf", f"spark.archives={packed_venv}#environment", "--conf", "logetl.parse=python"]
+    logged, recorded = event_log(tmp_path)
+    p = logetl("branch", *common, *logged, "--input", CORPUS_LOG, "--output1", str(tmp_path / "b1"),
+               "--output2", str(tmp_path / "b2"), "--trap", str(tmp_path / "trap"), env=env)
     assert p.returncode == 0, p.stderr.decode()[-3000:]
-    assert notices(p.stderr) == ["logetl: Spark parses with logetl's native kernel on the executors"]
+    assert notices(p.stderr) == ["logetl: Spark parses with logetl's native kernel in the executors' Python workers "
+                                 "(--conf logetl.parse=python)"]
     assert parts(tmp_path / "b1") == corpus("branch.tsv") == parts(tmp_path / "b2")
     assert parts(tmp_path / "trap") == corpus("trap.log")
     # the session's check was a mapInArrow job (the parse's kind of Python worker, which the step's tasks
     # then reuse) of one task per core of the application (spark.cores.max=2)
-    [log] = os.listdir(events)
-    with open(events / log) as f:
-        recorded = [json.loads(line) for line in f]
-    plans = {e["executionId"]: e["physicalPlanDescription"] for e in recorded
-             if e["Event"].endswith("SQLExecutionStart")}
-    [check] = [e for e in recorded if e["Event"] == "SparkListenerJobStart"
-               and e["Properties"].get("spark.job.description") == "logetl: can the executors run logetl's kernel?"]
+    check, plan = check_job(recorded(), "logetl: can the executors' Python workers run logetl's kernel?")
     assert [s["Number of Tasks"] for s in check["Stage Infos"]] == [2]
-    assert "MapInArrow" in plans[int(check["Properties"]["spark.sql.execution.id"])]
-    p = logetl("join", *common, "--conf", "logetl.parse=native", CORPUS_LOG, str(tmp_path / "j"), env=env)
+    assert "MapInArrow" in plan
+    p = logetl("join", *common, CORPUS_LOG, str(tmp_path / "j"), env=env)
     assert p.returncode == 0, p.stderr.decode()[-3000:]
-    assert notices(p.stderr) == ["logetl: Spark parses with logetl's native kernel on the executors "
-                                 "(--conf logetl.parse=native)"]
+    assert notices(p.stderr) == ["logetl: Spark parses with logetl's native kernel in the executors' Python workers "
+                                 "(--conf logetl.parse=python)"]
     assert parts(tmp_path / "j") == corpus("join.tsv")
     # the executors, in their own JVMs under the worker, unpacked the venv and ran its Python
     app = sorted(os.listdir(standalone_cluster["logs"] / "work"))[-1]
@@ -206,34 +258,46 @@ def test_an_archive_spark_cannot_fetch_is_one_line_exit_2(standalone_cluster, tm
 
 
 def test_fallback_on_a_cluster_whose_executors_lack_logetl(standalone_cluster, tmp_path):
-    """The executors' Python is a bare one (no logetl): the session's check sees it, the run takes the
-    built-in path and says why in one line; the same bytes."""
+    """No JDK on the driver's machine (no jar: test_spark_jvm.jre_only) and a bare Python for the
+    executors (no logetl): the session's checks see both, the run takes the built-in path and says why in
+    one line; the same bytes."""
+    from test_spark_jvm import jre_only
+
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
     master = standalone_cluster["master"]
     p = logetl("branch", "--hdfs", "--master", master, "--conf", "spark.executor.memory=1g", "--conf",
-               "spark.cores.max=2", "--input", CORPUS_LOG, "--output1", str(tmp_path / "b1"), "--output2",
-               str(tmp_path / "b2"), "--trap", str(tmp_path / "trap"), env={"PYSPARK_PYTHON": str(bare / "bin" / "python")})
+               "spark.cores.max=2", "--conf", "logetl.jvm.cds=off", "--input", CORPUS_LOG, "--output1",
+               str(tmp_path / "b1"), "--output2", str(tmp_path / "b2"), "--trap", str(tmp_path / "trap"),
+               env={"PYSPARK_PYTHON": str(bare / "bin" / "python"), **jre_only(tmp_path)})
     assert p.returncode == 0, p.stderr.decode()[-3000:]
-    assert notices(p.stderr) == ["logetl: Spark parses with its built-in regular expressions: the executors "
-                                 "cannot run logetl's kernel (ModuleNotFoundError: No module named 'logetl')"]
+    assert notices(p.stderr) == [
+        "logetl: Spark parses with its built-in regular expressions: the executors cannot run logetl's kernel (in "
+        f"their JVMs: no javac beside {tmp_path}/jre/bin/java (building the kernel for the JVM needs a JDK, not "
+        "only a JRE); in their Python workers: ModuleNotFoundError: No module named 'logetl')"]
     assert "Traceback" not in p.stderr.decode()
     assert parts(tmp_path / "b1") == corpus("branch.tsv") == parts(tmp_path / "b2")
     assert parts(tmp_path / "trap") == corpus("trap.log")
 
 
 def test_a_worker_that_cannot_start_is_named_in_the_notice_and_nothing_else_is_printed(standalone_cluster, tmp_path):
-    """The executors' Python workers cannot start (no such program): the check's task fails on every
-    attempt, with Spark's logging off while it runs, so stderr holds the README's notice and the run's
-    summary only (the monitor's lines are off), no stack trace; the built-in path, same bytes."""
+    """The executors' Python workers cannot start (no such program), and there is no JDK to build the JVM's
+    kernel with: the Python check's task fails on every attempt, with Spark's logging off while it runs, so
+    stderr holds the README's notice and the run's summary only (the monitor's lines are off), no stack
+    trace; the built-in path, same bytes."""
+    from test_spark_jvm import jre_only
+
     master = standalone_cluster["master"]
     p = logetl("branch", "--hdfs", "--master", master, "--conf", "spark.executor.memory=1g", "--conf",
-               "spark.cores.max=2", "--input", CORPUS_LOG, "--output1", str(tmp_path / "b1"), "--output2",
-               str(tmp_path / "b2"), env={"PYSPARK_PYTHON": "/no/such/python", "LOGETL_MONITOR": "off"})
+               "spark.cores.max=2", "--conf", "logetl.jvm.cds=off", "--input", CORPUS_LOG, "--output1",
+               str(tmp_path / "b1"), "--output2", str(tmp_path / "b2"),
+               env={"PYSPARK_PYTHON": "/no/such/python", "LOGETL_MONITOR": "off", **jre_only(tmp_path)})
     assert p.returncode == 0, p.stderr.decode()[-3000:]
     lines = p.stderr.decode().splitlines()
     assert lines[0] == ("logetl: Spark parses with its built-in regular expressions: the executors cannot run "
-                        "logetl's kernel (Cannot run program \"/no/such/python\": error=2, No such file or directory)")
+                        f"logetl's kernel (in their JVMs: no javac beside {tmp_path}/jre/bin/java (building the kernel "
+                        "for the JVM needs a JDK, not only a JRE); in their Python workers: Cannot run program "
+                        "\"/no/such/python\": error=2, No such file or directory)")
     assert lines[1].startswith("logetl branch: SUCCESSFUL in ")
     assert all(line.startswith("  ") for line in lines[2:]), p.stderr.decode()
     assert parts(tmp_path / "b1") == corpus("branch.tsv") == parts(tmp_path / "b2")
@@ -279,7 +343,9 @@ def test_missing_java_and_missing_pyspark_are_one_line_exit_2(tmp_path):
 
 
 def test_launched_through_spark_submit(tmp_path):
-    """spark-submit starts the driver JVM and sets the master; logetl uses that session."""
+    """spark-submit starts the driver JVM and sets the master; logetl uses that session. Without logetl's
+    jar on the driver's class path the Python workers parse, and the notice names the jar to give; given
+    with --jars, the JVMs parse."""
     missing = spark_missing()
     require(missing is None, missing or "")
     import pyspark
@@ -290,11 +356,19 @@ def test_launched_through_spark_submit(tmp_path):
     main = os.path.join(os.path.dirname(os.path.abspath(logetl.__file__)), "__main__.py")
     env = {**os.environ, "SPARK_HOME": home, "PYSPARK_PYTHON": sys.executable,
            "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
-    p = subprocess.run([os.path.join(home, "bin", "spark-submit"), "--master", "local[2]", main,
-                        "join", "--hdfs", CORPUS_LOG, str(tmp_path / "j")], capture_output=True, env=env,
-                       timeout=600)
-    assert p.returncode == 0, p.stderr.decode()[-3000:]
-    assert parts(tmp_path / "j") == corpus("join.tsv")
-    # spark-submit's PythonRunner merges the driver's stderr into its stdout
-    assert "logetl join: SUCCESSFUL" in (p.stdout + p.stderr).decode()
-    assert "(spark engine)" in (p.stdout + p.stderr).decode()
+    from logetl.engines.spark_jvm import jar
+
+    for given, notice in (
+            ([], "in the executors' Python workers: it cannot run in their JVMs (the driver's JVM was started "
+                 f"without logetl's jar: give it with spark-submit --jars {jar()})"),
+            (["--jars", jar()], "in the executors' JVMs")):
+        out = tmp_path / f"j{len(given)}"
+        p = subprocess.run([os.path.join(home, "bin", "spark-submit"), "--master", "local[2]", *given, main,
+                            "join", "--hdfs", CORPUS_LOG, str(out)], capture_output=True, env=env, timeout=600)
+        assert p.returncode == 0, p.stderr.decode()[-3000:]
+        assert parts(out) == corpus("join.tsv")
+        # spark-submit's PythonRunner merges the driver's stderr into its stdout
+        said = (p.stdout + p.stderr).decode()
+        assert "logetl join: SUCCESSFUL" in said
+        assert "(spark engine)" in said
+        assert notices(p.stdout + p.stderr) == [f"logetl: Spark parses with logetl's native kernel {notice}"]

@@ -1,8 +1,8 @@
-"""The Spark engine's native parse path (logetl's kernel on the executors, over Arrow batches) and its
-choice: the kernel's Arrow entry point against the line kernel, both Spark parse paths against the
-checked-in expected bytes, the notices, ``--conf logetl.parse``, and the fallback when the executors'
-Python cannot import logetl. (Shipping logetl to a standalone cluster in a packed venv:
-tests/test_spark_cluster.py.)"""
+"""The Spark engine's parse paths (logetl's kernel in the executors' JVMs, or in their Python workers over
+Arrow batches, or Spark's regular expressions) and the choice between them: the kernel's Arrow entry point
+against the line kernel, every Spark parse path against the checked-in expected bytes, the notices,
+``--conf logetl.parse``, and the fallback when the executors' Python cannot import logetl. (The JVM's kernel
+against the Python workers': tests/test_spark_jvm.py; a standalone cluster: tests/test_spark_cluster.py.)"""
 from __future__ import annotations
 
 import json
@@ -27,8 +27,10 @@ pa = pytest.importorskip("pyarrow")
 scan = pytest.importorskip("logetl._scan", reason="the native kernel is not built (no C compiler)")
 
 CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
-NATIVE = "Spark parses with logetl's native kernel on the executors"
+JVM = "Spark parses with logetl's native kernel in the executors' JVMs"
+PYTHON = "Spark parses with logetl's native kernel in the executors' Python workers"
 BUILTIN = "Spark parses with its built-in regular expressions"
+NOTICES = {"jvm": JVM, "python": PYTHON, "builtin": BUILTIN}
 
 
 # --- the kernel's Arrow entry point -------------------------------------------------------------------------
@@ -181,7 +183,7 @@ def test_arrow_kernel_refuses_offsets_that_do_not_fit_its_buffers():
 
 # --- both Spark parse paths, the same bytes -----------------------------------------------------------------
 
-PARSES = ["native", "builtin"]
+PARSES = ["jvm", "python", "builtin"]
 
 
 def spark_run(program, input_path, outs, parse, **kw):
@@ -194,8 +196,7 @@ def test_branch_and_join_on_the_corpus(spark_session, tmp_path, parse):
     outs = {"output1": str(tmp_path / "b1"), "output2": str(tmp_path / "b2")}
     result = spark_run("branch", CORPUS_LOG, outs, parse, trap=str(tmp_path / "trap"))
     assert result.status == SUCCESSFUL
-    assert result.notices == [f"{NATIVE} (--conf logetl.parse=native)" if parse == "native"
-                              else f"{BUILTIN} (--conf logetl.parse=builtin)"]
+    assert result.notices == [f"{NOTICES[parse]} (--conf logetl.parse={parse})"]
     assert parts(outs["output1"]) == corpus("branch.tsv") == parts(outs["output2"])
     assert parts(tmp_path / "trap") == corpus("trap.log")
     counts = json.loads(corpus("counts.json"))
@@ -246,28 +247,51 @@ def test_format_cases_on_both_paths(spark_session, tmp_path, spec, parse):
         (want.lines_read, want.malformed, want.dropped_size_dash)
 
 
-def test_auto_takes_the_native_path_when_the_executors_can(spark_session, tmp_path, monkeypatch):
-    """The test session's executors run this interpreter (a local master: the engine sets PYSPARK_PYTHON),
-    which has logetl: the default (auto) takes the native path and says so; the check runs once a session."""
+def test_auto_takes_the_jvm_path_when_the_executors_can(spark_session, tmp_path, monkeypatch):
+    """The test session's JVM was launched by logetl, with its jar: the default (auto) takes the JVM path
+    and says so; the check runs once a session, in the driver's JVM (a local master's executors are that
+    JVM), and the executors' Python is not asked."""
     from logetl.engines import spark as spark_engine
-
-    from logetl.engines import spark_native
+    from logetl.engines import spark_jvm, spark_native
 
     sc = spark_session.sparkContext
-    monkeypatch.delitem(spark_engine._NATIVE_CHECKS, sc.applicationId, raising=False)
-    jobs = []   # on a cluster the check is an RDD job (the runs are DataFrame jobs); on a local master, none
-    parallelize = sc.parallelize
-    monkeypatch.setattr(sc, "parallelize", lambda *a, **k: jobs.append(a) or parallelize(*a, **k))
-    asked = []  # a local master's check: a process of the interpreter its workers run
+    for path in ("jvm", "python"):
+        monkeypatch.delitem(spark_engine._NATIVE_CHECKS, (sc.applicationId, path), raising=False)
+    checks = []
+    check = spark_jvm.check
+    monkeypatch.setattr(spark_jvm, "check", lambda *a: checks.append(a[1:]) or check(*a))
+    asked = []  # a local master's Python check: a process of the interpreter its workers run
     probe_in = spark_native.probe_in
     monkeypatch.setattr(spark_native, "probe_in", lambda python: asked.append(python) or probe_in(python))
     for out in ("f", "g"):
         result = run_program("filter", CORPUS_LOG, {"output": str(tmp_path / out)}, engine="spark")
-        assert result.notices == [NATIVE]
+        assert result.notices == [JVM]
+        assert parts(tmp_path / out) == corpus("filter.tsv")
+    assert (checks, asked) == ([(False, sc.defaultParallelism)], [])
+    assert spark_engine._NATIVE_CHECKS[(sc.applicationId, "jvm")] == (True, "")
+
+
+def test_the_python_path_checks_the_workers_interpreter_once(spark_session, tmp_path, monkeypatch):
+    """Forced to the Python workers (the path where the JVM's cannot run), the check asks a process of the
+    interpreter they run (a local master: the engine sets PYSPARK_PYTHON to this one), once a session."""
+    from logetl.engines import spark as spark_engine
+    from logetl.engines import spark_native
+
+    sc = spark_session.sparkContext
+    monkeypatch.delitem(spark_engine._NATIVE_CHECKS, (sc.applicationId, "python"), raising=False)
+    jobs = []   # on a cluster the check is a job; on a local master, none
+    parallelize = sc.parallelize
+    monkeypatch.setattr(sc, "parallelize", lambda *a, **k: jobs.append(a) or parallelize(*a, **k))
+    asked = []
+    probe_in = spark_native.probe_in
+    monkeypatch.setattr(spark_native, "probe_in", lambda python: asked.append(python) or probe_in(python))
+    for out in ("f", "g"):
+        result = spark_run("filter", CORPUS_LOG, {"output": str(tmp_path / out)}, "python")
+        assert result.notices == [f"{PYTHON} (--conf logetl.parse=python)"]
         assert parts(tmp_path / out) == corpus("filter.tsv")
     assert (jobs, asked) == ([], [sc.pythonExec])
     assert sc.pythonExec == sys.executable
-    assert spark_engine._NATIVE_CHECKS[sc.applicationId] == (True, "")
+    assert spark_engine._NATIVE_CHECKS[(sc.applicationId, "python")] == (True, "")
 
 
 def test_the_local_check_runs_the_workers_interpreter(tmp_path):
@@ -284,7 +308,7 @@ def test_the_local_check_runs_the_workers_interpreter(tmp_path):
 # --- the command line: the setting, the notices, the fallback -----------------------------------------------
 
 @pytest.mark.parametrize("conf,message", [
-    ("logetl.parse=fast", "Error: --conf logetl.parse=fast: choose from auto, native, builtin"),
+    ("logetl.parse=fast", "Error: --conf logetl.parse=fast: choose from auto, native, jvm, python, builtin"),
     ("logetl.jvm.cds=on", "Error: --conf logetl.jvm.cds=on: choose from auto, off"),
     ("logetl.prase=native", "Error: unknown setting --conf logetl.prase=native (logetl's are logetl.jvm.cds, logetl.parse)"),
 ])
@@ -344,26 +368,33 @@ def notices(stderr: bytes) -> list[str]:
     return [l for l in stderr.decode().splitlines() if l.startswith("logetl: Spark parses")]
 
 
-def test_fallback_when_the_executors_cannot_import_logetl(tmp_path):
-    python = python_without_logetl(tmp_path)
-    env = {"PYSPARK_PYTHON": python}
-    p = logetl("branch", "--hdfs", "--master", "local[1]", "--input", CORPUS_LOG, "--output1", str(tmp_path / "b1"),
-               "--output2", str(tmp_path / "b2"), "--trap", str(tmp_path / "t"), env=env)
+def test_fallback_when_the_executors_can_run_no_kernel(tmp_path):
+    """No JDK to build the JVM's kernel with (test_spark_jvm.jre_only), and executors' Python workers that
+    cannot import logetl: Spark's regular expressions parse, and the notice says why, for both."""
+    from test_spark_jvm import jre_only
+
+    env = {"PYSPARK_PYTHON": python_without_logetl(tmp_path), **jre_only(tmp_path)}
+    cds = ["--conf", "logetl.jvm.cds=off"]
+    jvm_why = f"no javac beside {tmp_path}/jre/bin/java (building the kernel for the JVM needs a JDK, not only a JRE)"
+    p = logetl("branch", "--hdfs", "--master", "local[1]", *cds, "--input", CORPUS_LOG, "--output1",
+               str(tmp_path / "b1"), "--output2", str(tmp_path / "b2"), "--trap", str(tmp_path / "t"), env=env)
     assert p.returncode == 0, p.stderr.decode()[-3000:]
-    assert notices(p.stderr) == [f"logetl: {BUILTIN}: the executors cannot run logetl's kernel "
-                                 "(ModuleNotFoundError: No module named 'logetl')"]
+    assert notices(p.stderr) == [f"logetl: {BUILTIN}: the executors cannot run logetl's kernel (in their JVMs: "
+                                 f"{jvm_why}; in their Python workers: ModuleNotFoundError: No module named 'logetl')"]
     assert "Traceback" not in p.stderr.decode()
     assert parts(tmp_path / "b1") == corpus("branch.tsv")
     assert parts(tmp_path / "t") == corpus("trap.log")
-    # forced, the native path refuses to run without it: one line, exit 2 (the engine cannot be used here)
-    p = logetl("filter", "--hdfs", "--master", "local[1]", "--conf", "logetl.parse=native", "--input", CORPUS_LOG,
-               "--output", str(tmp_path / "f"), env=env)
-    assert p.returncode == 2
-    # refused before the run starts: no FAILED summary before the line
-    assert p.stderr.decode().splitlines() == [
-        "Error: --conf logetl.parse=native, but the executors cannot run logetl's kernel: "
-        "ModuleNotFoundError: No module named 'logetl'"]
-    assert not os.path.exists(tmp_path / "f")
+    # forced, a native path refuses to run without it: one line, exit 2 (the engine cannot be used here),
+    # before the run starts: no FAILED summary before the line
+    for parse, line in (("native", f"the executors cannot run logetl's kernel: in their JVMs: {jvm_why}; in "
+                                   "their Python workers: ModuleNotFoundError: No module named 'logetl'"),
+                        ("python", "the executors' Python workers cannot run logetl's kernel: ModuleNotFoundError: "
+                                   "No module named 'logetl'")):
+        p = logetl("filter", "--hdfs", "--master", "local[1]", *cds, "--conf", f"logetl.parse={parse}", "--input",
+                   CORPUS_LOG, "--output", str(tmp_path / "f"), env=env)
+        assert p.returncode == 2
+        assert p.stderr.decode().splitlines() == [f"Error: --conf logetl.parse={parse}, but {line}"]
+        assert not os.path.exists(tmp_path / "f")
 
 
 def test_notice_on_the_command_line(tmp_path):
@@ -371,10 +402,10 @@ def test_notice_on_the_command_line(tmp_path):
     require(missing is None, missing or "")
     p = logetl("filter", "--hdfs", "--master", "local[1]", "--input", CORPUS_LOG, "--output", str(tmp_path / "f"))
     assert p.returncode == 0, p.stderr.decode()[-3000:]
-    assert notices(p.stderr) == [f"logetl: {NATIVE}"]
+    assert notices(p.stderr) == [f"logetl: {JVM}"]
     # the notice comes first: nothing of the JVM's start before it (an incubator-module warning, Spark's
     # "Setting default log level")
-    assert p.stderr.decode().splitlines()[0] == f"logetl: {NATIVE}"
+    assert p.stderr.decode().splitlines()[0] == f"logetl: {JVM}"
     assert parts(tmp_path / "f") == corpus("filter.tsv")
 
 

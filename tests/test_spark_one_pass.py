@@ -162,11 +162,13 @@ def fields_only() -> L.Flow:
                              parsed.write("all", name="sink_all")])
 
 
-def test_sinks_of_the_parse_as_it_is_are_joined_by_the_workers(spark_session, tmp_path, monkeypatch):
+@pytest.mark.parametrize("parse", ["jvm", "python"])
+def test_sinks_of_the_parse_as_it_is_are_joined_by_the_executors(spark_session, tmp_path, monkeypatch, parse):
     """A one-pass step whose sinks take the parse's records with no filter and nothing computed has its
-    TSV lines made and joined by the Python workers, a few rows per batch (``join_batches``): the local
-    engine's bytes, counters and samples, over two inputs (the samples name theirs), one of them empty
-    and one with more malformed lines than samples, and batches of a few lines (many rows per output)."""
+    TSV lines made and joined by the executors (their JVMs, or their Python workers: ``join_batches``), a
+    few rows per batch: the local engine's bytes, counters and samples, over two inputs (the samples name
+    theirs), one of them empty and one with more malformed lines than samples, and batches of a few lines
+    (many rows per output)."""
     from logetl.engines import spark as spark_engine
 
     joined = []
@@ -185,7 +187,8 @@ def test_sinks_of_the_parse_as_it_is_are_joined_by_the_workers(spark_session, tm
         for engine in ("local", "spark"):
             outs = {tap: str(tmp_path / f"{engine}-{tap}") for tap in ("chosen", "copy", "all")}
             results[engine] = run_flow(fields_only(), str(inputs), outs, engine=engine,
-                                       trap=str(tmp_path / f"{engine}-trap"))
+                                       trap=str(tmp_path / f"{engine}-trap"),
+                                       **({"engine_options": {"conf": {"logetl.parse": parse}}} if engine == "spark" else {}))
     finally:
         spark_session.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     assert joined == [((4, 0, 2), (0, 1, 2, 3, 4), (0, 1, 2, 3, 4))]
@@ -202,7 +205,7 @@ def test_sinks_of_the_parse_as_it_is_are_joined_by_the_workers(spark_session, tm
     assert [w for w, _, _ in spark.malformed_samples] == [w.rsplit(":", 1)[0] for w, _, _ in local.malformed_samples]
 
 
-@pytest.mark.parametrize("parse", ["native", "builtin"])
+@pytest.mark.parametrize("parse", ["jvm", "python", "builtin"])
 @pytest.mark.parametrize("flow", [two_branches, fields_only], ids=["filtered", "joined"])
 def test_many_input_files_are_parsed_by_one_operator_over_their_union(spark_session, tmp_path, monkeypatch,
                                                                       flow, parse):
@@ -220,15 +223,20 @@ def test_many_input_files_are_parsed_by_one_operator_over_their_union(spark_sess
     for i in range(30):
         bad = b"not a line %d\n" % i if i in (3, 17, 29) else b""
         (inputs / f"{i:02d}.log").write_bytes(b"".join(x + b"\n" for x in lines[i % 20: i % 20 + 3]) + bad)
-    mapped = []
+    mapped = []   # the parse's operators: a mapInArrow on the Python workers, a mapPartitions of the JVM's
     real = DataFrame.mapInArrow
-    monkeypatch.setattr(DataFrame, "mapInArrow", lambda self, *a, **k: mapped.append(a) or real(self, *a, **k))
+    monkeypatch.setattr(DataFrame, "mapInArrow", lambda self, *a, **k: mapped.append("python") or real(self, *a, **k))
+    from logetl.engines import spark_jvm
+
+    for name in ("parsed", "joined"):
+        made = getattr(spark_jvm, name)
+        monkeypatch.setattr(spark_jvm, name, lambda *a, made=made, **k: mapped.append("jvm") or made(*a, **k))
     results = {}
     for engine in ("local", "spark"):
         outs = {tap: str(tmp_path / f"{engine}-{tap}") for tap in (s.tap for s in flow().sinks)}
         results[engine] = run_flow(flow(), str(inputs), outs, engine=engine, trap=str(tmp_path / f"{engine}-trap"),
                                    **({"engine_options": {"conf": {"logetl.parse": parse}}} if engine == "spark" else {}))
-    assert len(mapped) == (1 if parse == "native" else 0)
+    assert mapped == ([] if parse == "builtin" else [parse])
     for tap in [*(s.tap for s in flow().sinks), "trap"]:
         assert parts(tmp_path / f"spark-{tap}") == parts(tmp_path / f"local-{tap}"), tap
     assert parts(tmp_path / "spark-trap").endswith(b"not a line 29\n")

@@ -60,7 +60,7 @@ def _inputs(directory) -> None:
     (directory / "b25.log").write_bytes(b"".join(x + b"\n" for x in reversed(lines)))   # other lines at the splits
 
 
-@pytest.mark.parametrize("parse", ["native", "builtin"])
+@pytest.mark.parametrize("parse", ["jvm", "python", "builtin"])
 @pytest.mark.parametrize("split", [None, "16k"], ids=["default", "splits-of-16k"])
 def test_packed_small_files_and_split_large_ones_give_the_local_engines_bytes(spark_session, tmp_path, monkeypatch,
                                                                              parse, split):

@@ -36,184 +36,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#define ONES 0x0101010101010101ULL
-#define HIGHS 0x8080808080808080ULL
-
-enum { LINE_OK = 0, LINE_UTF8 = 1, LINE_NOMATCH = 2, LINE_TABCR = 3 };
-
-/* Character classes of the expression, ASCII meanings, as a table filled once at import. */
-enum { C_SPACE = 1, C_DIGIT = 2, C_TWORD = 4 };   /* \s, \d, [\w:/] */
-static unsigned char cls[256];
-static void init_classes(void) {
-    const char *sp = " \t\n\r\v\f";
-    for (const char *c = sp; *c; c++) cls[(unsigned char)*c] |= C_SPACE;
-    for (int c = '0'; c <= '9'; c++) cls[c] |= C_DIGIT | C_TWORD;
-    for (int c = 'a'; c <= 'z'; c++) cls[c] |= C_TWORD;
-    for (int c = 'A'; c <= 'Z'; c++) cls[c] |= C_TWORD;
-    cls['_'] |= C_TWORD; cls[':'] |= C_TWORD; cls['/'] |= C_TWORD;
-}
-static inline int is_space(unsigned char c) { return cls[c] & C_SPACE; }
-static inline int is_digit(unsigned char c) { return cls[c] & C_DIGIT; }
-static inline int is_tword(unsigned char c) { return cls[c] & C_TWORD; }
-
-/* Strict UTF-8 as Python's decoder: no overlongs, no surrogates, nothing above U+10FFFF. */
-static int valid_utf8(const unsigned char *p, const unsigned char *e) {
-    while (p < e) {
-        /* ASCII fast path, 32 then 8 bytes at a time */
-        while (e - p >= 32) {
-            uint64_t a, b, c, d; memcpy(&a, p, 8); memcpy(&b, p + 8, 8); memcpy(&c, p + 16, 8); memcpy(&d, p + 24, 8);
-            if ((a | b | c | d) & HIGHS) break;
-            p += 32;
-        }
-        while (e - p >= 8) {
-            uint64_t w; memcpy(&w, p, 8);
-            if (w & HIGHS) break;
-            p += 8;
-        }
-        if (p >= e) break;
-        unsigned char c = *p;
-        if (c < 0x80) { p++; continue; }
-        if (c < 0xC2) return 0;
-        if (c < 0xE0) {
-            if (e - p < 2 || (p[1] & 0xC0) != 0x80) return 0;
-            p += 2; continue;
-        }
-        if (c < 0xF0) {
-            if (e - p < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return 0;
-            if (c == 0xE0 && p[1] < 0xA0) return 0;           /* overlong */
-            if (c == 0xED && p[1] >= 0xA0) return 0;          /* surrogates */
-            p += 3; continue;
-        }
-        if (c < 0xF5) {
-            if (e - p < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) return 0;
-            if (c == 0xF0 && p[1] < 0x90) return 0;           /* overlong */
-            if (c == 0xF4 && p[1] >= 0x90) return 0;          /* above U+10FFFF */
-            p += 4; continue;
-        }
-        return 0;
-    }
-    return 1;
-}
-
-typedef struct { const unsigned char *s, *e; } span;
-
-/* Fills f[0..4] and returns LINE_OK, or the reason the line is malformed. */
-static int parse_line(const unsigned char *p, const unsigned char *e, span f[5]) {
-    const unsigned char *q, *t;
-    if (!valid_utf8(p, e)) return LINE_UTF8;
-    q = memchr(p, ' ', e - p);                                    /* ([^ ]*) then ' ' */
-    if (!q) return LINE_NOMATCH;
-    f[0].s = p; f[0].e = q; q++;
-    for (int k = 0; k < 2; k++) {                                 /* \S+ ' ' twice */
-        t = q;
-        while (q < e && !is_space(*q)) q++;
-        if (q == t || q >= e || *q != ' ') return LINE_NOMATCH;
-        q++;
-    }
-    if (q >= e || *q != '[') return LINE_NOMATCH;                    /* \[([\w:/]+\s[+\-]\d{4})\] */
-    t = ++q;
-    while (q < e && is_tword(*q)) q++;
-    if (q == t || q >= e || !is_space(*q)) return LINE_NOMATCH;
-    q++;
-    if (q >= e || (*q != '+' && *q != '-')) return LINE_NOMATCH;
-    q++;
-    if (e - q < 4 || !is_digit(q[0]) || !is_digit(q[1]) || !is_digit(q[2]) || !is_digit(q[3])) return LINE_NOMATCH;
-    q += 4;
-    if (e - q < 3 || q[0] != ']' || q[1] != ' ' || q[2] != '"') return LINE_NOMATCH;
-    f[1].s = t; f[1].e = q;
-    q += 3;
-    f[2].s = q;                                                   /* "(.+?)" (\d{3}) */
-    const unsigned char *r = q + 1;
-    for (;;) {
-        if (r >= e) return LINE_NOMATCH;
-        r = memchr(r, '"', e - r);
-        if (!r || e - r < 6) return LINE_NOMATCH;
-        if (r[1] == ' ' && is_digit(r[2]) && is_digit(r[3]) && is_digit(r[4]) && r[5] == ' ') break;
-        r++;
-    }
-    f[2].e = r;
-    f[3].s = r + 2; f[3].e = r + 5;
-    f[4].s = r + 6;                                               /* ([^ ]*).*$ */
-    q = memchr(f[4].s, ' ', e - f[4].s);
-    f[4].e = q ? q : e;
-    /* Between the fields stand only ' ', '[', ']' and '"', and ident, user (\S+) and the status (\d{3})
-     * cannot hold TAB or CR: so a field holds one exactly when the span from the line's start to the
-     * end of the size does. One vectorized scan instead of four. */
-    if (memchr(p, '\t', f[4].e - p) || memchr(p, '\r', f[4].e - p))
-        return LINE_TABCR;
-    return LINE_OK;
-}
+#include "_kernel.h"
 
 typedef struct { Py_ssize_t line, start, end; int reason; } bad_line;
-
-#define MAX_FIELDS 64
-enum { T_LIT = 0, T_UNTIL = 1, T_ESCAPED = 2, T_REST = 3, T_SPLIT = 4 };
-typedef struct { int kind; const unsigned char *lit; Py_ssize_t lit_len; unsigned char stop; } token;
-typedef struct {
-    token *tokens; int n_tokens;
-    int n_fields;                  /* fields of the program */
-    int out[MAX_FIELDS]; int n_out;
-    int size_index;
-    int clean_literals;            /* no literal holds TAB or CR: a field holds one iff the line does */
-} program;
-
-/* The token program on one line: fills f[0..n_fields) and returns LINE_OK or the reason. */
-static int parse_program_line(const program *pg, const unsigned char *p, const unsigned char *e, span *f) {
-    if (!valid_utf8(p, e)) return LINE_UTF8;
-    const unsigned char *q = p;
-    int k = 0;
-    for (int i = 0; i < pg->n_tokens; i++) {
-        const token *t = &pg->tokens[i];
-        switch (t->kind) {
-        case T_LIT:
-            if (e - q < t->lit_len || memcmp(q, t->lit, t->lit_len) != 0) return LINE_NOMATCH;
-            q += t->lit_len;
-            break;
-        case T_UNTIL: {
-            const unsigned char *r = memchr(q, t->stop, e - q);
-            if (!r) return LINE_NOMATCH;
-            f[k].s = q; f[k].e = r; k++; q = r;
-            break;
-        }
-        case T_ESCAPED: {
-            const unsigned char *r = q;
-            for (;;) {
-                r = memchr(r, '"', e - r);
-                if (!r) return LINE_NOMATCH;
-                const unsigned char *b = r;
-                while (b > q && b[-1] == '\\') b--;
-                if (((r - b) & 1) == 0) break;     /* an even run of backslashes: the quote is not escaped */
-                r++;
-            }
-            f[k].s = q; f[k].e = r; k++; q = r;
-            break;
-        }
-        case T_SPLIT: {   /* the separator's last occurrence before the port's end (see parse_format) */
-            const unsigned char *end = e;
-            if (t->lit_len && !(end = memchr(q, t->lit[0], e - q))) return LINE_NOMATCH;
-            const unsigned char *r = end;
-            while (r > q && r[-1] != t->stop) r--;
-            if (r == q) return LINE_NOMATCH;      /* no separator in [q, end) */
-            r--;
-            f[k].s = q; f[k].e = r; k++; q = r;
-            break;
-        }
-        default: {  /* T_REST: to the end of the line, or a one-word field to its first `stop` (then q != e) */
-            const unsigned char *r = t->stop ? memchr(q, t->stop, e - q) : NULL;
-            if (!r) r = e;
-            f[k].s = q; f[k].e = r; k++; q = r;
-        }
-        }
-    }
-    if (q != e) return LINE_NOMATCH;
-    if (pg->clean_literals)   /* fields and literals tile the line: one scan of it instead of one per field */
-        return (memchr(p, '\t', e - p) || memchr(p, '\r', e - p)) ? LINE_TABCR : LINE_OK;
-    for (int i = 0; i < k; i++) {
-        Py_ssize_t len = f[i].e - f[i].s;
-        if (memchr(f[i].s, '\t', len) || memchr(f[i].s, '\r', len)) return LINE_TABCR;
-    }
-    return LINE_OK;
-}
 
 typedef struct {
     const program *prog;                               /* NULL: the original expression */
@@ -476,8 +301,6 @@ static PyObject *parse_format(PyObject *self, PyObject *args) {
  * status: one byte a line, 0 kept, 1/2/3 malformed (as parse_chunk's reasons), 4 dropped for a size "-";
  * fields: per field written, (offsets, data) of an Arrow utf8 array with one element a line: the field
  * of a kept line, "" for the others (the caller keeps only status 0). */
-enum { ST_KEPT = 0, ST_DASH = 4 };
-
 static PyObject *parse_arrow(PyObject *self, PyObject *args) {
     Py_buffer ob, db;
     Py_ssize_t offset, length;
@@ -546,13 +369,7 @@ static PyObject *parse_arrow(PyObject *self, PyObject *args) {
             if (wide) { const int64_t *o = ob.buf; s = o[offset + i]; e = o[offset + i + 1]; }
             else { const int32_t *o = ob.buf; s = o[offset + i]; e = o[offset + i + 1]; }
             if (s < first || e < s || e > last) { bad_offsets = 1; break; }
-            const unsigned char *p = data + s, *le = data + e;
-            const unsigned char *ce = (le > p && le[-1] == '\r') ? le - 1 : le;
-            int reason = pgp ? parse_program_line(pgp, p, ce, f) : parse_line(p, ce, f);
-            if (reason == LINE_OK) {
-                int si = pgp ? pgp->size_index : 4;
-                if (si >= 0 && f[si].e - f[si].s == 1 && f[si].s[0] == '-') reason = ST_DASH;
-            }
+            int reason = line_status(pgp, data + s, data + e, f);
             st[i] = (unsigned char)reason;
             if (reason >= LINE_UTF8 && reason <= LINE_TABCR) n_bad++;
             for (int k = 0; k < n_out; k++) {

@@ -1,19 +1,22 @@
 """The distributed engine: runs the same flow definitions on Apache Spark (``--hdfs``).
 
 Each step compiles to Spark DataFrame operations with built-in functions only on the per-record path after
-the parse (no Python UDFs). The parse runs logetl's native kernel on the executors over Arrow batches
-(``spark_native``, ``mapInArrow``) when their Python can import it, checked once per Spark application
-(``native_check``: a process of the workers' interpreter on a local master, a one-task job on a cluster), else Spark's regular expressions; ``--conf logetl.parse=auto|native|builtin`` forces
-one, and each run says which in a notice. Paths are whatever Hadoop's FileSystem accepts (``hdfs://``,
-``file://``, ``s3a://`` when configured); plain paths use the cluster's default file system.
+the parse (no Python UDFs). The parse runs logetl's native kernel in the executors' JVMs (``spark_jvm``: a
+``mapPartitions`` of logetl's Java class calling the kernel through JNI, its jar going with the application)
+when they can load it, else on the executors' Python workers over Arrow batches (``spark_native``,
+``mapInArrow``) when their Python can import it, else with Spark's regular expressions; each path is checked
+once per Spark application (``jvm_check``, ``python_check``), ``--conf
+logetl.parse=auto|native|jvm|python|builtin`` forces one, and each run says which in a notice. Paths are
+whatever Hadoop's FileSystem accepts (``hdfs://``, ``file://``, ``s3a://`` when configured); plain paths use
+the cluster's default file system.
 
 How the contract and the orderings are kept, so that outputs are byte-identical to the local engine's:
 
 - Lines: ``spark.read.text`` with ``lineSep="\\n"`` (Spark's default also splits on ``\\r``); the raw
   bytes are kept, so ``is_valid_utf8`` finds invalid UTF-8; one trailing ``\\r`` is cut with
   ``\\r\\z``; Java's regex engine has ASCII classes by default, and ``(?s)`` makes ``.`` match anything.
-  The native path casts the raw bytes to binary and the kernel applies the contract itself; both paths
-  give each line a ``_status`` (0 kept, 1-3 the reasons in ``contract.REASONS`` order, 4 size ``-``).
+  The kernel paths cast the raw bytes to binary and the kernel applies the contract itself; every path
+  gives each line a ``_status`` (0 kept, 1-3 the reasons in ``contract.REASONS`` order, 4 size ``-``).
 - Input order: one ``read.text`` per input file, each with its input's index, or one per run of
   consecutive small files, sorted back to input order (``_packed``: Spark orders the files of a
   multi-file read by size); the reads are unioned in input order and then parsed by one operator; within
@@ -43,8 +46,8 @@ How the contract and the orderings are kept, so that outputs are byte-identical 
   keep their order; counters come from ``DataFrame.observe`` (no extra pass over the data).
 - The input is read once per step: a step whose parsed records reach TSV sinks through per-record
   operators only writes every output, its trap and its samples in one action (``_execute_one_pass``;
-  sinks that take the parse's records as they are get their lines joined by the Python workers, a few
-  rows per batch for the JVM); any other step with several outputs persists its parse for its actions.
+  sinks that take the parse's records as they are get their lines joined by the kernel's side, JVM or
+  Python workers, a few rows per batch); any other step with several outputs persists its parse for its actions.
 - Per-run state (file system, staged outputs, persisted frames) lives in a ``SparkRun`` in the run's
   context, never on the engine.
 """
@@ -80,9 +83,15 @@ CDS_CONF = "logetl.jvm.cds"
 CACHE_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
 MAX_WRITERS = "spark.sql.maxConcurrentOutputFileWriters"
 #: logetl's settings given with --conf (never passed to Spark): name -> the values it takes
-LOGETL_CONF = {PARSE_CONF: ("auto", "native", "builtin"), CDS_CONF: ("auto", "off")}
-#: what the session's check found, by Spark application: (the executors can run the kernel, why not)
-_NATIVE_CHECKS: dict[str, tuple[bool, str]] = {}
+#: the parse paths: the kernel in the executors' JVMs, in their Python workers, or Spark's regular expressions
+JVM, PYTHON, BUILTIN = "jvm", "python", "builtin"
+#: the notices of the parse paths
+JVM_NOTICE = "Spark parses with logetl's native kernel in the executors' JVMs"
+PYTHON_NOTICE = "Spark parses with logetl's native kernel in the executors' Python workers"
+BUILTIN_NOTICE = "Spark parses with its built-in regular expressions"
+LOGETL_CONF = {PARSE_CONF: ("auto", "native", JVM, PYTHON, BUILTIN), CDS_CONF: ("auto", "off")}
+#: what the session's checks found, by (Spark application, path): (the executors can run the kernel, why not)
+_NATIVE_CHECKS: dict[tuple[str, str], tuple[bool, str]] = {}
 ORDER = "_order"
 #: what a Hadoop path string starts with that names its file system (``HadoopFS._p``)
 _FS_PREFIX = re.compile(r"(?:[^/:]*:)?(?://[^/]+)?")
@@ -876,7 +885,9 @@ class SparkEngine(Engine):
         self._fs = None          # the session's HadoopFS (filesystem)
         self._shipping = None    # spark.archives being added to the running session (session)
         self._owns_session = False
-        self.native = False      # the parse path of this engine's runs, chosen by ready
+        self.path = BUILTIN      # the parse path of this engine's runs (JVM, PYTHON, BUILTIN), chosen by ready
+        self._jar: str | None = None   # logetl's jar, given to the JVM this engine launched (spark_jvm)
+        self._no_jar = ""        # why there is none
         self._launched = False   # whether this engine launched the driver JVM (the settings of its memory are ours)
         self._memory: dict = {}  # the session's memory settings (session)
 
@@ -928,11 +939,14 @@ class SparkEngine(Engine):
             "spark.driver.extraJavaOptions": " ".join(java_options),
             **self.conf,
         }
+        if SparkContext._gateway is None and not under_submit and active is None:
+            # this process launches the driver JVM: with logetl's jar (the kernel for the executors' JVMs)
+            conf = self._with_jar(conf)
         if master and master.startswith("local") and "SPARK_LOCAL_IP" not in os.environ:
             os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"   # a local run binds to loopback only
         if master and master.startswith("local") and "PYSPARK_PYTHON" not in os.environ \
                 and "spark.pyspark.python" not in conf:
-            # local executors run on this machine: their Python workers (the native parse path) are this
+            # local executors run on this machine: their Python workers (that parse path) are this
             # interpreter, with logetl and its kernel, rather than PySpark's default, whatever python3 is
             os.environ["PYSPARK_PYTHON"] = sys.executable
         launching = SparkContext._gateway is None and not under_submit
@@ -980,6 +994,22 @@ class SparkEngine(Engine):
         if EMPTY_RELATION_RULE not in excluded:
             self._spark.conf.set(EXCLUDED_RULES, ",".join(excluded + [EMPTY_RELATION_RULE]))
         return self._spark
+
+    def _with_jar(self, conf: dict) -> dict:
+        """``conf`` with logetl's jar added to ``spark.jars`` (when it can be built here, and a run may parse
+        in the JVMs): Spark puts it on the driver's class path and every executor fetches it, as any
+        application jar, so nothing need be installed on the cluster (``spark_jvm``)."""
+        if self.parse_mode in (PYTHON, BUILTIN):
+            return conf
+        from logetl.engines import spark_jvm
+
+        try:
+            self._jar = spark_jvm.jar()
+        except spark_jvm.Unavailable as exc:
+            self._no_jar = str(exc)
+            return conf
+        given = conf.get("spark.jars", "")
+        return {**conf, "spark.jars": f"{given},{self._jar}" if given else self._jar}
 
     def filesystem(self):
         """The session's file systems (``HadoopFS``): one for the session, so that what it looked up once
@@ -1031,38 +1061,93 @@ class SparkEngine(Engine):
         if not any(isinstance(n, assembly.Parse) for s in steps for n in s.nodes):
             return []
         with between_java_calls():   # the check may run a job
-            self.native, notice = self.choose_parse()
+            self.path, notice = self.choose_parse()
         return [notice]
+
+    @property
+    def native(self) -> bool:
+        """Whether this engine's runs parse with logetl's kernel (in the executors' JVMs or Python workers)."""
+        return self.path != BUILTIN
 
     def prepare(self, ctx: StepContext) -> SparkRun:
         self.shipped()
         return SparkRun(self.filesystem(), ctx.taps, partitioned_taps(ctx.flow))
 
-    def choose_parse(self) -> tuple[bool, str]:
-        """The parse path of this engine's runs, and the notice that says which and why: logetl's native
-        kernel when the executors can run it (``--conf logetl.parse=auto``, the default), or as forced."""
-        builtin = "Spark parses with its built-in regular expressions"
-        native = "Spark parses with logetl's native kernel on the executors"
-        if self.parse_mode == "builtin":
-            return False, f"{builtin} (--conf {PARSE_CONF}=builtin)"
-        ok, why = self.native_check()
-        if self.parse_mode == "native":
-            if not ok:
-                raise EngineUnavailable(f"--conf {PARSE_CONF}=native, but the executors cannot run logetl's "
-                                        f"kernel: {why}")
-            return True, f"{native} (--conf {PARSE_CONF}=native)"
-        if not ok:
-            return False, f"{builtin}: the executors cannot run logetl's kernel ({why})"
-        return True, native
+    def choose_parse(self) -> tuple[str, str]:
+        """The parse path of this engine's runs (``JVM``, ``PYTHON`` or ``BUILTIN``), and the notice that
+        says which and why: logetl's kernel in the executors' JVMs when they can run it, else in their
+        Python workers when those can, else Spark's regular expressions (``--conf logetl.parse=auto``, the
+        default); ``native``: either kernel path; ``jvm``, ``python``, ``builtin``: that path."""
+        mode = self.parse_mode
+        forced = "" if mode == "auto" else f" (--conf {PARSE_CONF}={mode})"
+        if mode == BUILTIN:
+            return BUILTIN, f"{BUILTIN_NOTICE}{forced}"
+        jvm_why = python_why = ""
+        if mode != PYTHON:
+            ok, jvm_why = self.jvm_check()
+            if ok:
+                return JVM, f"{JVM_NOTICE}{forced}"
+            if mode == JVM:
+                raise EngineUnavailable(f"--conf {PARSE_CONF}=jvm, but the executors' JVMs cannot run logetl's "
+                                        f"kernel: {jvm_why}")
+        if mode != JVM:
+            ok, python_why = self.python_check()
+            if ok:
+                return PYTHON, PYTHON_NOTICE + forced + (f": it cannot run in their JVMs ({jvm_why})" if jvm_why else "")
+            if mode == PYTHON:
+                raise EngineUnavailable(f"--conf {PARSE_CONF}=python, but the executors' Python workers cannot "
+                                        f"run logetl's kernel: {python_why}")
+        why = f"in their JVMs: {jvm_why}; in their Python workers: {python_why}"
+        if mode == "native":
+            raise EngineUnavailable(f"--conf {PARSE_CONF}=native, but the executors cannot run logetl's kernel: {why}")
+        return BUILTIN, f"{BUILTIN_NOTICE}: the executors cannot run logetl's kernel ({why})"
 
-    def native_check(self) -> tuple[bool, str]:
+    def jvm_check(self) -> tuple[bool, str]:
+        """Whether the executors' JVMs can run logetl's kernel (``spark_jvm``), once per Spark application
+        (then remembered): the driver's JVM must have logetl's jar (it does when logetl launched it), and
+        each executor must load the kernel's library from it, in the driver's logetl version: on a local
+        master the driver's JVM is the executors', asked directly; on a cluster, a job of one task per core
+        (JVM code only). No Python worker is started."""
+        from logetl.engines import spark_jvm
+
+        spark = self.shipped()
+        sc = spark.sparkContext
+        key = (sc.applicationId, JVM)
+        if key not in _NATIVE_CHECKS:
+            if spark_jvm.classes(spark) is None:
+                # a driver JVM logetl did not launch (spark-submit, a notebook's session), or no jar
+                if self._no_jar:
+                    _NATIVE_CHECKS[key] = (False, self._no_jar)
+                else:
+                    try:
+                        _NATIVE_CHECKS[key] = (False, "the driver's JVM was started without logetl's jar: give "
+                                                      f"it with spark-submit --jars {spark_jvm.jar()}")
+                    except spark_jvm.Unavailable as exc:
+                        _NATIVE_CHECKS[key] = (False, str(exc))
+                return _NATIVE_CHECKS[key]
+            cluster = not sc.master.startswith("local")
+            if cluster:
+                sc.setJobDescription("logetl: can the executors' JVMs run logetl's kernel?")
+            try:
+                found = spark_jvm.check(spark, cluster, max(1, sc.defaultParallelism))
+            except Exception as exc:   # the job failed (an executor that cannot even fetch the jar)
+                found = (False, _worker_failure(exc))
+            finally:
+                if cluster:
+                    sc.setJobDescription(None)
+            if stopping():   # the check's job was cancelled: it found nothing (and is not remembered)
+                return False, "stopped"
+            _NATIVE_CHECKS[key] = found
+        return _NATIVE_CHECKS[key]
+
+    def python_check(self) -> tuple[bool, str]:
         """Whether the executors' Python workers can import logetl's kernel (and pyarrow), in the driver's
         logetl version, once per Spark application (then remembered): on a local master, whose workers are
         the interpreter ``sc.pythonExec`` on this machine, by a fresh process of that interpreter; on a
         cluster, by a tiny mapInArrow job of one task per core (``spark_native.probe_batches``)."""
         spark = self.shipped()
         sc = spark.sparkContext
-        key = sc.applicationId
+        key = (sc.applicationId, PYTHON)
         if key not in _NATIVE_CHECKS:
             from logetl.engines.spark_native import PROBE_SCHEMA, probe, probe_batches, probe_in
 
@@ -1078,7 +1163,7 @@ class SparkEngine(Engine):
             if sc.master.startswith("local"):
                 found = probe_in(sc.pythonExec)
             else:
-                sc.setJobDescription("logetl: can the executors run logetl's kernel?")
+                sc.setJobDescription("logetl: can the executors' Python workers run logetl's kernel?")
                 # a worker that cannot start fails the task, and Spark would log its stack traces: the
                 # notice says it in one line instead
                 sc.setLogLevel("OFF")
@@ -1260,19 +1345,26 @@ class SparkEngine(Engine):
             reason.alias("_reason"), ORDER)
         return records, malformed
 
-    @staticmethod
-    def _parse_native(lines, node):
-        """The lines (``_lines``) parsed by logetl's kernel on the executors (``spark_native``): the fields,
-        ``_status``, the raw ``value`` of malformed lines, ``_sample`` and ``_input``; the fields by name."""
+    def _parse_native(self, lines, node):
+        """The lines (``_lines``) parsed by logetl's kernel on the executors, in their JVMs (``spark_jvm``)
+        or their Python workers (``spark_native``): the fields, ``_status``, the raw ``value`` of malformed
+        lines, ``_sample`` and ``_input``; the fields by name."""
         from pyspark.sql import functions as F
 
         from logetl.engines.spark_native import field_column, parse_batches
 
         spec = SparkEngine._native_spec(node)
         columns = [field_column(i) for i in range(len(node.fields))]
-        schema = ", ".join([f"{c} string" for c in columns]
-                           + [f"{STATUS} tinyint", "value binary", f"{SAMPLE} boolean", f"{INPUT} int"])
-        checked = SparkEngine._binary_lines(lines).mapInArrow(partial(parse_batches, spec), schema)
+        rest = [f"{STATUS} tinyint", "value binary", f"{SAMPLE} boolean", f"{INPUT} int"]
+        if self.path == JVM:
+            from logetl.engines import spark_jvm
+
+            # the JVM gives each field's bytes; the cast to a string keeps them (they are valid UTF-8)
+            made = spark_jvm.parsed(self._binary_lines(lines), ", ".join([f"{c} binary" for c in columns] + rest), spec)
+            checked = made.select(*[F.col(c).cast("string").alias(c) for c in columns], STATUS, "value", SAMPLE, INPUT)
+        else:
+            schema = ", ".join([f"{c} string" for c in columns] + rest)
+            checked = self._binary_lines(lines).mapInArrow(partial(parse_batches, spec), schema)
         return checked, {f: F.col(c) for f, c in zip(node.fields, columns)}
 
     @staticmethod
@@ -1417,9 +1509,9 @@ class SparkEngine(Engine):
 
     def _joined_sinks(self, step: assembly.Step) -> tuple | None:
         """For a one-pass step whose sinks take the parse's records as they are (through Pipes, Selects and
-        Renames: no filter, nothing computed), each sink's fields as indexes into the parse's: the Python
-        workers then write the sinks' TSV lines themselves, joined, a few rows per batch
-        (``spark_native.join_batches``). None for any other step."""
+        Renames: no filter, nothing computed), each sink's fields as indexes into the parse's: the kernel's
+        side (the JVMs' ``NativeParse.joined``, the Python workers' ``spark_native.join_batches``) then writes
+        the sinks' TSV lines itself, joined, a few rows per batch. None for any other step."""
         if step.writes:
             return None
         fields: dict[int, dict[str, int]] = {}
@@ -1443,7 +1535,7 @@ class SparkEngine(Engine):
         return tuple(sinks)
 
     def _joined_rows(self, ctx: StepContext, step: assembly.Step, sinks: tuple):
-        """The rows of a step whose sinks the Python workers write (``_joined_sinks``): (parse, rows,
+        """The rows of a step whose sinks the executors write (``_joined_sinks``): (parse, rows,
         observations, nodes) as ``_execute_one_pass`` takes them. Every input is read and parsed as by
         ``_parsed`` (the reads of ``_lines``, in input order); the counters are the sums of each batch's."""
         from pyspark.sql import Observation
@@ -1453,8 +1545,13 @@ class SparkEngine(Engine):
 
         parse = next(n for n in step.nodes if isinstance(n, assembly.Parse))
         nodes = [n for n in step.nodes if not isinstance(n, (assembly.Source, assembly.Parse))]
-        work = partial(join_batches, self._native_spec(parse), sinks, ctx.state.trap is not None)
-        rows = self._binary_lines(self._lines(ctx)).mapInArrow(work, joined_schema())
+        spec, trap, lines = self._native_spec(parse), ctx.state.trap is not None, self._binary_lines(self._lines(ctx))
+        if self.path == JVM:
+            from logetl.engines import spark_jvm
+
+            rows = spark_jvm.joined(lines, joined_schema(), spec, sinks, trap)
+        else:
+            rows = lines.mapInArrow(partial(join_batches, spec, sinks, trap), joined_schema())
         counted = Observation(f"logetl_{next(_OBSERVATIONS)}")
         kept = F.sum("kept")
         rows = rows.observe(counted, F.sum("lines").alias("lines"),
@@ -1481,8 +1578,8 @@ class SparkEngine(Engine):
         deduplicated into the store, and the trap's lines written as text, each by a job over that
         tag's rows only. Persisting the parse for three actions cost more than the parse itself:
         2M-line Branch, ``local[*]``, warm session: 3.4-3.5 s in one pass against 5.7-6.1 s. Sinks that take
-        the parse's records as they are get their TSV lines made and joined by the Python workers instead,
-        a few rows per batch (``_joined_sinks``)."""
+        the parse's records as they are get their TSV lines made and joined by the executors instead (in
+        their JVMs, or their Python workers), a few rows per batch (``_joined_sinks``)."""
         from pyspark.sql import functions as F
 
         run: SparkRun = ctx.state

@@ -1,0 +1,191 @@
+"""The Spark engine's parse in the executors' JVMs: logetl's C kernel called through JNI, no Python worker.
+
+On Spark, the Python-worker path (``spark_native``) hands every line from the executor's JVM to a Python
+worker as Arrow batches and back: on a 2-core standalone cluster, that round trip alone, parsing nothing,
+cost 0.40 of the hand-written PySpark Branch (the README's "the native path's floor"). Here the same kernel
+(``_kernel.h``) runs inside the executors' JVMs: ``java/logetl/spark/NativeParse.java`` takes a partition's
+lines a batch at a time and gives back the rows of the Python path's ``parse_batches`` or ``join_batches``,
+in the same schemas, so the engine plans and reads both paths alike.
+
+What the executors need is one jar, logetl's, which holds the classes and the JNI library (``_jni.c``): it
+travels with the application (``spark.jars``, fetched by every executor as any application jar), so nothing
+is installed on the cluster and no Python environment is shipped for the parse. The jar is built on the
+driver, the first time a session needs it, against the Spark it runs with (``javac`` from the JDK, the C
+compiler with the JDK's JNI headers), and kept in logetl's cache directory (``$LOGETL_CACHE_DIR``, else
+``$XDG_CACHE_HOME/logetl``, else ``~/.cache/logetl``), one file per logetl build and Spark installation
+(~50 KB; ~2 s to build). A machine without a JDK or a C compiler cannot build it: the engine then takes the
+Python-worker path, and the notice says why. The library is built for the driver's machine: executors must
+run the same platform (as a packed venv's interpreter must).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+import zipfile
+
+from logetl import __version__
+from logetl.engines.spark_cds import cache_dir
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the logetl package
+JAVA_SOURCES = [os.path.join(HERE, "java", "logetl", "spark", n) for n in ("Kernel.java", "NativeParse.java")]
+C_SOURCES = [os.path.join(HERE, "_jni.c"), os.path.join(HERE, "_kernel.h")]
+LIBRARY = "liblogetl_jvm.so"
+CLASS = "logetl.spark.NativeParse"
+#: the Java release the classes are compiled for: what Spark 4 runs on, whatever javac compiles them
+RELEASE = "17"
+
+
+class Unavailable(Exception):
+    """Why the kernel cannot run in the JVMs here (the notice's reason)."""
+
+
+def _jdk() -> str:
+    """The JDK of the java that Spark runs with (JAVA_HOME, else java on the PATH): where javac and the JNI
+    headers are."""
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    if not java or not os.path.exists(java):
+        raise Unavailable("no java")
+    jdk = os.path.dirname(os.path.dirname(os.path.realpath(java)))
+    if not os.path.exists(os.path.join(jdk, "bin", "javac")):
+        raise Unavailable(f"no javac beside {os.path.realpath(java)} (building the kernel for the JVM needs a JDK, "
+                          "not only a JRE)")
+    if not os.path.exists(os.path.join(jdk, "include", "jni.h")):
+        raise Unavailable(f"no JNI headers in {jdk}/include (building the kernel for the JVM needs a JDK)")
+    return jdk
+
+
+def _compiler() -> str:
+    """The C compiler: $CC, else cc, else gcc."""
+    given = os.environ.get("CC")
+    cc = shutil.which(given) if given else (shutil.which("cc") or shutil.which("gcc"))
+    if not cc:
+        raise Unavailable(f"no C compiler ({given or 'cc'}) to build the kernel for the JVM")
+    return cc
+
+
+def _spark_jars() -> str:
+    from pyspark.find_spark_home import _find_spark_home
+
+    return os.path.join(_find_spark_home(), "jars")
+
+
+def _key(jars: str) -> str:
+    """What the jar depends on, hashed: logetl's version and the sources it is built from, and the Spark
+    it is compiled against (the names of its jars hold its version)."""
+    h = hashlib.sha256(__version__.encode())
+    for path in JAVA_SOURCES + C_SOURCES:
+        with open(path, "rb") as f:
+            h.update(f.read())
+    h.update("\n".join(sorted(n for n in os.listdir(jars) if n.startswith("spark-"))).encode())
+    return h.hexdigest()[:20]
+
+
+def jar() -> str:
+    """The path of logetl's jar for this Spark installation, built into the cache on first use; raises
+    ``Unavailable`` with the reason when it cannot be built here."""
+    try:
+        jars = _spark_jars()
+        key = _key(jars)
+    except (ImportError, OSError) as exc:
+        raise Unavailable(f"cannot read logetl's JVM sources or Spark's jars: {exc}") from None
+    directory = cache_dir()
+    path = os.path.join(directory, f"logetl-jvm-{key}.jar")
+    if os.path.isfile(path):
+        return path
+    jdk, cc = _jdk(), _compiler()
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".logetl-jvm-", dir=directory) as tmp:
+            classes = os.path.join(tmp, "classes")
+            _run([os.path.join(jdk, "bin", "javac"), "--release", RELEASE, "-nowarn", "-d", classes,
+                  "-cp", os.path.join(jars, "*"), *JAVA_SOURCES], "javac")
+            library = os.path.join(classes, "logetl", "spark", LIBRARY)
+            _run([cc, "-O3", "-shared", "-fPIC", f"-I{jdk}/include", f"-I{jdk}/include/linux",
+                  f'-DLOGETL_VERSION="{__version__}"', C_SOURCES[0], "-o", library], os.path.basename(cc))
+            built = os.path.join(tmp, "logetl-jvm.jar")
+            with zipfile.ZipFile(built, "w", zipfile.ZIP_DEFLATED) as z:
+                for root, _, names in os.walk(classes):
+                    for name in sorted(names):
+                        full = os.path.join(root, name)
+                        z.write(full, os.path.relpath(full, classes))
+            os.replace(built, path)   # atomic: a concurrent build puts the same bytes in place
+    except OSError as exc:
+        raise Unavailable(f"cannot build logetl's jar in {directory}: {exc.strerror or exc}") from None
+    return path
+
+
+def _run(cmd: list[str], what: str) -> None:
+    done = subprocess.run(cmd, capture_output=True)
+    if done.returncode != 0:
+        said = [l for l in (done.stderr + done.stdout).decode(errors="replace").splitlines() if l.strip()]
+        raise Unavailable(f"{what} failed building the kernel for the JVM: {said[0].strip() if said else done.returncode}")
+
+
+def program_bytes(program) -> bytes | None:
+    """A token program (``Format.native_program``; None: the original expression) as _jni.c decodes it:
+    kind, stop, literal length (4 bytes, little-endian) and literal, per token."""
+    if program is None:
+        return None
+    return b"".join(bytes([kind, stop]) + struct.pack("<I", len(lit)) + lit for kind, lit, stop in program)
+
+
+def classes(spark):
+    """logetl's classes in the driver's JVM (a py4j JavaClass), or None when the JVM was started without
+    the jar (a session logetl did not launch: spark-submit without ``--jars``)."""
+    from py4j.java_gateway import JavaClass
+
+    found = spark._jvm.logetl.spark.NativeParse
+    return found if isinstance(found, JavaClass) else None
+
+
+def check(spark, on_cluster: bool, tasks: int) -> tuple[bool, str]:
+    """Whether the executors' JVMs can run the kernel, the driver's JVM having logetl's classes
+    (``classes``): (True, "") or (False, why). On a local master the executors are the driver's JVM, asked
+    directly; on a cluster, a job of ``tasks`` tasks (one a core the session knows) asks them, each loading
+    the library from the jar (JVM code only: no Python worker)."""
+    found = classes(spark)
+    answers = list(found.probe(spark._jsparkSession, tasks)) if on_cluster else [found.check()]
+    for answer in answers:
+        status, _, said = answer.partition("\t")
+        if status != "ok":
+            return False, said
+        if said != __version__:
+            return False, f"they have logetl {said}, the driver {__version__}"
+    return True, ""
+
+
+#: the lines of a batch (at most): the Python workers' Arrow batches', so both paths hold alike
+BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch"
+
+
+def _batch(spark) -> int:
+    size = int(spark.conf.get(BATCH, "10000"))
+    return size if size > 0 else 10000   # (Arrow's "no limit": one batch a partition; here a bounded one)
+
+
+def parsed(lines, schema: str, spec: tuple):
+    """``spark_native.parse_batches``'s rows, made in the executors' JVMs: ``lines`` (``value`` binary,
+    ``_input`` int) parsed by ``spec`` (program, output field indexes, size field index); ``schema``: the
+    rows' DDL, its fields binary (the engine casts them to strings: a cast that keeps the bytes)."""
+    from pyspark.sql import DataFrame
+
+    program, out, size_index = spec
+    spark = lines.sparkSession
+    jdf = classes(spark).parsed(lines._jdf, schema, program_bytes(program), list(out), size_index, _batch(spark))
+    return DataFrame(jdf, spark)
+
+
+def joined(lines, schema: str, spec: tuple, sinks: tuple, trap: bool):
+    """``spark_native.join_batches``'s rows, made in the executors' JVMs."""
+    from pyspark.sql import DataFrame
+
+    program, out, size_index = spec
+    spark = lines.sparkSession
+    jdf = classes(spark).joined(lines._jdf, schema, program_bytes(program), list(out), size_index, _batch(spark),
+                                [list(s) for s in sinks], trap)
+    return DataFrame(jdf, spark)

@@ -1,0 +1,272 @@
+"""logetl's kernel in the executors' JVMs (``spark_jvm``, ``java/logetl/spark``, ``_jni.c``): its rows are the
+Python workers' (``spark_native.parse_batches`` and ``join_batches``, themselves checked against the line
+kernel in test_spark_native) row for row, on the corpus, the real sample, every format's hand-worked lines
+and generated near-miss lines, in batches of every size; the jar's build, its cache and the reasons it
+cannot be built; the session's check. (The programs on this path: test_spark_native; on a standalone
+cluster: test_spark_cluster.)"""
+from __future__ import annotations
+
+import os
+import sys
+import zipfile
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import CORPUS, corpus, logetl, parts, read, require, spark_missing
+from format_cases import CASES, NGINX_ISSUE
+from logetl import contract, formats
+from test_formats import FORMAT_IDS, near_lines
+
+pa = pytest.importorskip("pyarrow")
+pytest.importorskip("logetl._scan", reason="the native kernel is not built (no C compiler)")
+
+CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
+FIELD_ROWS = ("_status", "value", "_sample", "_input")
+
+
+def spec_of(fmt, keep) -> tuple:
+    from logetl.engines.spark import SparkEngine
+
+    class Node:   # what _native_spec reads of a Parse node
+        format, fields = fmt, tuple(keep)
+
+    return SparkEngine._native_spec(Node)
+
+
+def lines_frame(spark, lines: list[bytes], inputs: list[int]):
+    """The lines as the engine gives them to the parse (``value`` binary, ``_input`` int), one partition."""
+    return spark.createDataFrame(list(zip(lines, inputs)), "value binary, _input int").coalesce(1)
+
+
+def python_batches(lines: list[bytes], inputs: list[int], batch: int, large: bool = False):
+    binary = pa.large_binary() if large else pa.binary()
+    return [pa.RecordBatch.from_arrays([pa.array(lines[i:i + batch], binary), pa.array(inputs[i:i + batch], pa.int32())],
+                                       names=["value", "_input"]) for i in range(0, len(lines), batch)]
+
+
+def in_batches_of(spark, batch: int):
+    from logetl.engines.spark import _session_conf
+    from logetl.engines.spark_jvm import BATCH
+
+    return _session_conf(spark, {BATCH: str(batch)})
+
+
+def jvm_parsed(spark, spec, lines, inputs, batch):
+    from logetl.engines import spark_jvm
+    from logetl.engines.spark_native import field_column
+
+    n = len(spec[1])
+    schema = ", ".join([f"{field_column(i)} binary" for i in range(n)]
+                       + ["_status tinyint", "value binary", "_sample boolean", "_input int"])
+    with in_batches_of(spark, batch):
+        made = spark_jvm.parsed(lines_frame(spark, lines, inputs), schema, spec)
+    return [tuple(r) for r in made.collect()]
+
+
+def python_parsed(spec, lines, inputs, batch):
+    from logetl.engines.spark_native import parse_batches
+
+    rows = []
+    for out in parse_batches(spec, iter(python_batches(lines, inputs, batch))):
+        n = out.num_columns - 4
+        columns = [c.to_pylist() for c in out.columns]
+        for values in zip(*columns):
+            rows.append((*(v.encode() for v in values[:n]), *values[n:]))
+    return rows
+
+
+def jvm_joined(spark, spec, lines, inputs, batch, sinks, trap=True):
+    from logetl.engines import spark_jvm
+    from logetl.engines.spark_native import joined_schema
+
+    with in_batches_of(spark, batch):
+        made = spark_jvm.joined(lines_frame(spark, lines, inputs), joined_schema(), spec, sinks, trap)
+    return [tuple(r) for r in made.collect()]
+
+
+def python_joined(spec, lines, inputs, batch, sinks, trap=True):
+    from logetl.engines.spark_native import join_batches
+
+    return [tuple(row.values()) for out in join_batches(spec, sinks, trap, iter(python_batches(lines, inputs, batch)))
+            for row in out.to_pylist()]
+
+
+def both_paths_agree(spark, fmt, keep, lines: list[bytes], batches=(1, 3, 10_000)):
+    """The JVM's rows equal the Python workers' for ``lines`` (each line's input: its batch's number, as a
+    batch is a part of one file), in batches of each size: the parsed rows, and the joined rows of three
+    sinks (every field, some in another order, every field again) with the trap."""
+    spec = spec_of(fmt, keep)
+    n = len(keep)
+    sinks = (tuple(range(n)), tuple(reversed(range(min(3, n)))), tuple(range(n)))
+    for batch in batches:
+        inputs = [i // batch for i in range(len(lines))]
+        assert jvm_parsed(spark, spec, lines, inputs, batch) == python_parsed(spec, lines, inputs, batch), batch
+        assert jvm_joined(spark, spec, lines, inputs, batch, sinks) == python_joined(spec, lines, inputs, batch, sinks), batch
+    # no trap: no trap rows (the samples and counters still come)
+    inputs = [0] * len(lines)
+    assert jvm_joined(spark, spec, lines, inputs, 7, sinks[:1], trap=False) == \
+        python_joined(spec, lines, inputs, 7, sinks[:1], trap=False)
+
+
+def test_the_jvm_kernel_gives_the_python_workers_rows_on_the_corpus(spark_session):
+    lines = contract.split_lines(corpus("corpus.log"))
+    both_paths_agree(spark_session, formats.compile_format(None), contract.FIELDS, lines)
+    # some fields, in another order, of the original expression
+    both_paths_agree(spark_session, formats.compile_format(None), ("size", "ip"), lines, batches=(4,))
+
+
+def test_the_jvm_kernel_gives_the_python_workers_rows_on_the_real_sample(spark_session, sample):
+    lines = contract.split_lines(read(sample))
+    both_paths_agree(spark_session, formats.compile_format(None), contract.FIELDS, lines, batches=(1000, 10_000))
+
+
+@pytest.mark.parametrize("spec", list(CASES), ids=[FORMAT_IDS.get(s, s) for s in CASES])
+def test_the_jvm_kernel_gives_the_python_workers_rows_on_the_format_cases(spark_session, spec):
+    fmt = formats.compile_format(spec)
+    lines = [raw for _, raw, _ in CASES[spec]] + [b"", b"\r", b"\xff"]
+    for keep in (fmt.fields, tuple(reversed(fmt.fields[:3]))):   # all fields; some, in another order
+        both_paths_agree(spark_session, fmt, keep, lines, batches=(2, 10_000))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_the_jvm_kernel_gives_the_python_workers_rows_on_generated_lines(spark_session, data):
+    fmt = formats.compile_format(NGINX_ISSUE)
+    lines = [line.replace(b"\n", b"") for line in data.draw(st.lists(near_lines(fmt), min_size=1, max_size=30))]
+    both_paths_agree(spark_session, fmt, fmt.fields, lines, batches=(data.draw(st.integers(1, 8)),))
+
+
+def test_a_batch_ends_at_8_mb_of_lines_whatever_its_count(spark_session):
+    """A batch holds at most the Arrow batch's lines, and stops once 8 MB of lines are in it (one line more
+    when a line alone is longer): a 9 MB line between small ones is parsed as any other."""
+    from logetl.engines.spark_native import COUNTERS
+
+    ok = corpus("corpus.log").split(b"\n")[0]
+    long = b"x" * (9 << 20)
+    lines = [ok, long, ok, ok]
+    spec = spec_of(formats.compile_format(None), contract.FIELDS)
+    rows = jvm_joined(spark_session, spec, lines, [0] * 4, 10_000, ((0, 1, 2, 3, 4),))
+    counters = [r[4:] for r in rows if r[0] == -1]
+    # batches: [ok, long] (8 MB reached after the long line), then [ok, ok]
+    assert counters == [(2, 0, 1, 0, 0, 1), (2, 0, 0, 0, 0, 2)]
+    assert len(COUNTERS) == 6
+    assert [r[1] for r in rows if r[0] == 2] == [long]   # the sample: the long line, whole
+
+
+# --- the jar: built once, cached, and why it cannot be -------------------------------------------------------
+
+def test_the_jar_is_built_once_into_the_cache_and_holds_the_classes_and_the_library(tmp_path, monkeypatch):
+    missing = spark_missing()
+    require(missing is None, missing or "")
+    from logetl.engines import spark_jvm
+
+    monkeypatch.setenv("LOGETL_CACHE_DIR", str(tmp_path / "cache"))
+    path = spark_jvm.jar()
+    assert os.path.dirname(path) == str(tmp_path / "cache")
+    assert os.listdir(tmp_path / "cache") == [os.path.basename(path)]   # no temporary left
+    with zipfile.ZipFile(path) as z:
+        names = set(z.namelist())
+    assert {"logetl/spark/Kernel.class", "logetl/spark/NativeParse.class", "logetl/spark/liblogetl_jvm.so"} <= names
+    built = os.stat(path).st_mtime_ns
+    assert spark_jvm.jar() == path and os.stat(path).st_mtime_ns == built   # cached: not built again
+
+
+def jre_only(tmp_path) -> dict:
+    """An environment whose java has no JDK beside it (a JRE: no javac), and an empty logetl cache (so no
+    jar built before): logetl cannot build its jar there. The driver's class archive is off (an empty
+    cache would record one)."""
+    from logetl.engines.spark_jvm import _jdk
+
+    real = os.path.join(_jdk(), "bin", "java")
+    home = tmp_path / "jre"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "java").write_text(f'#!/bin/sh\nexec {real} "$@"\n')
+    (home / "bin" / "java").chmod(0o755)
+    return {"JAVA_HOME": str(home), "LOGETL_CACHE_DIR": str(tmp_path / "empty-cache")}
+
+
+def test_why_the_jar_cannot_be_built(tmp_path, monkeypatch):
+    missing = spark_missing()
+    require(missing is None, missing or "")
+    from logetl.engines import spark_jvm
+
+    for k, v in jre_only(tmp_path).items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(spark_jvm.Unavailable) as caught:
+        spark_jvm.jar()
+    assert str(caught.value) == (f"no javac beside {tmp_path}/jre/bin/java (building the kernel for the JVM "
+                                 "needs a JDK, not only a JRE)")
+    monkeypatch.delenv("JAVA_HOME")
+    monkeypatch.setenv("CC", "no-such-cc")
+    with pytest.raises(spark_jvm.Unavailable) as caught:
+        spark_jvm.jar()
+    assert str(caught.value) == "no C compiler (no-such-cc) to build the kernel for the JVM"
+    assert not os.path.exists(tmp_path / "empty-cache") or os.listdir(tmp_path / "empty-cache") == []
+
+
+# --- the choice, on the command line ----------------------------------------------------------------------
+
+def notices(stderr: bytes) -> list[str]:
+    return [l for l in stderr.decode().splitlines() if l.startswith("logetl: Spark parses")]
+
+
+def test_without_a_jdk_the_python_workers_parse_and_jvm_forced_is_refused(tmp_path):
+    missing = spark_missing()
+    require(missing is None, missing or "")
+    env = jre_only(tmp_path)
+    cds = ["--conf", "logetl.jvm.cds=off"]
+    p = logetl("branch", "--hdfs", "--master", "local[1]", *cds, "--input", CORPUS_LOG, "--output1",
+               str(tmp_path / "b1"), "--output2", str(tmp_path / "b2"), "--trap", str(tmp_path / "t"), env=env)
+    assert p.returncode == 0, p.stderr.decode()[-3000:]
+    assert notices(p.stderr) == [
+        "logetl: Spark parses with logetl's native kernel in the executors' Python workers: it cannot run in "
+        f"their JVMs (no javac beside {tmp_path}/jre/bin/java (building the kernel for the JVM needs a JDK, not "
+        "only a JRE))"]
+    assert parts(tmp_path / "b1") == corpus("branch.tsv") == parts(tmp_path / "b2")
+    assert parts(tmp_path / "t") == corpus("trap.log")
+    p = logetl("filter", "--hdfs", "--master", "local[1]", *cds, "--conf", "logetl.parse=jvm", "--input", CORPUS_LOG,
+               "--output", str(tmp_path / "f"), env=env)
+    assert p.returncode == 2
+    assert p.stderr.decode().splitlines() == [
+        "Error: --conf logetl.parse=jvm, but the executors' JVMs cannot run logetl's kernel: no javac beside "
+        f"{tmp_path}/jre/bin/java (building the kernel for the JVM needs a JDK, not only a JRE)"]
+    assert not os.path.exists(tmp_path / "f")
+
+
+def test_a_library_the_executors_cannot_load_is_named_and_the_python_workers_parse(tmp_path):
+    """The check loads the kernel's library in the executors' JVMs: a jar whose library is not one (as one
+    built for another platform would fail) is seen before anything is read; the run says so and takes the
+    Python workers' path."""
+    missing = spark_missing()
+    require(missing is None, missing or "")
+    from logetl.engines import spark_jvm
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    good = spark_jvm.jar()
+    bad = cache / os.path.basename(good)
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(bad, "w") as dst:
+        for item in src.infolist():
+            dst.writestr(item, b"not a library\n" * 512 if item.filename.endswith(".so") else src.read(item))
+    env = {"LOGETL_CACHE_DIR": str(cache)}
+    p = logetl("filter", "--hdfs", "--master", "local[1]", "--conf", "logetl.jvm.cds=off", "--input", CORPUS_LOG,
+               "--output", str(tmp_path / "f"), env=env)
+    assert p.returncode == 0, p.stderr.decode()[-3000:]
+    assert notices(p.stderr) == [
+        "logetl: Spark parses with logetl's native kernel in the executors' Python workers: it cannot run in their "
+        "JVMs (logetl's kernel library does not load: invalid ELF header)"]
+    assert parts(tmp_path / "f") == corpus("filter.tsv")
+    assert "Traceback" not in p.stderr.decode()
+
+
+def test_the_jvm_path_is_the_default_where_it_can_run(tmp_path):
+    missing = spark_missing()
+    require(missing is None, missing or "")
+    p = logetl("join", "--hdfs", "--master", "local[2]", "--trap", str(tmp_path / "t"), CORPUS_LOG, str(tmp_path / "j"))
+    assert p.returncode == 0, p.stderr.decode()[-3000:]
+    assert p.stderr.decode().splitlines()[0] == "logetl: Spark parses with logetl's native kernel in the executors' JVMs"
+    assert parts(tmp_path / "j") == corpus("join.tsv")
+    assert parts(tmp_path / "t") == corpus("trap.log")
+    assert sys.executable   # (the executors' Python is never asked: the check is the JVMs')
