@@ -1,8 +1,13 @@
-"""Benchmark: logetl --hdfs (the native parse path) against hand-written PySpark jobs, Branch and Join, on
-``local[*]`` and on a standalone cluster started here (a Master and a Worker on 127.0.0.1, executors in
-their own JVMs; logetl shipped to them in a packed venv with spark.archives, as a user would).
+"""Benchmark: logetl --hdfs against hand-written PySpark jobs, Branch and Join, on ``local[*]`` and on a
+standalone cluster started here (a Master and a Worker on 127.0.0.1, executors in their own JVMs).
 
     python bench/spark.py [--lines 2000000] [--seed 1] [--repeat 3] [--skip-local] [--skip-cluster]
+                          [--skip-python]
+
+logetl runs as a user would: on its default parse path (the kernel in the executors' JVMs), with nothing
+shipped to the cluster (its jar goes with the application); and, unless --skip-python, on the Python
+workers' path (``--conf logetl.parse=python``), logetl shipped to the cluster's executors in a packed venv
+with spark.archives, as the README's "Shipping logetl to a cluster" says.
 
 logetl's driver JVM starts from its class-data archive (``logetl.engines.spark_cds``), which the first
 run on a machine records: before measuring, one unmeasured logetl Join over a few lines records it when it
@@ -13,9 +18,8 @@ neighbour hurts all of them alike, each from a cleared output. Reports, per mast
 of each job and the ratio logetl / hand-written (target: <= 0.4), then the same without session start:
 each side's median minus the median of a process of its own that only starts its session and stops it
 (same master and settings). Outputs are compared byte for byte (logetl's parts concatenated in name order
-against the hand-written job's). Also the native path's floor (``bench/spark_floor.py``: logetl's session,
-every line sent through the executors' Python workers and nothing back) and its ratio to each hand-written
-job: where that ratio is above the target, no run that parses on the Python workers can meet it there.
+against the hand-written job's). Also the parse's floor (``bench/spark_floor.py``: logetl's session, every
+line read and parsed in the executors' JVMs, nothing written) and its ratio to each hand-written job.
 Writes bench/out/results-spark-native.json.
 """
 from __future__ import annotations
@@ -134,28 +138,36 @@ def cat(d: str) -> bytes:
     return b"".join(open(os.path.join(d, n), "rb").read() for n in sorted(os.listdir(d)) if n.startswith("part-"))
 
 
-def jobs_for(where: str, master: str, log: str, conf: list[str], env: dict) -> dict:
-    """name -> (command, outputs to clear, extra environment)."""
+def jobs_for(where: str, master: str, log: str, conf: list[str], python: tuple | None) -> dict:
+    """name -> (command, outputs to clear, extra environment). ``python``: (settings, environment) of the
+    Python workers' path, or None to leave it out."""
     py, hand = sys.executable, os.path.join(HERE, "spark_handwritten.py")
     o = lambda name: out(where, name)
     logetl = [py, "-m", "logetl"]
-    flags = ["-q", "--hdfs", "--master", master, *[x for kv in conf for x in ("--conf", kv)]]
-    hand_env = {"HANDWRITTEN_MASTER": master,
-                "PYSPARK_SUBMIT_ARGS": " ".join(f"--conf {kv}" for kv in conf if not kv.startswith("spark.archives"))
+    flags = lambda settings: ["-q", "--hdfs", "--master", master, *[x for kv in settings for x in ("--conf", kv)]]
+    hand_env = {"HANDWRITTEN_MASTER": master, "PYSPARK_SUBMIT_ARGS": " ".join(f"--conf {kv}" for kv in conf)
                 + " pyspark-shell"}
     session = ("from logetl.engines.spark import SparkEngine; import sys; "
                f"e = SparkEngine(master={master!r}, conf=dict(kv.split('=', 1) for kv in sys.argv[1:])); "
                "e.session(); e.shutdown()")
-    return {
+    jobs = {
         "hand-written session": ([py, hand, "session"], [], hand_env),
         "hand-written branch": ([py, hand, "branch", log, o("hb1"), o("hb2")], [o("hb1"), o("hb2")], hand_env),
         "hand-written join": ([py, hand, "join", log, o("hj"), o("hj-ckpt")], [o("hj"), o("hj-ckpt")], hand_env),
-        "logetl session": ([py, "-c", session, *conf], [], env),
-        "logetl branch": (logetl + ["branch", *flags, "--input", log, "--output1", o("lb1"), "--output2", o("lb2")],
-                          [o("lb1"), o("lb2")], env),
-        "logetl join": (logetl + ["join", *flags, log, o("lj")], [o("lj")], env),
-        "logetl floor": ([py, os.path.join(HERE, "spark_floor.py"), log, master, *conf], [], env),
+        "logetl session": ([py, "-c", session, *conf], [], {}),
+        "logetl branch": (logetl + ["branch", *flags(conf), "--input", log, "--output1", o("lb1"), "--output2",
+                                    o("lb2")], [o("lb1"), o("lb2")], {}),
+        "logetl join": (logetl + ["join", *flags(conf), log, o("lj")], [o("lj")], {}),
+        "logetl floor": ([py, os.path.join(HERE, "spark_floor.py"), log, master, *conf], [], {}),
     }
+    if python:
+        settings, env = python
+        settings = [*conf, *settings, "logetl.parse=python"]
+        jobs["logetl branch, python workers"] = (
+            logetl + ["branch", *flags(settings), "--input", log, "--output1", o("pb1"), "--output2", o("pb2")],
+            [o("pb1"), o("pb2")], env)
+        jobs["logetl join, python workers"] = (logetl + ["join", *flags(settings), log, o("pj")], [o("pj")], env)
+    return jobs
 
 
 def record_class_archive(log: str) -> str:
@@ -181,11 +193,14 @@ def record_class_archive(log: str) -> str:
     return f"{found} by a first run of {took:.1f} s ({archive.path})"
 
 
-def measure_in(cmd: list[str], clear: list[str], env: dict) -> float:
+def measure_in(cmd: list[str], clear: list[str], env: dict) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB, of the largest process the command waited for: on local[*] the
+    driver JVM, which runs the executors too; a cluster's executors are the cluster's processes)."""
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        return measure_usage(cmd, clear)[0]
+        wall, _, rss = measure_usage(cmd, clear)
+        return wall, rss
     finally:
         for k, v in saved.items():
             if v is None:
@@ -202,6 +217,7 @@ def main() -> None:
     ap.add_argument("--log", help="the input log (default: bench/out/access-LINES-SEED-gV.log, generated)")
     ap.add_argument("--skip-local", action="store_true")
     ap.add_argument("--skip-cluster", action="store_true")
+    ap.add_argument("--skip-python", action="store_true", help="leave out logetl's Python workers' path")
     args = ap.parse_args()
     os.makedirs(OUT, exist_ok=True)
     from logetl.generate import VERSION
@@ -213,30 +229,38 @@ def main() -> None:
                         str(args.seed), log], check=True)
     load_before = os.getloadavg()
     places = []
+    python = not args.skip_python
     if not args.skip_local:
-        places.append(("local", "local[*]", [], {}))
+        places.append(("local", "local[*]", [], ([], {}) if python else None))
     cluster = None
     if not args.skip_cluster:
-        archive = os.path.join(OUT, "logetl-env.tar.gz")
-        print(f"packing a venv with logetl -> {archive}", flush=True)
-        pack_venv(archive)
+        shipped = None
+        if python:   # only the Python workers' path needs logetl shipped to the executors
+            archive = os.path.join(OUT, "logetl-env.tar.gz")
+            print(f"packing a venv with logetl -> {archive}", flush=True)
+            pack_venv(archive)
+            shipped = ([f"spark.archives={archive}#environment"], {"PYSPARK_PYTHON": "./environment/bin/python"})
         cluster = Cluster(cores=2, memory="6g")
-        conf = ["spark.cores.max=2", "spark.executor.memory=4g"]
-        places.append(("cluster", cluster.master, [*conf, f"spark.archives={archive}#environment"],
-                       {"PYSPARK_PYTHON": "./environment/bin/python"}))
+        places.append(("cluster", cluster.master, ["spark.cores.max=2", "spark.executor.memory=4g"], shipped))
     report = {"lines": args.lines, "log": log, "repeat": args.repeat, "cores": os.cpu_count(), "places": {}}
     report["class_archive"] = record_class_archive(log)
     try:
-        for where, master, conf, env in places:
-            jobs = jobs_for(where, master, log, conf, env)
+        for where, master, conf, shipped in places:
+            jobs = jobs_for(where, master, log, conf, shipped)
             runs: dict[str, list[float]] = {k: [] for k in jobs}
+            rss: dict[str, list[float]] = {k: [] for k in jobs}
             for i in range(args.repeat):
                 for name, (cmd, clear, extra) in jobs.items():
-                    runs[name].append(measure_in(cmd, clear, extra))
+                    wall, peak = measure_in(cmd, clear, extra)
+                    runs[name].append(wall)
+                    rss[name].append(peak)
                     print(f"  {where} run {i + 1}/{args.repeat} {name:<22} {runs[name][-1]:7.2f} s  "
                           f"(load {os.getloadavg()[0]:.1f})", flush=True)
             same = {"branch": cat(out(where, "hb1")) == cat(out(where, "lb1")) == cat(out(where, "lb2")),
                     "join": cat(out(where, "hj")) == cat(out(where, "lj"))}
+            if shipped:
+                same["branch"] &= cat(out(where, "hb1")) == cat(out(where, "pb1")) == cat(out(where, "pb2"))
+                same["join"] &= cat(out(where, "hj")) == cat(out(where, "pj"))
             med = {k: statistics.median(v) for k, v in runs.items()}
             rows = {}
             for program in ("branch", "join"):
@@ -249,8 +273,12 @@ def main() -> None:
                                  "logetl_without_session_s": round(ours_work, 2),
                                  "ratio_without_session": round(ours_work / hand_work, 3),
                                  "identical": same[program]}
+                if shipped:
+                    workers = med[f"logetl {program}, python workers"]
+                    rows[program].update(python_workers_s=round(workers, 2), python_workers_ratio=round(workers / hand, 3))
             report["places"][where] = {"master": master, "median_s": {k: round(v, 2) for k, v in med.items()},
                                        "runs_s": {k: [round(x, 2) for x in v] for k, v in runs.items()},
+                                       "peak_rss_mb": {k: round(statistics.median(v)) for k, v in rss.items()},
                                        "programs": rows}
     finally:
         if cluster:
@@ -261,7 +289,7 @@ def main() -> None:
           f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after")
     print(f"logetl's JVM class archive: {report['class_archive']}")
     print(f"{'':<9}{'program':<8}{'hand-written':>13}{'logetl':>9}{'ratio':>7}  {'without session start':>22}"
-          f"{'ratio':>7}  met (<= {TARGET})  same bytes  floor's ratio")
+          f"{'ratio':>7}  met (<= {TARGET})  same bytes  floor's ratio  python workers (ratio)")
     for where, r in report["places"].items():
         sessions = f"(sessions: hand-written {r['median_s']['hand-written session']:.1f} s, " \
                    f"logetl {r['median_s']['logetl session']:.1f} s)"
@@ -269,10 +297,13 @@ def main() -> None:
             print(f"{where:<9}{program:<8}{row['hand_written_s']:>12.1f}s{row['logetl_s']:>8.1f}s{row['ratio']:>7.2f}  "
                   f"{row['hand_written_without_session_s']:>10.1f}s vs {row['logetl_without_session_s']:>6.1f}s"
                   f"{row['ratio_without_session']:>7.2f}  {'yes' if row['ratio'] <= TARGET else 'NO':>4}"
-                  f"{'':>10}{str(row['identical']):<12}{row['floor_ratio']:.2f}")
+                  f"{'':>10}{str(row['identical']):<12}{row['floor_ratio']:<15.2f}"
+                  + (f"{row['python_workers_s']:.1f}s ({row['python_workers_ratio']:.2f})" if "python_workers_s" in row else ""))
         print(f"{'':<9}{sessions}")
-        print(f"{'':<9}(the native path's floor: {r['median_s']['logetl floor']:.1f} s, "
-              "logetl's session and the lines through the Python workers, nothing back)")
+        print(f"{'':<9}(the parse's floor: {r['median_s']['logetl floor']:.1f} s, "
+              "logetl's session, every line read and parsed in the executors' JVMs, nothing written)")
+        print(f"{'':<9}(peak RSS, MB: " + ", ".join(f"{k} {v}" for k, v in r["peak_rss_mb"].items() if "session" not in k)
+              + ")")
     with open(os.path.join(OUT, "results-spark-native.json"), "w") as f:
         json.dump(report, f, indent=2)
 

@@ -360,7 +360,7 @@ def test_launched_through_spark_submit(tmp_path):
 
     for given, notice in (
             ([], "in the executors' Python workers: it cannot run in their JVMs (the driver's JVM was started "
-                 f"without logetl's jar: give it with spark-submit --jars {jar()})"),
+                 f"without logetl's jar: give it with --jars {jar()} (spark.jars))"),
             (["--jars", jar()], "in the executors' JVMs")):
         out = tmp_path / f"j{len(given)}"
         p = subprocess.run([os.path.join(home, "bin", "spark-submit"), "--master", "local[2]", *given, main,

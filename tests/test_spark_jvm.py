@@ -36,8 +36,12 @@ def spec_of(fmt, keep) -> tuple:
 
 
 def lines_frame(spark, lines: list[bytes], inputs: list[int]):
-    """The lines as the engine gives them to the parse (``value`` binary, ``_input`` int), one partition."""
-    return spark.createDataFrame(list(zip(lines, inputs)), "value binary, _input int").coalesce(1)
+    """The lines as the engine gives them to the parse (``value``, a string of the raw bytes, as read.text
+    gives it: the cast from binary keeps them; ``_input`` int), in one partition."""
+    from pyspark.sql import functions as F
+
+    made = spark.createDataFrame(list(zip(lines, inputs)), "value binary, _input int")
+    return made.select(F.col("value").cast("string").alias("value"), "_input").coalesce(1)
 
 
 def python_batches(lines: list[bytes], inputs: list[int], batch: int, large: bool = False):
@@ -57,11 +61,15 @@ def jvm_parsed(spark, spec, lines, inputs, batch):
     from logetl.engines import spark_jvm
     from logetl.engines.spark_native import field_column
 
+    from pyspark.sql import functions as F
+
     n = len(spec[1])
-    schema = ", ".join([f"{field_column(i)} binary" for i in range(n)]
+    schema = ", ".join([f"{field_column(i)} string" for i in range(n)]
                        + ["_status tinyint", "value binary", "_sample boolean", "_input int"])
     with in_batches_of(spark, batch):
         made = spark_jvm.parsed(lines_frame(spark, lines, inputs), schema, spec)
+    # (the fields as bytes: a string of an invalid line's bytes would come back decoded with U+FFFD)
+    made = made.select(*[F.col(field_column(i)).cast("binary") for i in range(n)], *FIELD_ROWS)
     return [tuple(r) for r in made.collect()]
 
 

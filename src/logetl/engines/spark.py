@@ -996,11 +996,10 @@ class SparkEngine(Engine):
         return self._spark
 
     def _with_jar(self, conf: dict) -> dict:
-        """``conf`` with logetl's jar added to ``spark.jars`` (when it can be built here, and a run may parse
-        in the JVMs): Spark puts it on the driver's class path and every executor fetches it, as any
-        application jar, so nothing need be installed on the cluster (``spark_jvm``)."""
-        if self.parse_mode in (PYTHON, BUILTIN):
-            return conf
+        """``conf`` with logetl's jar added to ``spark.jars``, when it can be built here: Spark puts it on the
+        driver's class path and every executor fetches it, as any application jar, so nothing need be
+        installed on the cluster (``spark_jvm``). Whatever this engine's parse path: the session may serve
+        other runs (a notebook's, a test session's), and the jar costs nothing once built."""
         from logetl.engines import spark_jvm
 
         try:
@@ -1121,7 +1120,7 @@ class SparkEngine(Engine):
                 else:
                     try:
                         _NATIVE_CHECKS[key] = (False, "the driver's JVM was started without logetl's jar: give "
-                                                      f"it with spark-submit --jars {spark_jvm.jar()}")
+                                                      f"it with --jars {spark_jvm.jar()} (spark.jars)")
                     except spark_jvm.Unavailable as exc:
                         _NATIVE_CHECKS[key] = (False, str(exc))
                 return _NATIVE_CHECKS[key]
@@ -1355,15 +1354,13 @@ class SparkEngine(Engine):
 
         spec = SparkEngine._native_spec(node)
         columns = [field_column(i) for i in range(len(node.fields))]
-        rest = [f"{STATUS} tinyint", "value binary", f"{SAMPLE} boolean", f"{INPUT} int"]
+        schema = ", ".join([f"{c} string" for c in columns] + [f"{STATUS} tinyint", "value binary",
+                                                                 f"{SAMPLE} boolean", f"{INPUT} int"])
         if self.path == JVM:
             from logetl.engines import spark_jvm
 
-            # the JVM gives each field's bytes; the cast to a string keeps them (they are valid UTF-8)
-            made = spark_jvm.parsed(self._binary_lines(lines), ", ".join([f"{c} binary" for c in columns] + rest), spec)
-            checked = made.select(*[F.col(c).cast("string").alias(c) for c in columns], STATUS, "value", SAMPLE, INPUT)
+            checked = spark_jvm.parsed(lines, schema, spec)
         else:
-            schema = ", ".join([f"{c} string" for c in columns] + rest)
             checked = self._binary_lines(lines).mapInArrow(partial(parse_batches, spec), schema)
         return checked, {f: F.col(c) for f, c in zip(node.fields, columns)}
 
@@ -1545,13 +1542,13 @@ class SparkEngine(Engine):
 
         parse = next(n for n in step.nodes if isinstance(n, assembly.Parse))
         nodes = [n for n in step.nodes if not isinstance(n, (assembly.Source, assembly.Parse))]
-        spec, trap, lines = self._native_spec(parse), ctx.state.trap is not None, self._binary_lines(self._lines(ctx))
+        spec, trap, lines = self._native_spec(parse), ctx.state.trap is not None, self._lines(ctx)
         if self.path == JVM:
             from logetl.engines import spark_jvm
 
             rows = spark_jvm.joined(lines, joined_schema(), spec, sinks, trap)
         else:
-            rows = lines.mapInArrow(partial(join_batches, spec, sinks, trap), joined_schema())
+            rows = self._binary_lines(lines).mapInArrow(partial(join_batches, spec, sinks, trap), joined_schema())
         counted = Observation(f"logetl_{next(_OBSERVATIONS)}")
         kept = F.sum("kept")
         rows = rows.observe(counted, F.sum("lines").alias("lines"),

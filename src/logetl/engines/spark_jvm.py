@@ -169,9 +169,9 @@ def _batch(spark) -> int:
 
 
 def parsed(lines, schema: str, spec: tuple):
-    """``spark_native.parse_batches``'s rows, made in the executors' JVMs: ``lines`` (``value`` binary,
-    ``_input`` int) parsed by ``spec`` (program, output field indexes, size field index); ``schema``: the
-    rows' DDL, its fields binary (the engine casts them to strings: a cast that keeps the bytes)."""
+    """``spark_native.parse_batches``'s rows, made in the executors' JVMs: ``lines`` (``value``, the raw
+    line as ``read.text`` gives it, its bytes unchecked; ``_input`` int), parsed by ``spec`` (program,
+    output field indexes, size field index); ``schema``: the rows' DDL (parse_batches' schema)."""
     from pyspark.sql import DataFrame
 
     program, out, size_index = spec

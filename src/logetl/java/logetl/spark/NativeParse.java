@@ -1,25 +1,37 @@
 package logetl.spark;
 
 import java.io.Serializable;
-import java.util.ArrayDeque;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Iterator;
 import java.util.List;
+import java.util.NoSuchElementException;
 
+import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
-import org.apache.spark.sql.Dataset;
+import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
-import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.expressions.codegen.UnsafeRowWriter;
+import org.apache.spark.sql.classic.Dataset;
+import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
- * logetl's parse on Spark, in the executors' JVMs: the lines ({@code value} binary, the raw bytes;
- * {@code _input} int, the input's index) parsed by the native kernel ({@link Kernel}) a batch at a time,
- * with no Python worker and no Arrow round trip. The rows given back are those of logetl's Python-worker
- * path ({@code logetl/engines/spark_native.py}: {@code parse_batches}, {@code join_batches}), in the same
- * schemas (given by the driver, as DDL), so the engine reads either the same way.
+ * logetl's parse on Spark, in the executors' JVMs: the lines ({@code value}, the raw line as the text
+ * source read it; {@code _input} int, the input's index) parsed by the native kernel ({@link Kernel}) a
+ * batch at a time, with no Python worker and no Arrow round trip. The rows given back are those of
+ * logetl's Python-worker path ({@code logetl/engines/spark_native.py}: {@code parse_batches},
+ * {@code join_batches}), in the same schemas (given by the driver, as DDL), so the engine reads either the
+ * same way.
+ *
+ * <p>The rows go in and come out as Spark's own ({@link InternalRow}): each line's bytes are copied once,
+ * from the scan's row into the batch, and each parsed row is written once, straight from the batch
+ * ({@link UnsafeRowWriter}); with Spark's public {@code Row}s a line was converted five times on its way
+ * (a cast to binary, the row, its byte[], the encoder's row, the cast of the fields to strings).
  *
  * <p>Ordering: each partition's rows keep their order (one batch after the other, each in its lines'
  * order). Memory: one batch of lines a task (at most {@code batch} lines, as many as the Python workers'
@@ -31,16 +43,14 @@ public final class NativeParse {
     /** The first malformed lines of each partition are flagged (or sent) as samples. */
     static final int SAMPLES = 5;
     static final byte KEPT = 0, DASH = 4;
-    private static final byte[] EMPTY = new byte[0];
 
     private NativeParse() {}
 
-    /** One row per line: the fields written (binary; empty unless the line is kept), {@code _status},
+    /** One row per line: the fields written (strings; empty unless the line is kept), {@code _status},
      * the raw line for malformed lines (else null), the sample flag, {@code _input}. */
     public static Dataset<Row> parsed(Dataset<Row> lines, String schema, byte[] program, List<Integer> out,
                                       int sizeIndex, int batch) {
-        return lines.mapPartitions(new Parsed(new Spec(program, out, sizeIndex, batch)),
-                                   Encoders.row(StructType.fromDDL(schema)));
+        return made(lines, schema, new Parsed(new Spec(program, out, sizeIndex, batch)));
     }
 
     /** A few rows per batch, for a step whose sinks take the parse's records as they are: per sink, its
@@ -51,8 +61,13 @@ public final class NativeParse {
                                       int sizeIndex, int batch, List<List<Integer>> sinks, boolean trap) {
         int[][] chosen = new int[sinks.size()][];
         for (int i = 0; i < chosen.length; i++) chosen[i] = ints(sinks.get(i));
-        return lines.mapPartitions(new Joined(new Spec(program, out, sizeIndex, batch), chosen, trap),
-                                   Encoders.row(StructType.fromDDL(schema)));
+        return made(lines, schema, new Joined(new Spec(program, out, sizeIndex, batch), chosen, trap));
+    }
+
+    /** The rows {@code f} makes of each partition of {@code lines}' rows, as a DataFrame of {@code schema}. */
+    static Dataset<Row> made(Dataset<Row> lines, String schema, FlatMapFunction<Iterator<InternalRow>, InternalRow> f) {
+        RDD<InternalRow> rows = lines.queryExecution().toRdd().toJavaRDD().mapPartitions(f).rdd();
+        return ((SparkSession) lines.sparkSession()).internalCreateDataFrame(rows, StructType.fromDDL(schema), false);
     }
 
     /** The session's check: {@code tasks} tasks, each saying {@code ok TAB version} (the library's), or
@@ -116,18 +131,18 @@ public final class NativeParse {
         }
 
         /** Reads the next lines of {@code rows} and parses them; false when there were none. */
-        boolean fill(Iterator<Row> rows) {
+        boolean fill(Iterator<InternalRow> rows) {
             n = 0;
             int used = 0;
             while (n < spec.batch && used < BATCH_BYTES && rows.hasNext()) {
-                Row row = rows.next();
-                byte[] line = (byte[]) row.get(0);
-                if (used + line.length > data.length)
-                    data = Arrays.copyOf(data, Math.max(data.length * 2, used + line.length));
-                System.arraycopy(line, 0, data, used, line.length);
+                InternalRow row = rows.next();
+                UTF8String line = row.getUTF8String(0);   // the scan's bytes, not a copy (nor decoded)
+                int length = line.numBytes();
+                if (used + length > data.length) data = Arrays.copyOf(data, Math.max(data.length * 2, used + length));
+                line.writeToMemory(data, org.apache.spark.unsafe.Platform.BYTE_ARRAY_OFFSET + used);
                 offsets[n] = used;
                 inputs[n] = row.getInt(1);
-                used += line.length;
+                used += length;
                 n++;
             }
             offsets[n] = used;
@@ -146,80 +161,97 @@ public final class NativeParse {
         }
     }
 
-    /** Rows made batch by batch from a partition's lines. */
-    abstract static class Batched implements MapPartitionsFunction<Row, Row> {
+    /** One row per line, written from the batch as the caller asks for it (the writer's row is reused:
+     * Spark copies a row it keeps). */
+    static final class Parsed implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
         final Spec spec;
 
-        Batched(Spec spec) {
+        Parsed(Spec spec) {
             this.spec = spec;
         }
 
-        /** Adds the rows of one parsed batch to {@code rows}; {@code samples[0]}: samples left in the partition. */
-        abstract void emit(Batch batch, ArrayDeque<Row> rows, int[] samples);
-
         @Override
-        public Iterator<Row> call(Iterator<Row> input) {
+        public Iterator<InternalRow> call(Iterator<InternalRow> input) {
             Kernel.load();
-            Batch batch = new Batch(spec);
-            ArrayDeque<Row> pending = new ArrayDeque<>();
-            int[] samples = {SAMPLES};
-            return new Iterator<Row>() {
+            int width = spec.out.length;
+            Batch b = new Batch(spec);
+            UnsafeRowWriter writer = new UnsafeRowWriter(width + 4, 64 * (width + 1));
+            return new Iterator<InternalRow>() {
+                int i, samples = SAMPLES;
+
                 @Override
                 public boolean hasNext() {
-                    while (pending.isEmpty() && batch.fill(input)) emit(batch, pending, samples);
-                    return !pending.isEmpty();
+                    if (i < b.n) return true;
+                    i = 0;
+                    return b.fill(input);
                 }
 
                 @Override
-                public Row next() {
-                    if (!hasNext()) throw new java.util.NoSuchElementException();
-                    return pending.poll();
+                public InternalRow next() {
+                    if (!hasNext()) throw new NoSuchElementException();
+                    byte s = b.status[i];
+                    boolean bad = Batch.malformed(s);
+                    writer.reset();
+                    writer.zeroOutNullBytes();
+                    for (int k = 0; k < width; k++) {
+                        int at = 2 * (i * width + k);
+                        if (s == KEPT) writer.write(k, b.data, b.spans[at], b.spans[at + 1] - b.spans[at]);
+                        else writer.write(k, b.data, 0, 0);
+                    }
+                    writer.write(width, s);
+                    if (bad) writer.write(width + 1, b.data, b.offsets[i], b.offsets[i + 1] - b.offsets[i]);
+                    else writer.setNullAt(width + 1);
+                    boolean sampled = bad && samples > 0;
+                    if (sampled) samples--;
+                    writer.write(width + 2, sampled);
+                    writer.write(width + 3, b.inputs[i]);
+                    i++;
+                    return writer.getRow();
                 }
             };
         }
     }
 
-    static final class Parsed extends Batched {
-        Parsed(Spec spec) {
-            super(spec);
-        }
-
-        @Override
-        void emit(Batch b, ArrayDeque<Row> rows, int[] samples) {
-            int width = spec.out.length;
-            for (int i = 0; i < b.n; i++) {
-                Object[] values = new Object[width + 4];
-                byte s = b.status[i];
-                for (int k = 0; k < width; k++) {
-                    if (s == KEPT) {
-                        int at = 2 * (i * width + k);
-                        values[k] = Arrays.copyOfRange(b.data, b.spans[at], b.spans[at + 1]);
-                    } else {
-                        values[k] = EMPTY;
-                    }
-                }
-                boolean bad = Batch.malformed(s);
-                values[width] = s;
-                values[width + 1] = bad ? b.line(i) : null;
-                values[width + 2] = bad && samples[0] > 0 && samples[0]-- > 0;
-                values[width + 3] = b.inputs[i];
-                rows.add(RowFactory.create(values));
-            }
-        }
-    }
-
-    static final class Joined extends Batched {
+    static final class Joined implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
+        final Spec spec;
         final int[][] sinks;
         final boolean trap;
 
         Joined(Spec spec, int[][] sinks, boolean trap) {
-            super(spec);
+            this.spec = spec;
             this.sinks = sinks;
             this.trap = trap;
         }
 
         @Override
-        void emit(Batch b, ArrayDeque<Row> rows, int[] samples) {
+        public Iterator<InternalRow> call(Iterator<InternalRow> input) {
+            Kernel.load();
+            Batch b = new Batch(spec);
+            return new Iterator<InternalRow>() {
+                final List<InternalRow> pending = new ArrayList<>();
+                int next, samples = SAMPLES;
+
+                @Override
+                public boolean hasNext() {
+                    while (next == pending.size()) {
+                        pending.clear();
+                        next = 0;
+                        if (!b.fill(input)) return false;
+                        samples = emit(b, pending, samples);
+                    }
+                    return true;
+                }
+
+                @Override
+                public InternalRow next() {
+                    if (!hasNext()) throw new NoSuchElementException();
+                    return pending.get(next++);
+                }
+            };
+        }
+
+        /** Adds the rows of one parsed batch to {@code rows}; returns the samples left in the partition. */
+        int emit(Batch b, List<InternalRow> rows, int samples) {
             long[] counts = new long[5];   // reasons 1, 2, 3, dash, kept
             for (int i = 0; i < b.n; i++) counts[b.status[i] == KEPT ? 4 : b.status[i] - 1]++;
             int width = spec.out.length;
@@ -251,14 +283,15 @@ public final class NativeParse {
                     }
                     rows.add(row(sinks.length, raw, null, null, null));
                 }
-                for (int i = 0; i < b.n && samples[0] > 0; i++) {
+                for (int i = 0; i < b.n && samples > 0; i++) {
                     if (!Batch.malformed(b.status[i])) continue;
-                    samples[0]--;
+                    samples--;
                     rows.add(row(sinks.length + 1, b.line(i), b.status[i], b.inputs[i], null));
                 }
             }
             rows.add(row(-1, null, null, null, new long[] {b.n, counts[0], counts[1], counts[2], counts[3],
                                                            counts[4]}));
+            return samples;
         }
 
         /** The kept lines' TSV of the fields {@code chosen} (indexes into the spans of a line), joined by
@@ -287,14 +320,15 @@ public final class NativeParse {
             return text;
         }
 
-        static Row row(int tag, byte[] value, Byte status, Integer input, long[] counters) {
+        /** A row of {@code spark_native.joined_schema()}: tag, value (binary), status, input, the counters. */
+        static InternalRow row(int tag, byte[] value, Byte status, Integer input, long[] counters) {
             Object[] values = new Object[10];
             values[0] = tag;
             values[1] = value;
             values[2] = status;
             values[3] = input;
             for (int c = 0; c < 6; c++) values[4 + c] = counters == null ? null : counters[c];
-            return RowFactory.create(values);
+            return new GenericInternalRow(values);
         }
     }
 }
