@@ -50,11 +50,32 @@ def _own_peak() -> None:
         pass
 
 
-def measure_usage(cmd: list[str], clear: list[str]) -> tuple[float, float, float]:
+def jvm_peak(parent: int, peak: list[int], done) -> None:
+    """The largest VmHWM (KiB) seen of the java processes whose parent is ``parent`` (a Spark driver JVM
+    that PySpark started: not a child the command waits for, so not in its ``ru_maxrss``), read every
+    0.2 s until ``done`` (a threading.Event) is set."""
+    while not done.is_set():
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    status = dict(line.split(":", 1) for line in f if ":" in line)
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    java = f.read().split(b"\0")[0].endswith(b"java")
+            except OSError:
+                continue
+            if java and int(status.get("PPid", "0")) == parent and "VmHWM" in status:
+                peak[0] = max(peak[0], int(status["VmHWM"].split()[0]))
+        done.wait(0.2)
+
+
+def measure_usage(cmd: list[str], clear: list[str], jvm: list | None = None) -> tuple[float, float, float]:
     """Wall seconds, CPU seconds (user + system of the process and the children it waited for) and peak
     RSS (MB, of the largest of them) of one run of ``cmd``, from a cleared output. CPU time is worth
     reporting beside wall time on a shared machine: a neighbour's load grows the wall times, the CPU
-    times much less."""
+    times much less. ``jvm``: a list that gets the peak RSS (MB) of the Spark driver JVM the command
+    started (``jvm_peak``), 0 when none was seen."""
     for path in clear:
         if os.path.isdir(path):
             shutil.rmtree(path)
@@ -66,8 +87,18 @@ def measure_usage(cmd: list[str], clear: list[str]) -> tuple[float, float, float
     # set it) every run would compile logetl's sources again (~40 ms)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_own_peak, env=env)
+    if jvm is not None:
+        import threading
+
+        peak, done = [0], threading.Event()
+        watcher = threading.Thread(target=jvm_peak, args=(proc.pid, peak, done), daemon=True)
+        watcher.start()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
+    if jvm is not None:
+        done.set()
+        watcher.join()
+        jvm.append(peak[0] / 1024)
     err = proc.stderr.read().decode(errors="replace")
     proc.stderr.close()
     if os.waitstatus_to_exitcode(status) != 0:

@@ -193,14 +193,15 @@ def record_class_archive(log: str) -> str:
     return f"{found} by a first run of {took:.1f} s ({archive.path})"
 
 
-def measure_in(cmd: list[str], clear: list[str], env: dict) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB, of the largest process the command waited for: on local[*] the
-    driver JVM, which runs the executors too; a cluster's executors are the cluster's processes)."""
+def measure_in(cmd: list[str], clear: list[str], env: dict) -> tuple[float, float, float]:
+    """Wall seconds, the Python process's peak RSS and the driver JVM's (MB; on local[*] that JVM runs
+    the executors too; a cluster's executors are the cluster's processes)."""
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        wall, _, rss = measure_usage(cmd, clear)
-        return wall, rss
+        jvm: list[float] = []
+        wall, _, rss = measure_usage(cmd, clear, jvm)
+        return wall, rss, jvm[0]
     finally:
         for k, v in saved.items():
             if v is None:
@@ -249,11 +250,13 @@ def main() -> None:
             jobs = jobs_for(where, master, log, conf, shipped)
             runs: dict[str, list[float]] = {k: [] for k in jobs}
             rss: dict[str, list[float]] = {k: [] for k in jobs}
+            jvm_rss: dict[str, list[float]] = {k: [] for k in jobs}
             for i in range(args.repeat):
                 for name, (cmd, clear, extra) in jobs.items():
-                    wall, peak = measure_in(cmd, clear, extra)
+                    wall, peak, jvm_peak = measure_in(cmd, clear, extra)
                     runs[name].append(wall)
                     rss[name].append(peak)
+                    jvm_rss[name].append(jvm_peak)
                     print(f"  {where} run {i + 1}/{args.repeat} {name:<22} {runs[name][-1]:7.2f} s  "
                           f"(load {os.getloadavg()[0]:.1f})", flush=True)
             same = {"branch": cat(out(where, "hb1")) == cat(out(where, "lb1")) == cat(out(where, "lb2")),
@@ -279,6 +282,7 @@ def main() -> None:
             report["places"][where] = {"master": master, "median_s": {k: round(v, 2) for k, v in med.items()},
                                        "runs_s": {k: [round(x, 2) for x in v] for k, v in runs.items()},
                                        "peak_rss_mb": {k: round(statistics.median(v)) for k, v in rss.items()},
+                                       "jvm_peak_rss_mb": {k: round(statistics.median(v)) for k, v in jvm_rss.items()},
                                        "programs": rows}
     finally:
         if cluster:
@@ -302,8 +306,8 @@ def main() -> None:
         print(f"{'':<9}{sessions}")
         print(f"{'':<9}(the parse's floor: {r['median_s']['logetl floor']:.1f} s, "
               "logetl's session, every line read and parsed in the executors' JVMs, nothing written)")
-        print(f"{'':<9}(peak RSS, MB: " + ", ".join(f"{k} {v}" for k, v in r["peak_rss_mb"].items() if "session" not in k)
-              + ")")
+        print(f"{'':<9}(peak RSS, MB, Python / driver JVM: " + ", ".join(
+            f"{k} {v} / {r['jvm_peak_rss_mb'][k]}" for k, v in r["peak_rss_mb"].items() if "session" not in k) + ")")
     with open(os.path.join(OUT, "results-spark-native.json"), "w") as f:
         json.dump(report, f, indent=2)
 

@@ -22,9 +22,10 @@ def main():
     log, master, settings = sys.argv[1], sys.argv[2], sys.argv[3:]
     engine = SparkEngine(master=master, conf=dict(kv.split("=", 1) for kv in settings))
     spark = engine.shipped()
-    lines = spark.read.option("lineSep", "\n").text(log).select("value", F.lit(0).alias("_input"))
+    lines = spark.read.option("lineSep", "\n").text(log).select(F.col("value").cast("binary").alias("value"),
+                                                                  F.lit(0).alias("_input"))
     fmt = formats.compile_format(None)
-    schema = ", ".join([f"{field_column(i)} string" for i in range(len(contract.FIELDS))]
+    schema = ", ".join([f"{field_column(i)} binary" for i in range(len(contract.FIELDS))]
                        + ["_status tinyint", "value binary", "_sample boolean", "_input int"])
     parsed = spark_jvm.parsed(lines, schema, (None, tuple(range(len(fmt.fields))), 4))
     parsed.write.format("noop").mode("overwrite").save()

@@ -33,7 +33,7 @@ ROOT = os.path.dirname(HERE)
 OUT = os.path.join(HERE, "out")
 sys.path.insert(0, HERE)
 
-from run import _own_peak  # noqa: E402
+from run import _own_peak, jvm_peak  # noqa: E402
 
 
 def inputs(n: int, per_file: int, sample: str) -> str:
@@ -70,31 +70,13 @@ def bind_cost(directory: str, n: int) -> dict:
     return {"bind_s": round(best[0], 2), "jvm_calls_a_file": round(best[1] / n, 1)}
 
 
-def _jvm_peak(parent: int, peak: list[int], done: threading.Event) -> None:
-    """The largest VmHWM (KiB) seen of the java processes under ``parent``, read every 0.2 s."""
-    while not done.is_set():
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
-            try:
-                with open(f"/proc/{pid}/status") as f:
-                    status = dict(line.split(":", 1) for line in f if ":" in line)
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    java = f.read().split(b"\0")[0].endswith(b"java")
-            except OSError:
-                continue
-            if java and int(status.get("PPid", "0")) == parent and "VmHWM" in status:
-                peak[0] = max(peak[0], int(status["VmHWM"].split()[0]))
-        done.wait(0.2)
-
-
 def timed(cmd: list[str], out: str) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     env = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}, "LOGETL_MONITOR": "off"}
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_own_peak, env=env)
     peak, done = [0], threading.Event()
-    watcher = threading.Thread(target=_jvm_peak, args=(proc.pid, peak, done), daemon=True)
+    watcher = threading.Thread(target=jvm_peak, args=(proc.pid, peak, done), daemon=True)
     watcher.start()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start

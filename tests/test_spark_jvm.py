@@ -7,6 +7,7 @@ cluster: test_spark_cluster.)"""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import zipfile
 
@@ -35,13 +36,11 @@ def spec_of(fmt, keep) -> tuple:
     return SparkEngine._native_spec(Node)
 
 
-def lines_frame(spark, lines: list[bytes], inputs: list[int]):
-    """The lines as the engine gives them to the parse (``value``, a string of the raw bytes, as read.text
-    gives it: the cast from binary keeps them; ``_input`` int), in one partition."""
-    from pyspark.sql import functions as F
-
-    made = spark.createDataFrame(list(zip(lines, inputs)), "value binary, _input int")
-    return made.select(F.col("value").cast("string").alias("value"), "_input").coalesce(1)
+def lines_frame(spark, lines: list[bytes], inputs: list[int], partitions: int = 1):
+    """The lines as the engine gives them to the parse (``value`` binary, the raw bytes; ``_input`` int), in
+    ``partitions`` partitions of consecutive lines."""
+    rows = spark.sparkContext.parallelize(list(zip(lines, inputs)), partitions)
+    return spark.createDataFrame(rows, "value binary, _input int")
 
 
 def python_batches(lines: list[bytes], inputs: list[int], batch: int, large: bool = False):
@@ -57,19 +56,15 @@ def in_batches_of(spark, batch: int):
     return _session_conf(spark, {BATCH: str(batch)})
 
 
-def jvm_parsed(spark, spec, lines, inputs, batch):
+def jvm_parsed(spark, spec, lines, inputs, batch, partitions=1):
     from logetl.engines import spark_jvm
     from logetl.engines.spark_native import field_column
 
-    from pyspark.sql import functions as F
-
     n = len(spec[1])
-    schema = ", ".join([f"{field_column(i)} string" for i in range(n)]
+    schema = ", ".join([f"{field_column(i)} binary" for i in range(n)]
                        + ["_status tinyint", "value binary", "_sample boolean", "_input int"])
     with in_batches_of(spark, batch):
-        made = spark_jvm.parsed(lines_frame(spark, lines, inputs), schema, spec)
-    # (the fields as bytes: a string of an invalid line's bytes would come back decoded with U+FFFD)
-    made = made.select(*[F.col(field_column(i)).cast("binary") for i in range(n)], *FIELD_ROWS)
+        made = spark_jvm.parsed(lines_frame(spark, lines, inputs, partitions), schema, spec)
     return [tuple(r) for r in made.collect()]
 
 
@@ -146,6 +141,25 @@ def test_the_jvm_kernel_gives_the_python_workers_rows_on_generated_lines(spark_s
     both_paths_agree(spark_session, fmt, fmt.fields, lines, batches=(data.draw(st.integers(1, 8)),))
 
 
+def test_samples_are_each_partitions_first_malformed_lines(spark_session):
+    """Each task flags (or sends) the first five malformed lines of its own partition, as the Python
+    workers do: three partitions of the corpus, each with more malformed lines than that."""
+    lines = contract.split_lines(corpus("corpus.log")) * 3
+    inputs = [0] * len(lines)
+    spec = spec_of(formats.compile_format(None), contract.FIELDS)
+    frame = lines_frame(spark_session, lines, inputs, 3)
+    slices = [len(p) for p in frame.rdd.glom().collect()]
+    assert len(slices) == 3 and min(slices) > 0
+    got = jvm_parsed(spark_session, spec, lines, inputs, 10_000, partitions=3)
+    want, at = [], 0
+    for size in slices:   # each partition as a task of the Python workers sees it
+        want += python_parsed(spec, lines[at:at + size], inputs[at:at + size], 10_000)
+        at += size
+    assert got == want
+    flagged = [i for i, row in enumerate(got) if row[len(spec[1]) + 2]]
+    assert len(flagged) == 15
+
+
 def test_a_batch_ends_at_8_mb_of_lines_whatever_its_count(spark_session):
     """A batch holds at most the Arrow batch's lines, and stops once 8 MB of lines are in it (one line more
     when a line alone is longer): a 9 MB line between small ones is parsed as any other."""
@@ -193,6 +207,89 @@ def jre_only(tmp_path) -> dict:
     (home / "bin" / "java").write_text(f'#!/bin/sh\nexec {real} "$@"\n')
     (home / "bin" / "java").chmod(0o755)
     return {"JAVA_HOME": str(home), "LOGETL_CACHE_DIR": str(tmp_path / "empty-cache")}
+
+
+def test_a_failed_build_names_the_compilers_error_and_is_remembered(tmp_path, monkeypatch):
+    """The C compiler fails: the reason is its first line that says an error (not "In file included from"),
+    and the next session says it again without building (until the sources or the tools change)."""
+    missing = spark_missing()
+    require(missing is None, missing or "")
+    from logetl.engines import spark_jvm
+
+    calls = tmp_path / "calls"
+    cc = tmp_path / "failing-cc"
+    cc.write_text(f"#!/bin/sh\necho x >> {calls}\necho 'In file included from _jni.c:1:' >&2\n"
+                  "echo '_kernel.h:9:1: error: something is wrong' >&2\nexit 1\n")
+    cc.chmod(0o755)
+    monkeypatch.setenv("LOGETL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("CC", str(cc))
+    for _ in range(2):
+        with pytest.raises(spark_jvm.Unavailable) as caught:
+            spark_jvm.jar()
+        assert str(caught.value) == "failing-cc failed building the kernel for the JVM: _kernel.h:9:1: error: something is wrong"
+    assert calls.read_text() == "x\n"   # built once
+    assert [n for n in os.listdir(tmp_path / "cache") if n.endswith(".jar")] == []
+
+
+def test_the_jar_goes_first_in_the_jars_the_driver_would_have_had(tmp_path, monkeypatch):
+    """spark.jars given with --conf, else spark-defaults.conf's (a --conf replaces the file's value), or
+    --jars in PYSPARK_SUBMIT_ARGS (which replaces spark.jars whole): logetl's jar is added first to
+    whichever the JVM would take, never instead of it."""
+    missing = spark_missing()
+    require(missing is None, missing or "")
+    from logetl.engines.spark_jvm import with_jar
+
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS", raising=False)
+    assert with_jar({"a": "1"}, "/l.jar") == {"a": "1", "spark.jars": "/l.jar"}
+    assert with_jar({"spark.jars": "/u.jar"}, "/l.jar") == {"spark.jars": "/l.jar,/u.jar"}
+    (conf_dir / "spark-defaults.conf").write_text("# a comment\nspark.master  local[2]\nspark.jars   /d1.jar,/d2.jar\n")
+    assert with_jar({}, "/l.jar") == {"spark.jars": "/l.jar,/d1.jar,/d2.jar"}
+    assert with_jar({"spark.jars": "/u.jar"}, "/l.jar") == {"spark.jars": "/l.jar,/u.jar"}
+    (conf_dir / "spark-defaults.conf").write_text("spark.jars=/d.jar\n")
+    assert with_jar({}, "/l.jar") == {"spark.jars": "/l.jar,/d.jar"}
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--jars /s.jar --conf x=y pyspark-shell")
+    assert with_jar({"spark.jars": "/u.jar"}, "/l.jar") == {"spark.jars": "/u.jar"}
+    assert os.environ["PYSPARK_SUBMIT_ARGS"] == "--jars /l.jar,/s.jar --conf x=y pyspark-shell"
+
+
+def test_a_user_jar_in_spark_defaults_stays_beside_logetls(tmp_path):
+    """A real session launched by logetl with a spark-defaults.conf that names a jar of the user's: the
+    driver has both, and the JVMs parse."""
+    missing = spark_missing()
+    require(missing is None, missing or "")
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    user = tmp_path / "user.jar"
+    with zipfile.ZipFile(user, "w") as z:
+        z.writestr("user/marker.txt", "the user's")
+    (conf_dir / "spark-defaults.conf").write_text(f"spark.jars {user}\n")
+    code = ("from logetl.engines.spark import SparkEngine; e = SparkEngine(master='local[1]'); s = e.session(); "
+            "print(s.sparkContext.getConf().get('spark.jars')); print(e.choose_parse()[1]); e.shutdown()")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300,
+                       env={**os.environ, "SPARK_CONF_DIR": str(conf_dir)})
+    assert p.returncode == 0, p.stderr.decode()[-3000:]
+    jars, notice = p.stdout.decode().splitlines()[-2:]
+    from logetl.engines.spark_jvm import jar
+
+    assert jars == f"{jar()},{user}"
+    assert notice == "Spark parses with logetl's native kernel in the executors' JVMs"
+
+
+def test_the_batch_setting_off_means_the_default_batch():
+    class Conf:
+        def __init__(self, value):
+            self.value = value
+
+        def get(self, key, default):
+            return self.value
+
+    from logetl.engines.spark_jvm import _batch
+
+    for value, lines in (("10", 10), ("0", 10000), ("-1", 10000)):
+        assert _batch(type("Spark", (), {"conf": Conf(value)})()) == lines
 
 
 def test_why_the_jar_cannot_be_built(tmp_path, monkeypatch):
@@ -277,4 +374,3 @@ def test_the_jvm_path_is_the_default_where_it_can_run(tmp_path):
     assert p.stderr.decode().splitlines()[0] == "logetl: Spark parses with logetl's native kernel in the executors' JVMs"
     assert parts(tmp_path / "j") == corpus("join.tsv")
     assert parts(tmp_path / "t") == corpus("trap.log")
-    assert sys.executable   # (the executors' Python is never asked: the check is the JVMs')

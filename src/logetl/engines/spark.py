@@ -1007,8 +1007,7 @@ class SparkEngine(Engine):
         except spark_jvm.Unavailable as exc:
             self._no_jar = str(exc)
             return conf
-        given = conf.get("spark.jars", "")
-        return {**conf, "spark.jars": f"{given},{self._jar}" if given else self._jar}
+        return spark_jvm.with_jar(conf, self._jar)
 
     def filesystem(self):
         """The session's file systems (``HadoopFS``): one for the session, so that what it looked up once
@@ -1086,6 +1085,8 @@ class SparkEngine(Engine):
             ok, jvm_why = self.jvm_check()
             if ok:
                 return JVM, f"{JVM_NOTICE}{forced}"
+            if stopping():   # the check was cancelled: the interrupt is raised once ready's block ends
+                return BUILTIN, BUILTIN_NOTICE
             if mode == JVM:
                 raise EngineUnavailable(f"--conf {PARSE_CONF}=jvm, but the executors' JVMs cannot run logetl's "
                                         f"kernel: {jvm_why}")
@@ -1124,15 +1125,20 @@ class SparkEngine(Engine):
                     except spark_jvm.Unavailable as exc:
                         _NATIVE_CHECKS[key] = (False, str(exc))
                 return _NATIVE_CHECKS[key]
-            cluster = not sc.master.startswith("local")
+            # (local-cluster: executors in JVMs of their own, as on a cluster)
+            cluster = not re.fullmatch(r"local(\[.*\])?", sc.master)
             if cluster:
                 sc.setJobDescription("logetl: can the executors' JVMs run logetl's kernel?")
+                # a task that cannot load the classes fails, and Spark would log its stack traces: the
+                # notice says it in one line instead
+                sc.setLogLevel("OFF")
             try:
                 found = spark_jvm.check(spark, cluster, max(1, sc.defaultParallelism))
             except Exception as exc:   # the job failed (an executor that cannot even fetch the jar)
                 found = (False, _worker_failure(exc))
             finally:
                 if cluster:
+                    sc.setLogLevel(os.environ.get("LOGETL_SPARK_LOG_LEVEL", "ERROR"))
                     sc.setJobDescription(None)
             if stopping():   # the check's job was cancelled: it found nothing (and is not remembered)
                 return False, "stopped"
@@ -1354,13 +1360,15 @@ class SparkEngine(Engine):
 
         spec = SparkEngine._native_spec(node)
         columns = [field_column(i) for i in range(len(node.fields))]
-        schema = ", ".join([f"{c} string" for c in columns] + [f"{STATUS} tinyint", "value binary",
-                                                                 f"{SAMPLE} boolean", f"{INPUT} int"])
+        rest = [f"{STATUS} tinyint", "value binary", f"{SAMPLE} boolean", f"{INPUT} int"]
         if self.path == JVM:
             from logetl.engines import spark_jvm
 
-            checked = spark_jvm.parsed(lines, schema, spec)
+            # the JVM gives each field's bytes; the cast to a string keeps them (they are valid UTF-8)
+            made = spark_jvm.parsed(self._binary_lines(lines), ", ".join([f"{c} binary" for c in columns] + rest), spec)
+            checked = made.select(*[F.col(c).cast("string").alias(c) for c in columns], STATUS, "value", SAMPLE, INPUT)
         else:
+            schema = ", ".join([f"{c} string" for c in columns] + rest)
             checked = self._binary_lines(lines).mapInArrow(partial(parse_batches, spec), schema)
         return checked, {f: F.col(c) for f, c in zip(node.fields, columns)}
 
@@ -1542,13 +1550,13 @@ class SparkEngine(Engine):
 
         parse = next(n for n in step.nodes if isinstance(n, assembly.Parse))
         nodes = [n for n in step.nodes if not isinstance(n, (assembly.Source, assembly.Parse))]
-        spec, trap, lines = self._native_spec(parse), ctx.state.trap is not None, self._lines(ctx)
+        spec, trap, lines = self._native_spec(parse), ctx.state.trap is not None, self._binary_lines(self._lines(ctx))
         if self.path == JVM:
             from logetl.engines import spark_jvm
 
             rows = spark_jvm.joined(lines, joined_schema(), spec, sinks, trap)
         else:
-            rows = self._binary_lines(lines).mapInArrow(partial(join_batches, spec, sinks, trap), joined_schema())
+            rows = lines.mapInArrow(partial(join_batches, spec, sinks, trap), joined_schema())
         counted = Observation(f"logetl_{next(_OBSERVATIONS)}")
         kept = F.sum("kept")
         rows = rows.observe(counted, F.sum("lines").alias("lines"),

@@ -13,14 +13,17 @@ is installed on the cluster and no Python environment is shipped for the parse. 
 driver, the first time a session needs it, against the Spark it runs with (``javac`` from the JDK, the C
 compiler with the JDK's JNI headers), and kept in logetl's cache directory (``$LOGETL_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/logetl``, else ``~/.cache/logetl``), one file per logetl build and Spark installation
-(~50 KB; ~2 s to build). A machine without a JDK or a C compiler cannot build it: the engine then takes the
-Python-worker path, and the notice says why. The library is built for the driver's machine: executors must
-run the same platform (as a packed venv's interpreter must).
+(~20 KB; ~2 s to build; a build that fails is remembered beside it, and said again without building, until
+the sources, the JDK or the C compiler change). A machine without a JDK or a C compiler cannot build it: the
+engine then takes the Python-worker path, and the notice says why. The library is built for the driver's
+machine: executors must run the same platform (as a packed venv's interpreter must).
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import platform
+import shlex
 import shutil
 import struct
 import subprocess
@@ -75,9 +78,9 @@ def _spark_jars() -> str:
 
 
 def _key(jars: str) -> str:
-    """What the jar depends on, hashed: logetl's version and the sources it is built from, and the Spark
-    it is compiled against (the names of its jars hold its version)."""
-    h = hashlib.sha256(__version__.encode())
+    """What the jar depends on, hashed: logetl's version and the sources it is built from, the Spark it is
+    compiled against (the names of its jars hold its version), the machine's architecture (the library's)."""
+    h = hashlib.sha256(f"{__version__}\n{platform.machine()}".encode())
     for path in JAVA_SOURCES + C_SOURCES:
         with open(path, "rb") as f:
             h.update(f.read())
@@ -95,9 +98,20 @@ def jar() -> str:
         raise Unavailable(f"cannot read logetl's JVM sources or Spark's jars: {exc}") from None
     directory = cache_dir()
     path = os.path.join(directory, f"logetl-jvm-{key}.jar")
+    if "," in path:
+        raise Unavailable(f"the cache directory {directory!r} holds a comma, which spark.jars cannot take "
+                          "(set LOGETL_CACHE_DIR)")
     if os.path.isfile(path):
         return path
     jdk, cc = _jdk(), _compiler()
+    # a build that failed with these tools, for these sources: said again, not tried again at every session
+    tools = hashlib.sha256(f"{os.path.realpath(jdk)}\n{os.path.realpath(cc)}".encode()).hexdigest()[:12]
+    failed = os.path.join(directory, f"logetl-jvm-{key}-{tools}.failed")
+    try:
+        with open(failed, encoding="utf-8") as f:
+            raise Unavailable(f.read().strip())
+    except OSError:
+        pass
     try:
         os.makedirs(directory, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=".logetl-jvm-", dir=directory) as tmp:
@@ -116,14 +130,70 @@ def jar() -> str:
             os.replace(built, path)   # atomic: a concurrent build puts the same bytes in place
     except OSError as exc:
         raise Unavailable(f"cannot build logetl's jar in {directory}: {exc.strerror or exc}") from None
+    except Unavailable as exc:
+        try:
+            with open(f"{failed}.{os.getpid()}.tmp", "w", encoding="utf-8") as f:
+                f.write(str(exc))
+            os.replace(f"{failed}.{os.getpid()}.tmp", failed)
+        except OSError:
+            pass
+        raise
     return path
 
 
 def _run(cmd: list[str], what: str) -> None:
-    done = subprocess.run(cmd, capture_output=True)
+    """Runs a build step; a failure is ``Unavailable`` naming the step and its first error line."""
+    try:
+        done = subprocess.run(cmd, capture_output=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        raise Unavailable(f"{what} did not finish in 300 s building the kernel for the JVM") from None
     if done.returncode != 0:
-        said = [l for l in (done.stderr + done.stdout).decode(errors="replace").splitlines() if l.strip()]
-        raise Unavailable(f"{what} failed building the kernel for the JVM: {said[0].strip() if said else done.returncode}")
+        said = [l.strip() for l in (done.stderr + done.stdout).decode(errors="replace").splitlines() if l.strip()]
+        # (a compiler's first line may say where it was: "In file included from ...")
+        first = next((l for l in said if "error" in l.lower()), said[0] if said else f"exit status {done.returncode}")
+        raise Unavailable(f"{what} failed building the kernel for the JVM: {first}")
+
+
+def with_jar(conf: dict, jar: str) -> dict:
+    """The settings of a driver JVM to launch (``conf``: spark-submit's ``--conf``) with ``jar`` first in
+    ``spark.jars``, before the jars it would have had anyway: ``conf``'s own, else those of
+    ``spark-defaults.conf`` (a ``--conf`` replaces the file's value, it does not add to it); and before
+    those of ``--jars`` in ``PYSPARK_SUBMIT_ARGS``, which replaces ``spark.jars`` whole (the variable is
+    changed in place for the launch). First: an older logetl jar among them does not hide this one's
+    classes."""
+    args = shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    for i, arg in enumerate(args):
+        if arg == "--jars" and i + 1 < len(args):
+            args[i + 1] = f"{jar},{args[i + 1]}"
+        elif arg.startswith("--jars="):
+            args[i] = f"--jars={jar},{arg[len('--jars='):]}"
+        else:
+            continue
+        os.environ["PYSPARK_SUBMIT_ARGS"] = shlex.join(args)
+        return conf
+    given = conf.get("spark.jars") or _defaults().get("spark.jars", "")
+    return {**conf, "spark.jars": f"{jar},{given}" if given.strip() else jar}
+
+
+def _defaults() -> dict:
+    """The settings of ``spark-defaults.conf`` (in ``$SPARK_CONF_DIR``, else the Spark home's ``conf``), as
+    spark-submit reads them (a Java properties file: ``key value``, ``key=value`` or ``key:value``)."""
+    try:
+        from pyspark.find_spark_home import _find_spark_home
+
+        where = os.environ.get("SPARK_CONF_DIR") or os.path.join(_find_spark_home(), "conf")
+        with open(os.path.join(where, "spark-defaults.conf"), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except (ImportError, OSError):
+        return {}
+    found = {}
+    for line in lines:
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        cut = min((i for i in (line.find(c) for c in " \t=:") if i > 0), default=len(line))
+        found[line[:cut]] = line[cut:].lstrip(" \t").lstrip("=:").strip()
+    return found
 
 
 def program_bytes(program) -> bytes | None:
@@ -169,9 +239,9 @@ def _batch(spark) -> int:
 
 
 def parsed(lines, schema: str, spec: tuple):
-    """``spark_native.parse_batches``'s rows, made in the executors' JVMs: ``lines`` (``value``, the raw
-    line as ``read.text`` gives it, its bytes unchecked; ``_input`` int), parsed by ``spec`` (program,
-    output field indexes, size field index); ``schema``: the rows' DDL (parse_batches' schema)."""
+    """``spark_native.parse_batches``'s rows, made in the executors' JVMs: ``lines`` (``value`` binary,
+    ``_input`` int) parsed by ``spec`` (program, output field indexes, size field index); ``schema``: the
+    rows' DDL, its fields binary (the engine casts them to strings: a cast that keeps the bytes)."""
     from pyspark.sql import DataFrame
 
     program, out, size_index = spec
