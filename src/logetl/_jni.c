@@ -45,15 +45,12 @@ static int decode_program(const unsigned char *code, jsize len, const jint *out,
         uint32_t lit_len = (uint32_t)code[at + 2] | (uint32_t)code[at + 3] << 8 | (uint32_t)code[at + 4] << 16
                            | (uint32_t)code[at + 5] << 24;
         at += 6;
-        if (kind < T_LIT || kind > T_SPLIT || lit_len > (uint32_t)(len - at)) return -1;
+        if (lit_len > (uint32_t)(len - at)) return -1;
         const unsigned char *lit = code + at;
         at += (jsize)lit_len;
-        tokens[pg->n_tokens++] = (token){kind, lit, (ptrdiff_t)lit_len, (unsigned char)stop};
-        if (kind != T_LIT) pg->n_fields++;
-        else if (memchr(lit, '\t', lit_len) || memchr(lit, '\r', lit_len)) pg->clean_literals = 0;
+        if (program_add(pg, kind, lit, (ptrdiff_t)lit_len, (unsigned char)stop) < 0) return -1;
     }
-    if (pg->n_fields > MAX_FIELDS || size_index >= pg->n_fields || n_out < 1 || n_out > pg->n_fields) return -1;
-    pg->size_index = size_index;
+    if (program_close(pg, size_index) < 0 || n_out < 1 || n_out > pg->n_fields) return -1;
     for (jsize k = 0; k < n_out; k++) {
         if (out[k] < 0 || out[k] >= pg->n_fields) return -1;
         pg->out[k] = out[k];

@@ -127,6 +127,23 @@ typedef struct {
     int clean_literals;            /* no literal holds TAB or CR: a field holds one iff the line does */
 } program;
 
+/* Adds a token to pg (room for it is the caller's): counts the program's fields and notes a literal that
+ * holds a TAB or CR. 0, or -1 for a kind there is none of. */
+static inline int program_add(program *pg, int kind, const unsigned char *lit, ptrdiff_t lit_len, unsigned char stop) {
+    if (kind < T_LIT || kind > T_SPLIT) return -1;
+    pg->tokens[pg->n_tokens++] = (token){kind, lit, lit_len, stop};
+    if (kind != T_LIT) pg->n_fields++;
+    else if (memchr(lit, '\t', lit_len) || memchr(lit, '\r', lit_len)) pg->clean_literals = 0;
+    return 0;
+}
+
+/* Once every token is added: 0 when the program's fields and size_index fit, else -1. */
+static inline int program_close(program *pg, int size_index) {
+    if (pg->n_fields > MAX_FIELDS || size_index >= pg->n_fields) return -1;
+    pg->size_index = size_index;
+    return 0;
+}
+
 /* The token program on one line: fills f[0..n_fields) and returns LINE_OK or the reason. */
 static int parse_program_line(const program *pg, const unsigned char *p, const unsigned char *e, span *f) {
     if (!valid_utf8(p, e)) return LINE_UTF8;

@@ -254,21 +254,19 @@ static int build_program(PyObject *prog_t, PyObject *out_t, int size_index, prog
     memset(pg, 0, sizeof *pg);
     pg->tokens = calloc(n_tok ? n_tok : 1, sizeof(token));
     if (!pg->tokens) { PyErr_NoMemory(); return -1; }
-    pg->n_tokens = (int)n_tok;
     pg->clean_literals = 1;
     for (Py_ssize_t i = 0; i < n_tok; i++) {
         int kind, stop; const char *lit; Py_ssize_t lit_len;
         if (!PyArg_ParseTuple(PyTuple_GET_ITEM(prog_t, i), "iy#i", &kind, &lit, &lit_len, &stop)) goto bad;
-        if (kind < T_LIT || kind > T_SPLIT) { PyErr_SetString(PyExc_ValueError, "bad token kind"); goto bad; }
-        pg->tokens[i] = (token){kind, (const unsigned char *)lit, lit_len, (unsigned char)stop};
-        if (kind != T_LIT) pg->n_fields++;
-        else if (memchr(lit, '\t', lit_len) || memchr(lit, '\r', lit_len)) pg->clean_literals = 0;
+        if (program_add(pg, kind, (const unsigned char *)lit, lit_len, (unsigned char)stop) < 0) {
+            PyErr_SetString(PyExc_ValueError, "bad token kind");
+            goto bad;
+        }
     }
-    if (pg->n_fields > MAX_FIELDS || size_index >= pg->n_fields) {
+    if (program_close(pg, size_index) < 0) {
         PyErr_SetString(PyExc_ValueError, "bad program: too many fields or bad indexes");
         goto bad;
     }
-    pg->size_index = size_index;
     if ((pg->n_out = read_out(out_t, pg->n_fields, pg->out)) < 0) goto bad;
     return 0;
 bad:

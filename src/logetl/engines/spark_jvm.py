@@ -31,13 +31,12 @@ import tempfile
 import zipfile
 
 from logetl import __version__
-from logetl.engines.spark_cds import cache_dir
+from logetl.engines.spark_cds import _java, cache_dir
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the logetl package
 JAVA_SOURCES = [os.path.join(HERE, "java", "logetl", "spark", n) for n in ("Kernel.java", "NativeParse.java")]
 C_SOURCES = [os.path.join(HERE, "_jni.c"), os.path.join(HERE, "_kernel.h")]
 LIBRARY = "liblogetl_jvm.so"
-CLASS = "logetl.spark.NativeParse"
 #: the Java release the classes are compiled for: what Spark 4 runs on, whatever javac compiles them
 RELEASE = "17"
 
@@ -49,14 +48,12 @@ class Unavailable(Exception):
 def _jdk() -> str:
     """The JDK of the java that Spark runs with (JAVA_HOME, else java on the PATH): where javac and the JNI
     headers are."""
-    home = os.environ.get("JAVA_HOME")
-    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
-    if not java or not os.path.exists(java):
+    java = _java()   # (the class archive's: its real path)
+    if java is None:
         raise Unavailable("no java")
-    jdk = os.path.dirname(os.path.dirname(os.path.realpath(java)))
+    jdk = os.path.dirname(os.path.dirname(java))
     if not os.path.exists(os.path.join(jdk, "bin", "javac")):
-        raise Unavailable(f"no javac beside {os.path.realpath(java)} (building the kernel for the JVM needs a JDK, "
-                          "not only a JRE)")
+        raise Unavailable(f"no javac beside {java} (building the kernel for the JVM needs a JDK, not only a JRE)")
     if not os.path.exists(os.path.join(jdk, "include", "jni.h")):
         raise Unavailable(f"no JNI headers in {jdk}/include (building the kernel for the JVM needs a JDK)")
     return jdk
