@@ -206,6 +206,10 @@ def test_the_jvm_path_on_the_cluster_needs_nothing_shipped(standalone_cluster, t
     executors = standalone_cluster["logs"] / "work" / app
     fetched = [f for e in os.listdir(executors) for f in os.listdir(executors / e) if f.startswith("logetl-jvm-")]
     assert fetched and all(f.endswith(".jar") for f in fetched), fetched
+    # on the throughput collector, as logetl asked (the worker writes each executor's command first)
+    commands = [line for e in os.listdir(executors) for line in (executors / e / "stderr").read_text().splitlines()
+                if line.startswith("Spark Executor Command:")]
+    assert commands and all('"-XX:+UseParallelGC"' in c for c in commands), commands
 
 
 def test_python_workers_parse_on_the_cluster_with_a_packed_venv(standalone_cluster, packed_venv, tmp_path):

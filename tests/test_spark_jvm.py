@@ -255,6 +255,34 @@ def test_the_jar_goes_first_in_the_jars_the_driver_would_have_had(tmp_path, monk
     assert os.environ["PYSPARK_SUBMIT_ARGS"] == "--jars /l.jar,/s.jar --conf x=y pyspark-shell"
 
 
+def test_the_executors_of_a_cluster_get_the_throughput_collector_unless_one_is_named(tmp_path, monkeypatch):
+    """-XX:+UseParallelGC is added to the executors' options the JVM would take (--conf's, else
+    spark-defaults.conf's), unless those or the default options name a collector, or PYSPARK_SUBMIT_ARGS
+    sets either (it replaces what logetl gives)."""
+    missing = spark_missing()
+    require(missing is None, missing or "")
+    from logetl.engines.spark import with_executor_gc
+
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS", raising=False)
+    opts = "spark.executor.extraJavaOptions"
+    assert with_executor_gc({"a": "1"}) == {"a": "1", opts: "-XX:+UseParallelGC"}
+    assert with_executor_gc({opts: "-Dx=1"}) == {opts: "-Dx=1 -XX:+UseParallelGC"}
+    assert with_executor_gc({opts: "-XX:+UseG1GC -Dx=1"}) == {opts: "-XX:+UseG1GC -Dx=1"}
+    assert with_executor_gc({"spark.executor.defaultJavaOptions": "-XX:+UseZGC"}) == \
+        {"spark.executor.defaultJavaOptions": "-XX:+UseZGC"}
+    (conf_dir / "spark-defaults.conf").write_text("spark.executor.extraJavaOptions  -Dfrom=defaults\n")
+    assert with_executor_gc({}) == {opts: "-Dfrom=defaults -XX:+UseParallelGC"}
+    assert with_executor_gc({opts: "-Dx=1"}) == {opts: "-Dx=1 -XX:+UseParallelGC"}
+    (conf_dir / "spark-defaults.conf").write_text("spark.executor.defaultJavaOptions -XX:+UseSerialGC\n")
+    assert with_executor_gc({}) == {}
+    (conf_dir / "spark-defaults.conf").write_text("")
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--conf spark.executor.extraJavaOptions=-Dy=2 pyspark-shell")
+    assert with_executor_gc({}) == {}
+
+
 def test_a_user_jar_in_spark_defaults_stays_beside_logetls(tmp_path):
     """A real session launched by logetl with a spark-defaults.conf that names a jar of the user's: the
     driver has both, and the JVMs parse."""

@@ -311,3 +311,63 @@ def test_a_change_through_hadoops_file_system_that_fails_is_an_oserror_of_one_li
                         f"cannot write {below!r}: Destination exists and is not a directory: {tmp_path}/file",
                         f"cannot write {below!r}: Destination exists and is not a directory: {tmp_path}/file"]
     assert (tmp_path / "file").read_bytes() == b"x"
+
+
+def test_split_sizes_of_a_parse_come_in_whole_waves():
+    """``parse_split_bytes``: none while Spark's own splits take one wave of the cores; past that, the
+    fewest whole waves of one split per core with splits of at most ``most`` bytes, all of a size."""
+    from logetl.engines.spark import parse_split_bytes
+
+    mb = 1024 * 1024
+    assert parse_split_bytes(200 * mb, 2, 128 * mb, 256 * mb) is None        # Spark: 2 splits of 100 MB
+    assert parse_split_bytes(256 * mb, 2, 128 * mb, 256 * mb) is None
+    assert parse_split_bytes(450 * mb, 2, 128 * mb, 256 * mb) == 225 * mb    # Spark: 128, 128, 128, 66
+    assert parse_split_bytes(450 * mb + 1, 2, 128 * mb, 256 * mb) == 225 * mb + 1
+    assert parse_split_bytes(2250 * mb, 2, 128 * mb, 256 * mb) == 225 * mb   # 5 waves, not 18 splits
+    assert parse_split_bytes(1000 * mb, 8, 128 * mb, 256 * mb) is None       # Spark: one wave of 8
+    assert parse_split_bytes(2000 * mb, 8, 128 * mb, 256 * mb) == 250 * mb   # one wave of 8, not 16 splits
+    assert parse_split_bytes(1000 * mb, 1, 128 * mb, 256 * mb) == 250 * mb   # 4 waves of 1
+    assert parse_split_bytes(300 * mb, 0, 128 * mb, 256 * mb) == 150 * mb    # (no cores known: one)
+    assert parse_split_bytes(450 * mb, 2, 512 * mb, 256 * mb) is None        # the user's larger splits
+
+
+def test_a_parse_larger_than_a_wave_is_read_in_whole_waves_unless_the_split_size_is_set(spark_session, tmp_path,
+                                                                                           monkeypatch):
+    """A parse whose input Spark would split into more than a wave of tasks is read in whole waves of one
+    split per core (here Spark's splits made 64 KB for the test: 10 tasks for 600 KB on 2 cores; logetl's
+    of at most 128 KB: 3 waves of 2, 100 KB each), with the local engine's bytes; a split size the user
+    set is Spark's to use, and the session has its own value back after the step."""
+    from logetl.engines.spark import SparkEngine
+
+    kb = 1024
+    monkeypatch.setattr(SparkEngine, "_spark_split", staticmethod(lambda conf: 64 * kb))
+    monkeypatch.setattr(SparkEngine, "PARSE_SPLIT_MOST", 128 * kb)
+    log = tmp_path / "big.log"
+    one = corpus("corpus.log")
+    log.write_bytes(one * -(-600 * kb // len(one)))
+    size = os.path.getsize(log)
+
+    def parse_tasks(name: str) -> int:   # the tasks of the run's parse step, by its job group
+        outs = {"output1": str(tmp_path / f"{name}-1"), "output2": str(tmp_path / f"{name}-2")}
+        run = run_flow(branch_flow(), str(log), outs, engine="spark")
+        tracker = spark_session.sparkContext.statusTracker()
+        jobs = tracker.getJobIdsForGroup(f"logetl-{run.run_id}-parse")
+        return sum(tracker.getStageInfo(st).numTasks for j in jobs for st in tracker.getJobInfo(j).stageIds)
+
+    split = -(-size // 6)
+    assert parse_tasks("waves") == -(-size // split) == 6
+    run_flow(branch_flow(), str(log), {"output1": str(tmp_path / "local-1"), "output2": str(tmp_path / "local-2")})
+    assert parts(tmp_path / "waves-1") == parts(tmp_path / "local-1") == parts(tmp_path / "waves-2")
+    assert spark_session.conf.get("spark.sql.files.maxPartitionBytes", None) is None
+    spark_session.conf.set("spark.sql.files.maxPartitionBytes", str(64 * kb))
+    try:
+        assert parse_tasks("set") == -(-size // (64 * kb))
+    finally:
+        spark_session.conf.unset("spark.sql.files.maxPartitionBytes")
+    assert parts(tmp_path / "set-1") == parts(tmp_path / "local-1")
+
+
+def branch_flow() -> L.Flow:
+    from logetl.programs import branch
+
+    return branch.flow()

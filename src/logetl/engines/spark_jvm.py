@@ -168,11 +168,11 @@ def with_jar(conf: dict, jar: str) -> dict:
             continue
         os.environ["PYSPARK_SUBMIT_ARGS"] = shlex.join(args)
         return conf
-    given = conf.get("spark.jars") or _defaults().get("spark.jars", "")
+    given = conf.get("spark.jars") or defaults().get("spark.jars", "")
     return {**conf, "spark.jars": f"{jar},{given}" if given.strip() else jar}
 
 
-def _defaults() -> dict:
+def defaults() -> dict:
     """The settings of ``spark-defaults.conf`` (in ``$SPARK_CONF_DIR``, else the Spark home's ``conf``), as
     spark-submit reads them (a Java properties file: ``key value``, ``key=value`` or ``key:value``)."""
     try:
