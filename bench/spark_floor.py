@@ -4,17 +4,19 @@
 
 A fresh process starts logetl's own session (``SparkEngine``: its driver JVM class archive, logetl's jar
 with the application), reads every line of LOG and parses it with logetl's kernel in the executors' JVMs
-(``spark_jvm``, the default path), into a ``noop`` sink (no check, no output, no counters), and stops. A
-run cannot be faster than this: bench/spark.py compares it to the hand-written jobs, so that a ratio that
-is not met can be told apart from one that cannot be.
+(``spark_jvm``, the default path), in the splits a run's parse takes (``parse_split_bytes``), into a
+``noop`` sink (no check, no output, no counters), and stops. A run cannot be faster than this:
+bench/spark.py compares it to the hand-written jobs, so that a ratio that is not met can be told apart
+from one that cannot be.
 """
+import os
 import sys
 
 from pyspark.sql import functions as F
 
 from logetl import contract, formats
 from logetl.engines import spark_jvm
-from logetl.engines.spark import SparkEngine
+from logetl.engines.spark import SPLIT_BYTES, SparkEngine, parse_split_bytes
 from logetl.engines.spark_native import field_column
 
 
@@ -22,6 +24,11 @@ def main():
     log, master, settings = sys.argv[1], sys.argv[2], sys.argv[3:]
     engine = SparkEngine(master=master, conf=dict(kv.split("=", 1) for kv in settings))
     spark = engine.shipped()
+    conf, cores = spark._jsparkSession.sessionState().conf(), engine._cores(spark)
+    if cores is not None and not conf.contains(SPLIT_BYTES):
+        split = parse_split_bytes(os.path.getsize(log), cores, conf.filesMaxPartitionBytes(), engine.PARSE_SPLIT_MOST)
+        if split is not None:
+            spark.conf.set(SPLIT_BYTES, str(split))
     lines = spark.read.option("lineSep", "\n").text(log).select(F.col("value").cast("binary").alias("value"),
                                                                   F.lit(0).alias("_input"))
     fmt = formats.compile_format(None)

@@ -231,18 +231,25 @@ def test_a_failed_build_names_the_compilers_error_and_is_remembered(tmp_path, mo
     assert [n for n in os.listdir(tmp_path / "cache") if n.endswith(".jar")] == []
 
 
-def test_the_jar_goes_first_in_the_jars_the_driver_would_have_had(tmp_path, monkeypatch):
-    """spark.jars given with --conf, else spark-defaults.conf's (a --conf replaces the file's value), or
-    --jars in PYSPARK_SUBMIT_ARGS (which replaces spark.jars whole): logetl's jar is added first to
-    whichever the JVM would take, never instead of it."""
+@pytest.fixture
+def conf_dir(tmp_path, monkeypatch):
+    """An empty Spark configuration directory (``SPARK_CONF_DIR``: its ``spark-defaults.conf`` is what a
+    launched driver reads), and no ``PYSPARK_SUBMIT_ARGS``."""
     missing = spark_missing()
     require(missing is None, missing or "")
+    where = tmp_path / "conf"
+    where.mkdir()
+    monkeypatch.setenv("SPARK_CONF_DIR", str(where))
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS", raising=False)
+    return where
+
+
+def test_the_jar_goes_first_in_the_jars_the_driver_would_have_had(conf_dir, monkeypatch):
+    """spark.jars given with --conf, else spark-defaults.conf's (a --conf replaces the file's value) or
+    that of a properties file given to spark-submit, or --jars in PYSPARK_SUBMIT_ARGS (which replaces
+    spark.jars whole): logetl's jar is added first to whichever the JVM would take, never instead of it."""
     from logetl.engines.spark_jvm import with_jar
 
-    conf_dir = tmp_path / "conf"
-    conf_dir.mkdir()
-    monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
-    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS", raising=False)
     assert with_jar({"a": "1"}, "/l.jar") == {"a": "1", "spark.jars": "/l.jar"}
     assert with_jar({"spark.jars": "/u.jar"}, "/l.jar") == {"spark.jars": "/l.jar,/u.jar"}
     (conf_dir / "spark-defaults.conf").write_text("# a comment\nspark.master  local[2]\nspark.jars   /d1.jar,/d2.jar\n")
@@ -250,23 +257,20 @@ def test_the_jar_goes_first_in_the_jars_the_driver_would_have_had(tmp_path, monk
     assert with_jar({"spark.jars": "/u.jar"}, "/l.jar") == {"spark.jars": "/l.jar,/u.jar"}
     (conf_dir / "spark-defaults.conf").write_text("spark.jars=/d.jar\n")
     assert with_jar({}, "/l.jar") == {"spark.jars": "/l.jar,/d.jar"}
+    (conf_dir / "p.properties").write_text("spark.jars /p.jar\n")
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"--properties-file {conf_dir / 'p.properties'} pyspark-shell")
+    assert with_jar({}, "/l.jar") == {"spark.jars": "/l.jar,/p.jar"}
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--jars /s.jar --conf x=y pyspark-shell")
     assert with_jar({"spark.jars": "/u.jar"}, "/l.jar") == {"spark.jars": "/u.jar"}
     assert os.environ["PYSPARK_SUBMIT_ARGS"] == "--jars /l.jar,/s.jar --conf x=y pyspark-shell"
 
 
-def test_the_executors_of_a_cluster_get_the_throughput_collector_unless_one_is_named(tmp_path, monkeypatch):
+def test_the_executors_of_a_cluster_get_the_throughput_collector_unless_one_is_named(conf_dir, monkeypatch):
     """-XX:+UseParallelGC is added to the executors' options the JVM would take (--conf's, else
     spark-defaults.conf's), unless those or the default options name a collector, or PYSPARK_SUBMIT_ARGS
     sets either (it replaces what logetl gives)."""
-    missing = spark_missing()
-    require(missing is None, missing or "")
     from logetl.engines.spark import with_executor_gc
 
-    conf_dir = tmp_path / "conf"
-    conf_dir.mkdir()
-    monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
-    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS", raising=False)
     opts = "spark.executor.extraJavaOptions"
     assert with_executor_gc({"a": "1"}) == {"a": "1", opts: "-XX:+UseParallelGC"}
     assert with_executor_gc({opts: "-Dx=1"}) == {opts: "-Dx=1 -XX:+UseParallelGC"}
@@ -279,8 +283,22 @@ def test_the_executors_of_a_cluster_get_the_throughput_collector_unless_one_is_n
     (conf_dir / "spark-defaults.conf").write_text("spark.executor.defaultJavaOptions -XX:+UseSerialGC\n")
     assert with_executor_gc({}) == {}
     (conf_dir / "spark-defaults.conf").write_text("")
-    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--conf spark.executor.extraJavaOptions=-Dy=2 pyspark-shell")
+    assert with_executor_gc({opts: "-XX:-UseParallelGC"}) == {opts: "-XX:-UseParallelGC"}
+    for setting in ("--conf spark.executor.extraJavaOptions=-Dy=2", "--conf spark.executor.defaultJavaOptions=-Dy=2"):
+        monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"{setting} pyspark-shell")
+        assert with_executor_gc({}) == {}
+    # a properties file given to spark-submit is read in place of spark-defaults.conf
+    (conf_dir / "spark-defaults.conf").write_text("spark.executor.extraJavaOptions -Dfrom=defaults\n")
+    props = conf_dir / "mine.properties"
+    props.write_text("spark.executor.extraJavaOptions=-Dfrom=mine\n")
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"--properties-file {props} pyspark-shell")
+    assert with_executor_gc({}) == {opts: "-Dfrom=mine -XX:+UseParallelGC"}
+    props.write_text("spark.executor.defaultJavaOptions=-XX:+UseG1GC\n")
     assert with_executor_gc({}) == {}
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"--properties-file={props} --load-spark-defaults pyspark-shell")
+    assert with_executor_gc({}) == {}
+    props.write_text("")
+    assert with_executor_gc({}) == {opts: "-Dfrom=defaults -XX:+UseParallelGC"}
 
 
 def test_a_user_jar_in_spark_defaults_stays_beside_logetls(tmp_path):

@@ -314,8 +314,9 @@ def test_a_change_through_hadoops_file_system_that_fails_is_an_oserror_of_one_li
 
 
 def test_split_sizes_of_a_parse_come_in_whole_waves():
-    """``parse_split_bytes``: none while Spark's own splits take one wave of the cores; past that, the
-    fewest whole waves of one split per core with splits of at most ``most`` bytes, all of a size."""
+    """``parse_split_bytes``, of the largest file read on its own: none while Spark's own splits of it take
+    one wave of the cores; past that, the fewest whole waves of one split per core with splits of at most
+    ``most`` bytes, all of a size."""
     from logetl.engines.spark import parse_split_bytes
 
     mb = 1024 * 1024
@@ -328,46 +329,113 @@ def test_split_sizes_of_a_parse_come_in_whole_waves():
     assert parse_split_bytes(2000 * mb, 8, 128 * mb, 256 * mb) == 250 * mb   # one wave of 8, not 16 splits
     assert parse_split_bytes(1000 * mb, 1, 128 * mb, 256 * mb) == 250 * mb   # 4 waves of 1
     assert parse_split_bytes(300 * mb, 0, 128 * mb, 256 * mb) == 150 * mb    # (no cores known: one)
-    assert parse_split_bytes(450 * mb, 2, 512 * mb, 256 * mb) is None        # the user's larger splits
+
+
+def test_the_cores_a_split_size_counts_on_are_known_ones_only():
+    """``SparkEngine._cores``: a local master's threads; a cluster's cores asked for (or more registered);
+    None with dynamic allocation or with nothing asked for (a few executors may have registered yet)."""
+    from logetl.engines.spark import SparkEngine
+
+    class Context:
+        def __init__(self, master, parallelism, **conf):
+            self.master, self.defaultParallelism = master, parallelism
+            self.conf = {k.replace("_", "."): v for k, v in conf.items()}
+
+        def getConf(self):
+            return type("Conf", (), {"get": lambda _, key: self.conf.get(key)})()
+
+    cores = lambda *a, **conf: SparkEngine._cores(type("Spark", (), {"sparkContext": Context(*a, **conf)})())
+    assert cores("local[2]", 2) == 2
+    assert cores("local[*]", 8) == 8
+    assert cores("spark://h:7077", 2) is None
+    assert cores("spark://h:7077", 2, spark_cores_max="16") == 16
+    assert cores("spark://h:7077", 24, spark_cores_max="16") == 24
+    assert cores("yarn", 2, spark_executor_instances="4", spark_executor_cores="3") == 12
+    assert cores("yarn", 2, spark_executor_instances="4") is None
+    assert cores("yarn", 2, spark_cores_max="16", spark_dynamicAllocation_enabled="true") is None
+    assert cores("local-cluster[2,1,1024]", 2) is None
+    assert cores("spark://h:7077", 2, spark_cores_max="many") is None
 
 
 def test_a_parse_larger_than_a_wave_is_read_in_whole_waves_unless_the_split_size_is_set(spark_session, tmp_path,
                                                                                            monkeypatch):
-    """A parse whose input Spark would split into more than a wave of tasks is read in whole waves of one
-    split per core (here Spark's splits made 64 KB for the test: 10 tasks for 600 KB on 2 cores; logetl's
-    of at most 128 KB: 3 waves of 2, 100 KB each), with the local engine's bytes; a split size the user
-    set is Spark's to use, and the session has its own value back after the step."""
-    from logetl.engines.spark import SparkEngine
+    """The largest input file that Spark would split into more than a wave of tasks makes logetl's split
+    size: whole waves of one split per core. For the test, logetl takes Spark's split to be 64 KB (Spark's
+    own stays 128 MB) and caps its own at 128 KB, and Spark's cost of opening a file is 1 KB (so that the
+    two files are read one by one, each capped at its share per core): the 600 KB file is 3 waves of 2
+    splits of 100 KB, the 200 KB one 2 splits; the local engine's bytes. A split size the user set is
+    Spark's to use (here 64 KB: Spark's own rule); the session has its own values back after each step."""
+    from logetl.engines.spark import SparkEngine, _session_conf
 
     kb = 1024
     monkeypatch.setattr(SparkEngine, "_spark_split", staticmethod(lambda conf: 64 * kb))
     monkeypatch.setattr(SparkEngine, "PARSE_SPLIT_MOST", 128 * kb)
-    log = tmp_path / "big.log"
     one = corpus("corpus.log")
-    log.write_bytes(one * -(-600 * kb // len(one)))
-    size = os.path.getsize(log)
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "a.log").write_bytes(one * -(-600 * kb // len(one)))
+    (inputs / "b.log").write_bytes(one * -(-200 * kb // len(one)))
+    sizes = [os.path.getsize(inputs / n) for n in ("a.log", "b.log")]
 
-    def parse_tasks(name: str) -> int:   # the tasks of the run's parse step, by its job group
+    def spark_tasks(split: int) -> int:   # Spark's splits of each file read on its own (FilePartition)
+        most = lambda size: min(split, max(kb, (size + kb) // 2))
+        return sum(-(-size // most(size)) for size in sizes)
+
+    def parse_tasks(name: str) -> int:   # the tasks of the scan of the run's parse: its first job's stage
         outs = {"output1": str(tmp_path / f"{name}-1"), "output2": str(tmp_path / f"{name}-2")}
-        run = run_flow(branch_flow(), str(log), outs, engine="spark")
+        run = run_flow(branch_flow(), str(inputs), outs, engine="spark")
         tracker = spark_session.sparkContext.statusTracker()
-        jobs = tracker.getJobIdsForGroup(f"logetl-{run.run_id}-parse")
-        return sum(tracker.getStageInfo(st).numTasks for j in jobs for st in tracker.getJobInfo(j).stageIds)
+        first = min(tracker.getJobIdsForGroup(f"logetl-{run.run_id}-parse"))
+        return tracker.getStageInfo(min(tracker.getJobInfo(first).stageIds)).numTasks
 
-    split = -(-size // 6)
-    assert parse_tasks("waves") == -(-size // split) == 6
-    run_flow(branch_flow(), str(log), {"output1": str(tmp_path / "local-1"), "output2": str(tmp_path / "local-2")})
-    assert parts(tmp_path / "waves-1") == parts(tmp_path / "local-1") == parts(tmp_path / "waves-2")
-    assert spark_session.conf.get("spark.sql.files.maxPartitionBytes", None) is None
-    spark_session.conf.set("spark.sql.files.maxPartitionBytes", str(64 * kb))
-    try:
-        assert parse_tasks("set") == -(-size // (64 * kb))
-    finally:
-        spark_session.conf.unset("spark.sql.files.maxPartitionBytes")
-    assert parts(tmp_path / "set-1") == parts(tmp_path / "local-1")
+    run_flow(branch_flow(), str(inputs), {"output1": str(tmp_path / "local-1"), "output2": str(tmp_path / "local-2")})
+    with _session_conf(spark_session, {"spark.sql.files.openCostInBytes": str(kb)}):
+        split = -(-sizes[0] // 6)
+        assert parse_tasks("waves") == spark_tasks(split) == 6 + 2
+        assert spark_session.conf.get("spark.sql.files.maxPartitionBytes", None) is None
+        with _session_conf(spark_session, {"spark.sql.files.maxPartitionBytes": str(64 * kb)}):
+            assert parse_tasks("set") == spark_tasks(64 * kb) == 10 + 4
+            assert spark_session.conf.get("spark.sql.files.maxPartitionBytes") == str(64 * kb)
+    for name in ("waves", "set"):
+        assert parts(tmp_path / f"{name}-1") == parts(tmp_path / "local-1") == parts(tmp_path / f"{name}-2")
 
 
 def branch_flow() -> L.Flow:
     from logetl.programs import branch
 
     return branch.flow()
+
+
+def test_a_setting_put_back_after_a_failed_step_does_not_hide_the_steps_error():
+    """``_session_conf`` puts the session's values back after its block, each on its own; when the block
+    failed and the JVM no longer answers (it died in the block), the block's error is the one raised (so
+    that the run's failure is reported as itself), with a note of what was not put back; after a block
+    that succeeded, a failure to put a value back is raised."""
+    from logetl.engines.spark import _session_conf
+
+    class Gone:   # a session whose JVM died in the block: values are read and set before, not after
+        def __init__(self):
+            self.values, self.alive = {}, True
+
+        def get(self, key, default=None):
+            return self.values.get(key, default)
+
+        def set(self, key, value):
+            if not self.alive:
+                raise ConnectionError("Answer from Java side is empty")
+            self.values[key] = value
+
+        unset = lambda self, key: self.set(key, None)
+
+    spark = type("Spark", (), {})()
+    spark.conf = Gone()
+    with pytest.raises(MemoryError, match="the step's own") as caught:
+        with _session_conf(spark, {"k": "v", "k2": "v2"}):
+            assert spark.conf.values == {"k": "v", "k2": "v2"}
+            spark.conf.alive = False
+            raise MemoryError("the step's own")
+    assert caught.value.__notes__ == ["(the session's k, k2 could not be put back: Answer from Java side is empty)"]
+    spark.conf = Gone()
+    with pytest.raises(ConnectionError, match="Answer from Java side is empty"):
+        with _session_conf(spark, {"k": "v"}):
+            spark.conf.alive = False

@@ -83,6 +83,9 @@ CDS_CONF = "logetl.jvm.cds"
 CACHE_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
 MAX_WRITERS = "spark.sql.maxConcurrentOutputFileWriters"
 SPLIT_BYTES = "spark.sql.files.maxPartitionBytes"
+EXECUTOR_OPTIONS = "spark.executor.extraJavaOptions"
+EXECUTOR_DEFAULT_OPTIONS = "spark.executor.defaultJavaOptions"
+_GC_OPTION = re.compile(r"-XX:[+-]Use\w*GC\b")     # a collector chosen (or one turned off)
 #: logetl's settings given with --conf (never passed to Spark): name -> the values it takes
 #: the parse paths: the kernel in the executors' JVMs, in their Python workers, or Spark's regular expressions
 JVM, PYTHON, BUILTIN = "jvm", "python", "builtin"
@@ -639,57 +642,75 @@ def _memory_failure(text: str, master: str, memory: dict, launched: bool) -> Run
 
 @contextmanager
 def _session_conf(spark, settings: dict):
-    """The session's runtime ``settings`` (key -> value) for the block; its own values are back after it."""
-    before = {k: spark.conf.get(k, None) for k in settings}
-    for k, v in settings.items():
-        spark.conf.set(k, v)
+    """The session's runtime ``settings`` (key -> value) for the block; its own values are back after it.
+    After a block that failed, a value that cannot be put back (the JVM died in the block) does not hide
+    the block's error: it is noted on it."""
+    before: dict = {}
     try:
+        for k, v in settings.items():
+            before[k] = spark.conf.get(k, None)
+            spark.conf.set(k, v)
         yield
-    finally:
-        for k, v in before.items():
+    except BaseException as exc:
+        failed = _put_back(spark, before)
+        if failed:
+            exc.add_note(f"(the session's {', '.join(failed)} could not be put back: {failed[next(iter(failed))]})")
+        raise
+    failed = _put_back(spark, before)
+    if failed:
+        raise failed[next(iter(failed))]
+
+
+def _put_back(spark, before: dict) -> dict:
+    """Puts the session's ``before`` values back, each on its own (None: unset); key -> the error of
+    each that failed."""
+    failed = {}
+    for k, v in before.items():
+        try:
             if v is None:
                 spark.conf.unset(k)
             else:
                 spark.conf.set(k, v)
-
-
-EXECUTOR_OPTIONS = "spark.executor.extraJavaOptions"
-EXECUTOR_DEFAULT_OPTIONS = "spark.executor.defaultJavaOptions"
-_GC_OPTION = re.compile(r"-XX:[+-]Use\w*GC\b")
+        except Exception as exc:
+            failed[k] = exc
+    return failed
 
 
 def with_executor_gc(conf: dict) -> dict:
     """The settings of a driver JVM to launch for a cluster (``conf``) with the executors' JVMs on the
     throughput collector (``-XX:+UseParallelGC``), as the driver's is on a local master: a batch's rows
-    are short-lived (2M-line Join, standalone: 24.8 s against 26.8 s). Added to the executors' options
-    (``conf``'s own, else ``spark-defaults.conf``'s), unless they or the administrator's default options
-    name a collector already (two would stop the executors' JVM from starting), or ``PYSPARK_SUBMIT_ARGS``
-    sets either (it would replace this)."""
-    from logetl.engines.spark_jvm import defaults
+    are short-lived (2M-line Join, standalone: README, "Issue 15, stop 36"). Added to the executors'
+    options the JVM would take (``conf``'s own, else those of the properties spark-submit reads), unless
+    they or the administrator's default options name a collector already (two would stop the executors'
+    JVM from starting), or ``PYSPARK_SUBMIT_ARGS`` sets either (it would replace this)."""
+    from logetl.engines.spark_jvm import spark_defaults
 
-    if EXECUTOR_OPTIONS in os.environ.get("PYSPARK_SUBMIT_ARGS", "") \
-            or EXECUTOR_DEFAULT_OPTIONS in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+    submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    if EXECUTOR_OPTIONS in submit_args or EXECUTOR_DEFAULT_OPTIONS in submit_args:
         return conf
-    found = defaults()
+    found = spark_defaults()
     given = conf.get(EXECUTOR_OPTIONS, found.get(EXECUTOR_OPTIONS, ""))
-    if _GC_OPTION.search(given) or _GC_OPTION.search(conf.get(EXECUTOR_DEFAULT_OPTIONS, found.get(EXECUTOR_DEFAULT_OPTIONS, ""))):
+    default = conf.get(EXECUTOR_DEFAULT_OPTIONS, found.get(EXECUTOR_DEFAULT_OPTIONS, ""))
+    if _GC_OPTION.search(given) or _GC_OPTION.search(default):
         return conf
     return {**conf, EXECUTOR_OPTIONS: f"{given} -XX:+UseParallelGC".strip()}
 
 
-def parse_split_bytes(total: int, cores: int, spark_split: int, most: int) -> int | None:
-    """The bytes of each split of a parse's input (``total`` bytes, read by ``cores`` cores at once) when
-    Spark's own splits (``spark_split``, ``spark.sql.files.maxPartitionBytes``) would take more than one
-    wave of tasks; None when they take one (Spark's rule then splits the input evenly over the cores).
-    The splits then come in whole waves of one per core, each at most ``most`` bytes (the fewest waves
-    that allows), all of a size: a task of logetl's parse holds one batch of lines, whatever its split,
-    while each task has costs of its own (its start, its own output files) and Spark's 128 MB splits
-    left a ragged last wave (450 MB on 2 cores: 128, 128, then 128 and 66 MB)."""
+def parse_split_bytes(largest: int, cores: int, spark_split: int, most: int) -> int | None:
+    """The most bytes of a split of a parse's input whose largest file read on its own has ``largest``
+    bytes, read by ``cores`` cores at once, when Spark's own splits of it (``spark_split``,
+    ``spark.sql.files.maxPartitionBytes``) would take more than one wave of tasks; None when they take one
+    (Spark then splits each file evenly over the cores). That file then comes in whole waves of one split
+    per core, each at most ``most`` bytes (the fewest waves that allows: ``most`` is at least
+    ``spark_split``), all of a size; Spark caps each file's splits at its share per core, so a smaller file
+    is split as before, or in fewer splits. A task of logetl's parse holds one batch of lines whatever its
+    split, while each task has costs of its own (its start, its own output files), and Spark's 128 MB
+    splits left a ragged last wave (450 MB on 2 cores: 128, 128, then 128 and 66 MB)."""
     cores = max(1, cores)
-    if total <= cores * spark_split:
+    if largest <= cores * spark_split:
         return None
-    waves = -(-total // (cores * max(most, spark_split)))
-    return -(-total // (cores * waves))
+    waves = -(-largest // (cores * max(most, spark_split)))
+    return -(-largest // (cores * waves))
 
 
 def _union_all(frames: list):
@@ -1077,6 +1098,11 @@ class SparkEngine(Engine):
     def shutdown(self) -> None:
         if self._spark is not None and self._owns_session:
             with between_java_calls():
+                if "LOGETL_SPARK_LOG_LEVEL" not in os.environ:
+                    # what Spark logs while it stops is not about the run: an executor that was still
+                    # starting (a session refused right after its start) reports to a scheduler already
+                    # gone, and the driver logged "Could not find CoarseGrainedScheduler" with its stack
+                    self._spark.sparkContext.setLogLevel("OFF")
                 self._spark.stop()
         self._spark = self._fs = None
 
@@ -1351,7 +1377,7 @@ class SparkEngine(Engine):
         conf = spark._jsparkSession.sessionState().conf()
         total = sum(sizes)
         per = max(1, min(conf.filesMaxPartitionBytes(),
-                         max(conf.filesOpenCostInBytes(), total // spark.sparkContext.defaultParallelism)))
+                         max(conf.filesOpenCostInBytes(), -(-total // spark.sparkContext.defaultParallelism))))
         return max(1, min(len(sizes), -(-total // per)))
 
     @staticmethod
@@ -1843,22 +1869,45 @@ class SparkEngine(Engine):
 
     def _split_settings(self, ctx: StepContext, step: assembly.Step) -> dict:
         """The session's settings while ``step`` runs: for a step that parses, the split size of
-        ``parse_split_bytes`` (none when the user set ``spark.sql.files.maxPartitionBytes``, or when Spark's
-        own rule takes one wave)."""
+        ``parse_split_bytes``; none when the user set ``spark.sql.files.maxPartitionBytes``, when the cores
+        are not known (``_cores``), or when Spark's own rule takes one wave."""
         if not any(isinstance(n, assembly.Parse) for n in step.nodes):
             return {}
         spark = self.session()
         conf = spark._jsparkSession.sessionState().conf()
-        if conf.contains(SPLIT_BYTES):
+        cores = self._cores(spark)
+        if conf.contains(SPLIT_BYTES) or cores is None:
             return {}
         sizes = ctx.taps.input_sizes or [self.filesystem().stat(f)[0] for f in ctx.taps.inputs]
-        size = parse_split_bytes(sum(sizes), spark.sparkContext.defaultParallelism, self._spark_split(conf),
-                                 self.PARSE_SPLIT_MOST)
+        # the files read on their own (as _lines reads them: not those packed in runs of small files)
+        small = min(conf.filesOpenCostInBytes(), conf.filesMaxPartitionBytes())
+        alone = [sizes[first] for first, last in _runs(sizes, small) if last == first + 1]
+        size = parse_split_bytes(max(alone, default=0), cores, self._spark_split(conf), self.PARSE_SPLIT_MOST)
         return {} if size is None else {SPLIT_BYTES: str(size)}
 
     @staticmethod
+    def _cores(spark) -> int | None:
+        """How many tasks the application runs at once, where that is known: on a local master, its
+        threads; on a cluster, the cores it asked for (``spark.cores.max``, or executors times their
+        cores), or more if more have registered. None with dynamic allocation, or when the cluster gives
+        what it has (the executors registered so far may be a few of them: larger splits would then
+        leave the others idle)."""
+        sc = spark.sparkContext
+        if re.fullmatch(r"local(\[.*\])?", sc.master):
+            return sc.defaultParallelism
+        get = sc.getConf().get
+        if (get("spark.dynamicAllocation.enabled") or "false").strip().lower() == "true":
+            return None
+        try:
+            asked = int(get("spark.cores.max") or 0) or \
+                int(get("spark.executor.instances") or 0) * int(get("spark.executor.cores") or 0)
+        except ValueError:
+            return None
+        return max(asked, sc.defaultParallelism) if asked else None
+
+    @staticmethod
     def _spark_split(conf) -> int:
-        """Spark's own largest split (``spark.sql.files.maxPartitionBytes``, 128 MB unless set)."""
+        """Spark's own largest split: ``spark.sql.files.maxPartitionBytes`` (the tests change it here)."""
         return conf.filesMaxPartitionBytes()
 
     def execute_step(self, ctx: StepContext, step: assembly.Step, state) -> None:

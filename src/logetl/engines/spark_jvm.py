@@ -168,20 +168,38 @@ def with_jar(conf: dict, jar: str) -> dict:
             continue
         os.environ["PYSPARK_SUBMIT_ARGS"] = shlex.join(args)
         return conf
-    given = conf.get("spark.jars") or defaults().get("spark.jars", "")
+    given = conf.get("spark.jars") or spark_defaults().get("spark.jars", "")
     return {**conf, "spark.jars": f"{jar},{given}" if given.strip() else jar}
 
 
-def defaults() -> dict:
-    """The settings of ``spark-defaults.conf`` (in ``$SPARK_CONF_DIR``, else the Spark home's ``conf``), as
-    spark-submit reads them (a Java properties file: ``key value``, ``key=value`` or ``key:value``)."""
-    try:
-        from pyspark.find_spark_home import _find_spark_home
+def spark_defaults() -> dict:
+    """The settings spark-submit reads from a file when it launches a driver: the properties file given
+    with ``--properties-file`` in ``PYSPARK_SUBMIT_ARGS`` (and ``spark-defaults.conf`` below it only with
+    ``--load-spark-defaults``), else ``spark-defaults.conf`` (in ``$SPARK_CONF_DIR``, else the Spark
+    home's ``conf``). A Java properties file: ``key value``, ``key=value`` or ``key:value``."""
+    args = shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    given = next((a.split("=", 1)[1] for a in args if a.startswith("--properties-file=")), None) or \
+        next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--properties-file"), None)
+    found = {}
+    if given is None or "--load-spark-defaults" in args:
+        try:
+            from pyspark.find_spark_home import _find_spark_home
 
-        where = os.environ.get("SPARK_CONF_DIR") or os.path.join(_find_spark_home(), "conf")
-        with open(os.path.join(where, "spark-defaults.conf"), encoding="utf-8") as f:
+            where = os.environ.get("SPARK_CONF_DIR") or os.path.join(_find_spark_home(), "conf")
+            found.update(_properties(os.path.join(where, "spark-defaults.conf")))
+        except ImportError:
+            pass
+    if given is not None:
+        found.update(_properties(given))
+    return found
+
+
+def _properties(path: str) -> dict:
+    """The settings of a Java properties file as spark-submit reads them; none when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
-    except (ImportError, OSError):
+    except OSError:
         return {}
     found = {}
     for line in lines:
