@@ -1102,7 +1102,10 @@ class SparkEngine(Engine):
                     # what Spark logs while it stops is not about the run: an executor that was still
                     # starting (a session refused right after its start) reports to a scheduler already
                     # gone, and the driver logged "Could not find CoarseGrainedScheduler" with its stack
-                    self._spark.sparkContext.setLogLevel("OFF")
+                    try:
+                        self._spark.sparkContext.setLogLevel("OFF")
+                    except Exception:   # a JVM that is gone: stop() below tolerates it too (with a warning)
+                        pass
                 self._spark.stop()
         self._spark = self._fs = None
 
