@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from logetl import contract, formats
 from logetl.engines import spark_jvm
-from logetl.engines.spark import SPLIT_BYTES, SparkEngine, parse_split_bytes
+from logetl.engines.spark import SparkEngine
 from logetl.engines.spark_native import field_column
 
 
@@ -24,11 +24,8 @@ def main():
     log, master, settings = sys.argv[1], sys.argv[2], sys.argv[3:]
     engine = SparkEngine(master=master, conf=dict(kv.split("=", 1) for kv in settings))
     spark = engine.shipped()
-    conf, cores = spark._jsparkSession.sessionState().conf(), engine._cores(spark)
-    if cores is not None and not conf.contains(SPLIT_BYTES):
-        split = parse_split_bytes(os.path.getsize(log), cores, conf.filesMaxPartitionBytes(), engine.PARSE_SPLIT_MOST)
-        if split is not None:
-            spark.conf.set(SPLIT_BYTES, str(split))
+    for key, value in engine.split_settings([os.path.getsize(log)]).items():
+        spark.conf.set(key, value)
     lines = spark.read.option("lineSep", "\n").text(log).select(F.col("value").cast("binary").alias("value"),
                                                                   F.lit(0).alias("_input"))
     fmt = formats.compile_format(None)

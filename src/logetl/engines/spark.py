@@ -696,6 +696,12 @@ def with_executor_gc(conf: dict) -> dict:
     return {**conf, EXECUTOR_OPTIONS: f"{given} -XX:+UseParallelGC".strip()}
 
 
+def _in_process(master: str) -> bool:
+    """Whether ``master`` runs the executors in the driver's JVM (``local``, ``local[...]``; not
+    ``local-cluster[...]``, whose executors have JVMs of their own, as on a cluster)."""
+    return re.fullmatch(r"local(\[.*\])?", master) is not None
+
+
 def parse_split_bytes(largest: int, cores: int, spark_split: int, most: int) -> int | None:
     """The most bytes of a split of a parse's input whose largest file read on its own has ``largest``
     bytes, read by ``cores`` cores at once, when Spark's own splits of it (``spark_split``,
@@ -1003,7 +1009,7 @@ class SparkEngine(Engine):
         if SparkContext._gateway is None and not under_submit and active is None:
             # this process launches the driver JVM: with logetl's jar (the kernel for the executors' JVMs)
             conf = self._with_jar(conf)
-            if master and not re.fullmatch(r"local(\[.*\])?", master):
+            if master and not _in_process(master):
                 conf = with_executor_gc(conf)
         if master and master.startswith("local") and "SPARK_LOCAL_IP" not in os.environ:
             os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"   # a local run binds to loopback only
@@ -1197,7 +1203,7 @@ class SparkEngine(Engine):
                         _NATIVE_CHECKS[key] = (False, str(exc))
                 return _NATIVE_CHECKS[key]
             # (local-cluster: executors in JVMs of their own, as on a cluster)
-            cluster = not re.fullmatch(r"local(\[.*\])?", sc.master)
+            cluster = not _in_process(sc.master)
             if cluster:
                 sc.setJobDescription("logetl: can the executors' JVMs run logetl's kernel?")
                 # a task that cannot load the classes fails, and Spark would log its stack traces: the
@@ -1876,12 +1882,15 @@ class SparkEngine(Engine):
         are not known (``_cores``), or when Spark's own rule takes one wave."""
         if not any(isinstance(n, assembly.Parse) for n in step.nodes):
             return {}
+        return self.split_settings(ctx.taps.input_sizes or [self.filesystem().stat(f)[0] for f in ctx.taps.inputs])
+
+    def split_settings(self, sizes: list[int]) -> dict:
+        """The session's settings for a parse of inputs of ``sizes`` bytes (``_split_settings``)."""
         spark = self.session()
         conf = spark._jsparkSession.sessionState().conf()
         cores = self._cores(spark)
         if conf.contains(SPLIT_BYTES) or cores is None:
             return {}
-        sizes = ctx.taps.input_sizes or [self.filesystem().stat(f)[0] for f in ctx.taps.inputs]
         # the files read on their own (as _lines reads them: not those packed in runs of small files)
         small = min(conf.filesOpenCostInBytes(), conf.filesMaxPartitionBytes())
         alone = [sizes[first] for first, last in _runs(sizes, small) if last == first + 1]
@@ -1896,7 +1905,7 @@ class SparkEngine(Engine):
         what it has (the executors registered so far may be a few of them: larger splits would then
         leave the others idle)."""
         sc = spark.sparkContext
-        if re.fullmatch(r"local(\[.*\])?", sc.master):
+        if _in_process(sc.master):
             return sc.defaultParallelism
         get = sc.getConf().get
         if (get("spark.dynamicAllocation.enabled") or "false").strip().lower() == "true":
