@@ -194,6 +194,12 @@ def test_the_jvm_path_on_the_cluster_needs_nothing_shipped(standalone_cluster, t
     check, plan = check_job(events, "logetl: can the executors' JVMs run logetl's kernel?")
     assert [s["Number of Tasks"] for s in check["Stage Infos"]] == [2]
     assert "MapPartitions" in plan
+    # a cluster's driver, which runs no task, compiles with C1 only (on the command line Spark's launcher
+    # gave the driver's JVM: spark.driver.extraJavaOptions)
+    from logetl.engines.spark import DRIVER_C1
+
+    [environment] = [e for e in events if e["Event"] == "SparkListenerEnvironmentUpdate"]
+    assert DRIVER_C1 in environment["Spark Properties"]["spark.driver.extraJavaOptions"].split()
     plans = [e["physicalPlanDescription"] for e in events if e["Event"].endswith("SQLExecutionStart")]
     assert len(plans) >= 2 and not [p for p in plans if "Python" in p or "Arrow" in p]
     assert any("MapPartitions" in p and "InsertIntoHadoopFsRelationCommand" in p for p in plans)

@@ -310,7 +310,9 @@ def test_the_local_check_runs_the_workers_interpreter(tmp_path):
 @pytest.mark.parametrize("conf,message", [
     ("logetl.parse=fast", "Error: --conf logetl.parse=fast: choose from auto, native, jvm, python, builtin"),
     ("logetl.jvm.cds=on", "Error: --conf logetl.jvm.cds=on: choose from auto, off"),
-    ("logetl.prase=native", "Error: unknown setting --conf logetl.prase=native (logetl's are logetl.jvm.cds, logetl.parse)"),
+    ("logetl.jvm.jit=c1", "Error: --conf logetl.jvm.jit=c1: choose from auto, tiered"),
+    ("logetl.prase=native",
+     "Error: unknown setting --conf logetl.prase=native (logetl's are logetl.jvm.cds, logetl.jvm.jit, logetl.parse)"),
 ])
 def test_bad_logetl_setting_is_one_line_exit_2(tmp_path, conf, message):
     p = logetl("filter", "--hdfs", "--conf", conf, "--input", CORPUS_LOG, "--output", str(tmp_path / "o"))

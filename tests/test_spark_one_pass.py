@@ -439,3 +439,44 @@ def test_a_setting_put_back_after_a_failed_step_does_not_hide_the_steps_error():
     with pytest.raises(ConnectionError, match="Answer from Java side is empty"):
         with _session_conf(spark, {"k": "v"}):
             spark.conf.alive = False
+
+
+def test_the_sessions_end_leaves_the_accumulator_servers_shutdown_to_a_thread():
+    """PySpark's stop() shuts its accumulator server down and waits for the server's loop, which looks every
+    0.5 s: the engine's shutdown has it done by a daemon thread instead, which ends the loop and closes the
+    socket all the same."""
+    require(spark_missing() is None, spark_missing() or "")
+    import threading
+
+    from pyspark.accumulators import _start_update_server
+
+    from logetl.engines.spark import ACCUMULATOR_SHUTDOWN_THREAD, _accumulators_stopped_aside
+
+    class Context:   # what the helper reads of a SparkContext
+        _accumulatorServer = _start_update_server("token", False)
+
+    server = Context._accumulatorServer
+    ran_in = []
+    real = server.shutdown
+    server.shutdown = lambda: (ran_in.append(threading.current_thread()), real())
+    _accumulators_stopped_aside(Context)
+    server.shutdown()   # as SparkContext.stop() calls it
+    ran_in[0].join(timeout=30) if ran_in[0] is not threading.current_thread() else None
+    assert [(t.name, t.daemon, t.is_alive()) for t in ran_in] == [(ACCUMULATOR_SHUTDOWN_THREAD, True, False)]
+    assert server.server_shutdown and server.socket.fileno() == -1
+    _accumulators_stopped_aside(type("NoServer", (), {"_accumulatorServer": None}))   # a stopped context: nothing
+
+
+def test_a_local_driver_keeps_c2_and_the_setting_that_keeps_it_on_a_cluster(spark_session):
+    """On a local master the driver's JVM runs the tasks: the session the engine launched has the JVM's
+    tiered compilers (and the throughput collector); ``logetl.jvm.jit=tiered`` keeps them on a cluster too
+    (test_spark_cluster.py: a cluster's driver gets C1 only)."""
+    from logetl.engines.spark import DRIVER_C1, SparkEngine
+
+    arguments = list(spark_session._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert DRIVER_C1 not in arguments and "-XX:+UseParallelGC" in arguments
+    engine, tiered = SparkEngine(), SparkEngine(conf={"logetl.jvm.jit": "tiered"})
+    assert [engine._driver_compilers(m) for m in ("spark://127.0.0.1:7077", "local-cluster[2,1,1024]", "yarn")] \
+        == [[DRIVER_C1]] * 3
+    assert [engine._driver_compilers(m) for m in ("local", "local[2]", "local[*]", None)] == [[]] * 4
+    assert tiered._driver_compilers("spark://127.0.0.1:7077") == [] and "logetl.jvm.jit" not in tiered.conf
