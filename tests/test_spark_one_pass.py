@@ -450,21 +450,52 @@ def test_the_sessions_end_leaves_the_accumulator_servers_shutdown_to_a_thread():
 
     from pyspark.accumulators import _start_update_server
 
-    from logetl.engines.spark import ACCUMULATOR_SHUTDOWN_THREAD, _accumulators_stopped_aside
+    from logetl.engines.spark import ACCUMULATOR_SHUTDOWN_THREAD, SparkEngine
 
-    class Context:   # what the helper reads of a SparkContext
+    class Context:   # what the engine's shutdown touches of a SparkContext
         _accumulatorServer = _start_update_server("token", False)
 
+        def setLogLevel(self, level):
+            pass
+
+    class Session:   # a session whose stop() shuts the accumulator server as PySpark's does
+        sparkContext = Context()
+
+        def stop(self):
+            self.sparkContext._accumulatorServer.shutdown()
+
     server = Context._accumulatorServer
-    ran_in = []
+    ran_in, done = [], threading.Event()
     real = server.shutdown
-    server.shutdown = lambda: (ran_in.append(threading.current_thread()), real())
-    _accumulators_stopped_aside(Context)
-    server.shutdown()   # as SparkContext.stop() calls it
-    ran_in[0].join(timeout=30) if ran_in[0] is not threading.current_thread() else None
-    assert [(t.name, t.daemon, t.is_alive()) for t in ran_in] == [(ACCUMULATOR_SHUTDOWN_THREAD, True, False)]
+    server.shutdown = lambda: (ran_in.append(threading.current_thread()), real(), done.set())
+    engine = SparkEngine(master="local[1]")
+    engine._spark, engine._owns_session = Session(), True
+    engine.shutdown()
+    assert done.wait(30)
+    assert [(t.name, t.daemon) for t in ran_in] == [(ACCUMULATOR_SHUTDOWN_THREAD, True)]
     assert server.server_shutdown and server.socket.fileno() == -1
-    _accumulators_stopped_aside(type("NoServer", (), {"_accumulatorServer": None}))   # a stopped context: nothing
+    assert engine._spark is None
+
+
+def test_a_unix_socket_accumulator_server_is_shut_down_as_pyspark_does(tmp_path):
+    """A server on a Unix domain socket (``spark.python.unix.domain.socket.enabled``) removes its socket file
+    when its shutdown ends: left to a thread the process may not wait for, the file would stay behind.
+    Its shutdown stays PySpark's own."""
+    require(spark_missing() is None, spark_missing() or "")
+    from pyspark.accumulators import _start_update_server
+
+    from logetl.engines.spark import _accumulators_stopped_aside
+
+    path = str(tmp_path / "accumulators.sock")
+
+    class Context:
+        _accumulatorServer = _start_update_server(None, True, path)
+
+    server = Context._accumulatorServer
+    _accumulators_stopped_aside(Context)
+    assert "shutdown" not in vars(server)
+    server.shutdown()
+    assert not os.path.exists(path)
 
 
 def test_a_local_driver_keeps_c2_and_the_setting_that_keeps_it_on_a_cluster(spark_session):

@@ -715,9 +715,11 @@ def _accumulators_stopped_aside(sc) -> None:
     server is a ``socketserver`` whose loop looks every 0.5 s (a connection's handler every 1 s) whether to
     stop, and its ``shutdown()`` waits for that look: 0.25 s of every run's end on average, with the run's
     work all done. The thread (a daemon: the process does not wait for it) does the same shutdown, and
-    closes the server's socket, at the loop's pace."""
+    closes the server's socket, at the loop's pace, or the process's exit closes it first. Only a TCP
+    server: one on a Unix domain socket removes its socket file when its shutdown ends, which a process
+    that exits first would leave behind."""
     server = getattr(sc, "_accumulatorServer", None)
-    if server is None:
+    if server is None or not isinstance(server.server_address, tuple):
         return
     blocking = server.shutdown
     server.shutdown = lambda: threading.Thread(target=blocking, name=ACCUMULATOR_SHUTDOWN_THREAD, daemon=True).start()
@@ -1088,7 +1090,8 @@ class SparkEngine(Engine):
         return self._spark
 
     def _driver_compilers(self, master: str | None) -> list[str]:
-        """The driver JVM's options of its JIT compilers: C1 only on a cluster master (``logetl.jvm.jit=auto``)."""
+        """The driver JVM's options of its JIT compilers: C1 only on a cluster master (``logetl.jvm.jit=auto``).
+        Like logetl's other driver options, they give way to a ``spark.driver.extraJavaOptions`` of the user's."""
         # A cluster's driver runs no task: it plans, schedules and answers the executors, code that runs
         # thousands of times a run, not millions. C2's compiling of it cost more than its faster code
         # saved, on cores the executors share (standalone, 2 cores, 2M-line Join: the driver's compiler
