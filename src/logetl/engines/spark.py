@@ -1348,17 +1348,24 @@ class SparkEngine(Engine):
         from pyspark.sql import functions as F
 
         read = self.session().read.option("lineSep", "\n")
-        conf = self.session()._jsparkSession.sessionState().conf()
-        small = min(conf.filesOpenCostInBytes(), conf.filesMaxPartitionBytes())
-        inputs = ctx.taps.inputs
-        sizes = ctx.taps.input_sizes or [self.filesystem().stat(f)[0] for f in inputs]
+        inputs, sizes = ctx.taps.inputs, self._input_sizes(ctx)
         frames = []
-        for first, last in _runs(sizes, small):
+        for first, last in self._reads(sizes):
             if last == first + 1:
                 frames.append(self._scanned(read.text(inputs[first]), inputs[first:last]).withColumn(INPUT, F.lit(first)))
             else:
                 frames.append(self._packed(read, first, inputs[first:last], sizes[first:last]))
         return _union_all(frames)
+
+    def _input_sizes(self, ctx: StepContext) -> list[int]:
+        """The bytes of each input, as binding found them (else asked of the file system)."""
+        return ctx.taps.input_sizes or [self.filesystem().stat(f)[0] for f in ctx.taps.inputs]
+
+    def _reads(self, sizes: list[int]) -> list[tuple[int, int]]:
+        """The reads of inputs of ``sizes`` bytes (``_runs``): a file of at most Spark's cost of opening one
+        (nor more than a split) is small, and read with its small neighbours."""
+        conf = self.session()._jsparkSession.sessionState().conf()
+        return _runs(sizes, min(conf.filesOpenCostInBytes(), conf.filesMaxPartitionBytes()))
 
     def _scanned(self, scan, files: list[str]):
         """``scan``, a read of ``files``, once it is known to read each of them (``inputFiles``: the files of
@@ -1918,7 +1925,7 @@ class SparkEngine(Engine):
         are not known (``_cores``), or when Spark's own rule takes one wave."""
         if not any(isinstance(n, assembly.Parse) for n in step.nodes):
             return {}
-        return self.split_settings(ctx.taps.input_sizes or [self.filesystem().stat(f)[0] for f in ctx.taps.inputs])
+        return self.split_settings(self._input_sizes(ctx))
 
     def split_settings(self, sizes: list[int]) -> dict:
         """The session's settings for a parse of inputs of ``sizes`` bytes (``_split_settings``)."""
@@ -1928,8 +1935,7 @@ class SparkEngine(Engine):
         if conf.contains(SPLIT_BYTES) or cores is None:
             return {}
         # the files read on their own (as _lines reads them: not those packed in runs of small files)
-        small = min(conf.filesOpenCostInBytes(), conf.filesMaxPartitionBytes())
-        alone = [sizes[first] for first, last in _runs(sizes, small) if last == first + 1]
+        alone = [sizes[first] for first, last in self._reads(sizes) if last == first + 1]
         size = parse_split_bytes(max(alone, default=0), cores, self._spark_split(conf), self.PARSE_SPLIT_MOST)
         return {} if size is None else {SPLIT_BYTES: str(size)}
 
