@@ -1,5 +1,6 @@
 """The Spark driver JVM's class archive (``logetl.engines.spark_cds``): when a run records it, uses it or
-starts without it; that recording and using it change nothing a user sees (the outputs' bytes, stderr)."""
+starts without it; that recording and using it change nothing a user sees (the outputs' bytes, stderr).
+The executors of a cluster on this machine starting from it: test_spark_cluster."""
 from __future__ import annotations
 
 import os
@@ -8,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import CORPUS, logetl, parts, require, spark_missing
+from conftest import CORPUS, corpus, logetl, parts, require, spark_missing
 from logetl.engines import spark_cds
 
 CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
@@ -59,6 +60,82 @@ def test_an_archive_in_place_is_used(archive):
     open(a.path, "wb").close()
     assert a.options() == [f"-XX:SharedArchiveFile={a.path}", "-Xlog:cds*=off"]
     assert a.recording is None
+
+
+def test_an_option_naming_a_path_is_one_word_of_sparks_java_options():
+    assert spark_cds.option("-XX:SharedArchiveFile=", "/c/a.jsa") == "-XX:SharedArchiveFile=/c/a.jsa"
+    assert spark_cds.option("-XX:SharedArchiveFile=", "/my cache/a.jsa") == '"-XX:SharedArchiveFile=/my cache/a.jsa"'
+    assert spark_cds.option("-X=", '/a"b\\c') == '"-X=/a\\"b\\\\c"'
+
+
+def test_executors_get_the_archive_once_it_is_in_place(archive):
+    a = archive()
+    assert a.for_executors() == []
+    os.makedirs(os.path.dirname(a.path), exist_ok=True)
+    open(a.path, "wb").close()
+    assert a.for_executors() == [f"-XX:SharedArchiveFile={a.path}", "-Xlog:cds*=off"]
+    a.path = a.path.replace("spark-driver", "spark'driver")   # Spark would split the executors' options there
+    open(a.path, "wb").close()
+    assert a.for_executors() == []
+
+
+@pytest.fixture
+def clean_class_path(tmp_path, monkeypatch):
+    """A Spark configuration directory with nothing in it, and none of the other directories Spark's
+    launcher puts on the driver's class path."""
+    where = tmp_path / "conf"
+    where.mkdir()
+    monkeypatch.setenv("SPARK_CONF_DIR", str(where))
+    for var in ("PYSPARK_SUBMIT_ARGS", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "SPARK_DIST_CLASSPATH",
+                "SPARK_PREPEND_CLASSES", "SPARK_TESTING", "SPARK_SQL_TESTING"):
+        monkeypatch.delenv(var, raising=False)
+    return where
+
+
+def test_no_recording_while_a_directory_with_files_is_on_the_class_path(archive, clean_class_path, tmp_path,
+                                                                         monkeypatch):
+    """The JDK archives nothing then (and says so on the JVM's stdout at its exit): nothing is claimed."""
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "core-site.xml").write_text("<configuration/>")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert spark_cds.unfit({}) is None
+    assert spark_cds.unfit({"spark.driver.extraClassPath": f"{empty}:{full / 'core-site.xml'}:/nowhere"}) is None
+    assert spark_cds.unfit({"spark.driver.extraClassPath": f"{empty}:{full}"}) == str(full)
+    for var in ("HADOOP_CONF_DIR", "YARN_CONF_DIR", "SPARK_DIST_CLASSPATH"):
+        monkeypatch.setenv(var, f"{full}")
+        assert spark_cds.unfit({}) == str(full), var
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"--driver-class-path {full} pyspark-shell")
+    assert spark_cds.unfit({}) == str(full)
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"--driver-class-path={full} pyspark-shell")
+    assert spark_cds.unfit({}) == str(full)
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS")
+    (clean_class_path / "spark-defaults.conf").write_text(f"spark.driver.extraClassPath {empty}\n")
+    assert spark_cds.unfit({}) == str(clean_class_path)     # the configuration directory itself now
+    a = archive()
+    assert a.options() == [] and a.recording is None
+    assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")] == []
+    monkeypatch.setenv("SPARK_TESTING", "1")    # a Spark build's own classes: directories
+    assert spark_cds.unfit({}) == "$SPARK_TESTING"
+
+
+def test_a_configuration_directory_with_files_leaves_a_run_quiet_and_without_archive(tmp_path):
+    """A real run with a spark-defaults.conf beside it (as every Spark distribution's conf holds files):
+    before, its JVM said "Cannot have non-empty directory in paths" at the run's end, after every run."""
+    require(spark_missing() is None, spark_missing() or "")
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "spark-defaults.conf").write_text("spark.ui.showConsoleProgress false\n")
+    cache = tmp_path / "cache"
+    p = logetl("filter", "--hdfs", "--master", "local[1]", "--input", CORPUS_LOG, "--output", str(tmp_path / "f"),
+               env={"LOGETL_CACHE_DIR": str(cache), "SPARK_CONF_DIR": str(conf)})
+    assert p.returncode == 0, p.stderr.decode()
+    assert p.stdout == b""
+    assert "non-empty directory" not in p.stderr.decode() and "Error occurred" not in p.stderr.decode()
+    assert [n for n in os.listdir(cache) if ".jsa" in n] == []
+    assert parts(tmp_path / "f") == corpus("filter.tsv")
 
 
 def test_the_key_follows_the_spark_installation(archive, tmp_path, monkeypatch):

@@ -218,6 +218,49 @@ def test_the_jvm_path_on_the_cluster_needs_nothing_shipped(standalone_cluster, t
     assert commands and all('"-XX:+UseParallelGC"' in c for c in commands), commands
 
 
+def test_the_executors_start_from_the_drivers_class_archive(standalone_cluster, tmp_path):
+    """A cluster on loopback: its workers are this machine's, with the same Spark. The first run records
+    the driver's class archive; the next run's executors load Spark's classes from it too, beside the
+    user's own options. The same bytes, the same stderr. The cache's name holds a space: the options
+    that name the archive are one word each, for the driver's launcher and for the executors'."""
+    cache = tmp_path / "the cache"
+    master = standalone_cluster["master"]
+    common = ["--hdfs", "--master", master, "--conf", "spark.executor.memory=1g", "--conf", "spark.cores.max=2"]
+
+    def run(name, *extra):
+        p = logetl("filter", *common, *extra, "--input", CORPUS_LOG, "--output", str(tmp_path / name),
+                   env={"LOGETL_CACHE_DIR": str(cache)})
+        assert p.returncode == 0, p.stderr.decode()[-3000:]
+        lines = [line for line in p.stderr.decode().replace(str(tmp_path / name), "OUT").splitlines()
+                 if " s" not in line and "INFO" not in line]
+        return parts(tmp_path / name), lines
+
+    def executor_commands():
+        app = sorted(os.listdir(standalone_cluster["logs"] / "work"))[-1]
+        executors = standalone_cluster["logs"] / "work" / app
+        return [line for e in os.listdir(executors) for line in (executors / e / "stderr").read_text().splitlines()
+                if line.startswith("Spark Executor Command:")]
+
+    recording, err_recording = run("recording")
+    archives = [n for n in os.listdir(cache) if n.endswith(".jsa")]
+    assert len(archives) == 1 and archives[0].startswith("spark-driver-"), os.listdir(cache)
+    path = cache / archives[0]
+    assert executor_commands() and not [c for c in executor_commands() if "SharedArchiveFile" in c]
+    # the user's own JVM options stay beside it: here a log of where each class came from
+    loaded = tmp_path / "classes-{{EXECUTOR_ID}}.log"
+    using, err_using = run("using", "--conf", f"spark.executor.extraJavaOptions=-Xlog:class+load=info:file={loaded}")
+    assert using == recording == corpus("filter.tsv")
+    assert err_using == err_recording
+    commands = executor_commands()
+    assert commands and all(f'"-XX:SharedArchiveFile={path}"' in c for c in commands), commands
+    logs = [f for f in os.listdir(tmp_path) if f.startswith("classes-")]
+    assert logs
+    for name in logs:
+        [conf] = [line for line in (tmp_path / name).read_text().splitlines()
+                  if line.split()[1:2] == ["org.apache.spark.SparkConf"]]
+        assert conf.endswith("source: shared objects file (top)"), conf
+
+
 def test_python_workers_parse_on_the_cluster_with_a_packed_venv(standalone_cluster, packed_venv, tmp_path):
     """logetl shipped to the executors with spark.archives (--archives of spark-submit): each executor
     unpacks the venv into its working directory as ./environment, and PYSPARK_PYTHON points its Python

@@ -269,36 +269,66 @@ def test_the_executors_of_a_cluster_get_the_throughput_collector_unless_one_is_n
     """-XX:+UseParallelGC is added to the executors' options the JVM would take (--conf's, else
     spark-defaults.conf's), unless those or the default options name a collector, or PYSPARK_SUBMIT_ARGS
     sets either (it replaces what logetl gives)."""
-    from logetl.engines.spark import with_executor_gc
+    from logetl.engines.spark import with_executor_options
 
     opts = "spark.executor.extraJavaOptions"
-    assert with_executor_gc({"a": "1"}) == {"a": "1", opts: "-XX:+UseParallelGC"}
-    assert with_executor_gc({opts: "-Dx=1"}) == {opts: "-Dx=1 -XX:+UseParallelGC"}
-    assert with_executor_gc({opts: "-XX:+UseG1GC -Dx=1"}) == {opts: "-XX:+UseG1GC -Dx=1"}
-    assert with_executor_gc({"spark.executor.defaultJavaOptions": "-XX:+UseZGC"}) == \
+    assert with_executor_options({"a": "1"}) == {"a": "1", opts: "-XX:+UseParallelGC"}
+    assert with_executor_options({opts: "-Dx=1"}) == {opts: "-Dx=1 -XX:+UseParallelGC"}
+    assert with_executor_options({opts: "-XX:+UseG1GC -Dx=1"}) == {opts: "-XX:+UseG1GC -Dx=1"}
+    assert with_executor_options({"spark.executor.defaultJavaOptions": "-XX:+UseZGC"}) == \
         {"spark.executor.defaultJavaOptions": "-XX:+UseZGC"}
     (conf_dir / "spark-defaults.conf").write_text("spark.executor.extraJavaOptions  -Dfrom=defaults\n")
-    assert with_executor_gc({}) == {opts: "-Dfrom=defaults -XX:+UseParallelGC"}
-    assert with_executor_gc({opts: "-Dx=1"}) == {opts: "-Dx=1 -XX:+UseParallelGC"}
+    assert with_executor_options({}) == {opts: "-Dfrom=defaults -XX:+UseParallelGC"}
+    assert with_executor_options({opts: "-Dx=1"}) == {opts: "-Dx=1 -XX:+UseParallelGC"}
     (conf_dir / "spark-defaults.conf").write_text("spark.executor.defaultJavaOptions -XX:+UseSerialGC\n")
-    assert with_executor_gc({}) == {}
+    assert with_executor_options({}) == {}
     (conf_dir / "spark-defaults.conf").write_text("")
-    assert with_executor_gc({opts: "-XX:-UseParallelGC"}) == {opts: "-XX:-UseParallelGC"}
+    assert with_executor_options({opts: "-XX:-UseParallelGC"}) == {opts: "-XX:-UseParallelGC"}
     for setting in ("--conf spark.executor.extraJavaOptions=-Dy=2", "--conf spark.executor.defaultJavaOptions=-Dy=2"):
         monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"{setting} pyspark-shell")
-        assert with_executor_gc({}) == {}
+        assert with_executor_options({}) == {}
     # a properties file given to spark-submit is read in place of spark-defaults.conf
     (conf_dir / "spark-defaults.conf").write_text("spark.executor.extraJavaOptions -Dfrom=defaults\n")
     props = conf_dir / "mine.properties"
     props.write_text("spark.executor.extraJavaOptions=-Dfrom=mine\n")
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"--properties-file {props} pyspark-shell")
-    assert with_executor_gc({}) == {opts: "-Dfrom=mine -XX:+UseParallelGC"}
+    assert with_executor_options({}) == {opts: "-Dfrom=mine -XX:+UseParallelGC"}
     props.write_text("spark.executor.defaultJavaOptions=-XX:+UseG1GC\n")
-    assert with_executor_gc({}) == {}
+    assert with_executor_options({}) == {}
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"--properties-file={props} --load-spark-defaults pyspark-shell")
-    assert with_executor_gc({}) == {}
+    assert with_executor_options({}) == {}
     props.write_text("")
-    assert with_executor_gc({}) == {opts: "-Dfrom=defaults -XX:+UseParallelGC"}
+    assert with_executor_options({}) == {opts: "-Dfrom=defaults -XX:+UseParallelGC"}
+
+
+def test_the_executors_class_archive_is_added_unless_their_options_name_one(conf_dir):
+    """The options of the archive the executors start from follow the collector's, unless the given or
+    default options name an archive or sharing (the user's own CDS setting stays alone)."""
+    from logetl.engines.spark import with_executor_options
+
+    opts = "spark.executor.extraJavaOptions"
+    use = ["-XX:SharedArchiveFile=/cache/spark-driver-k.jsa", "-Xlog:cds*=off"]
+    shared = " ".join(use)
+    assert with_executor_options({}, use) == {opts: f"-XX:+UseParallelGC {shared}"}
+    assert with_executor_options({}, []) == {opts: "-XX:+UseParallelGC"}
+    assert with_executor_options({opts: "-XX:+UseG1GC"}, use) == {opts: f"-XX:+UseG1GC {shared}"}
+    for own in ("-Xshare:off", "-XX:SharedArchiveFile=/mine.jsa", "-XX:ArchiveClassesAtExit=/x.jsa",
+                "-XX:+AutoCreateSharedArchive"):
+        assert with_executor_options({opts: own}, use) == {opts: f"{own} -XX:+UseParallelGC"}
+        assert with_executor_options({"spark.executor.defaultJavaOptions": own}, use) == \
+            {"spark.executor.defaultJavaOptions": own, opts: "-XX:+UseParallelGC"}
+    assert with_executor_options({opts: "-Xshare:off -XX:+UseG1GC"}, use) == {opts: "-Xshare:off -XX:+UseG1GC"}
+
+
+def test_the_workers_are_here_only_for_a_local_cluster_or_a_loopback_master():
+    from logetl.engines.spark import workers_here
+
+    here = ["local-cluster[2,1,1024]", "spark://127.0.0.1:7077", "spark://localhost:7077", "spark://[::1]:7077",
+            "spark://127.0.0.1:7077,127.0.0.2:7078"]
+    elsewhere = ["spark://10.0.0.5:7077", "spark://master:7077", "spark://127.0.0.1:7077,10.0.0.5:7077",
+                 "yarn", "k8s://https://127.0.0.1:6443", "local[2]", "local"]
+    assert [m for m in here if not workers_here(m)] == []
+    assert [m for m in elsewhere if workers_here(m)] == []
 
 
 def test_a_user_jar_in_spark_defaults_stays_beside_logetls(tmp_path):

@@ -90,6 +90,7 @@ SPLIT_BYTES = "spark.sql.files.maxPartitionBytes"
 EXECUTOR_OPTIONS = "spark.executor.extraJavaOptions"
 EXECUTOR_DEFAULT_OPTIONS = "spark.executor.defaultJavaOptions"
 _GC_OPTION = re.compile(r"-XX:[+-]Use\w*GC\b")     # a collector chosen (or one turned off)
+_CDS_OPTION = re.compile(r"-XX:(SharedArchiveFile|ArchiveClassesAtExit|[+-]AutoCreateSharedArchive)\b|-Xshare:")
 #: logetl's settings given with --conf (never passed to Spark): name -> the values it takes
 #: the parse paths: the kernel in the executors' JVMs, in their Python workers, or Spark's regular expressions
 JVM, PYTHON, BUILTIN = "jvm", "python", "builtin"
@@ -681,13 +682,19 @@ def _put_back(spark, before: dict) -> dict:
     return failed
 
 
-def with_executor_gc(conf: dict) -> dict:
-    """The settings of a driver JVM to launch for a cluster (``conf``) with the executors' JVMs on the
-    throughput collector (``-XX:+UseParallelGC``), as the driver's is on a local master: a batch's rows
-    are short-lived (2M-line Join, standalone: README, "Issue 15, stop 36"). Added to the executors'
-    options the JVM would take (``conf``'s own, else those of the properties spark-submit reads), unless
-    they or the administrator's default options name a collector already (two would stop the executors'
-    JVM from starting), or ``PYSPARK_SUBMIT_ARGS`` sets either (it would replace this)."""
+def with_executor_options(conf: dict, archive: list[str] = ()) -> dict:
+    """The settings of a driver JVM to launch for a cluster (``conf``) with logetl's options for the
+    executors' JVMs, added to the options the JVM would take (``conf``'s own, else those of the properties
+    spark-submit reads):
+
+    - the throughput collector (``-XX:+UseParallelGC``), as the driver's is on a local master: a batch's
+      rows are short-lived (2M-line Join, standalone: README, "Issue 15, stop 36"); unless the given or
+      the administrator's default options name a collector already (two would stop the executors' JVM
+      from starting);
+    - ``archive``, the options of a class archive to start from (``ClassArchive.for_executors``): unless
+      the given or default options name a class archive or sharing already.
+
+    Nothing is added when ``PYSPARK_SUBMIT_ARGS`` sets either (it would replace this)."""
     from logetl.engines.spark_jvm import spark_defaults
 
     submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
@@ -696,9 +703,36 @@ def with_executor_gc(conf: dict) -> dict:
     found = spark_defaults()
     given = conf.get(EXECUTOR_OPTIONS, found.get(EXECUTOR_OPTIONS, ""))
     default = conf.get(EXECUTOR_DEFAULT_OPTIONS, found.get(EXECUTOR_DEFAULT_OPTIONS, ""))
-    if _GC_OPTION.search(given) or _GC_OPTION.search(default):
+    added = []
+    if not (_GC_OPTION.search(given) or _GC_OPTION.search(default)):
+        added.append("-XX:+UseParallelGC")
+    if archive and not (_CDS_OPTION.search(given) or _CDS_OPTION.search(default)):
+        added += archive
+    if not added:
         return conf
-    return {**conf, EXECUTOR_OPTIONS: f"{given} -XX:+UseParallelGC".strip()}
+    return {**conf, EXECUTOR_OPTIONS: " ".join([given, *added]).strip()}
+
+
+def workers_here(master: str) -> bool:
+    """Whether every worker of ``master`` runs on this machine: ``local-cluster[...]``, or a standalone
+    master on loopback addresses only (a worker on another machine could not reach it)."""
+    if master.startswith("local-cluster"):
+        return True
+    if not master.startswith("spark://"):
+        return False
+    hosts = [h.rsplit(":", 1)[0].strip("[]") for h in master[len("spark://"):].split(",")]
+    return all(_loopback(h) for h in hosts)
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _in_process(master: str) -> bool:
@@ -1035,7 +1069,13 @@ class SparkEngine(Engine):
             # this process launches the driver JVM: with logetl's jar (the kernel for the executors' JVMs)
             conf = self._with_jar(conf)
             if master and not _in_process(master):
-                conf = with_executor_gc(conf)
+                shared = []
+                if self.cds and workers_here(master):
+                    # the executors' JVMs run on this machine: they start from the driver's class archive
+                    from logetl.engines.spark_cds import ClassArchive
+
+                    shared = (self._archive or ClassArchive(self.conf)).for_executors()
+                conf = with_executor_options(conf, shared)
         if master and master.startswith("local") and "SPARK_LOCAL_IP" not in os.environ:
             os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"   # a local run binds to loopback only
         if master and master.startswith("local") and "PYSPARK_PYTHON" not in os.environ \

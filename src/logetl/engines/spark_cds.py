@@ -18,8 +18,16 @@ about 6 s less wall time per run (README, "Spark performance").
   removed.
 - Where: ``$LOGETL_CACHE_DIR``, else ``$XDG_CACHE_HOME/logetl``, else ``~/.cache/logetl`` (one file per
   installation pair, ~100-170 MB). ``--conf logetl.jvm.cds=off`` starts the JVM without it. Only a JVM
-  that logetl launches gets it (not under spark-submit, not a session that already runs), and only the
-  driver's (executors of a cluster are started by the cluster).
+  that logetl launches gets it (not under spark-submit, not a session that already runs).
+- No archive is recorded while a directory that is not empty is on the driver JVM's class path (a Spark
+  distribution's ``conf`` with its templates, a ``SPARK_CONF_DIR``, ``HADOOP_CONF_DIR``): the JDK refuses
+  to archive then, and says so on the JVM's stdout at its exit ("Cannot have non-empty directory in
+  paths"), after every run (``unfit``).
+- The executors of a cluster whose workers run on this machine start from the same archive
+  (``for_executors``; ``SparkEngine`` decides where): Spark's classes are the same jars there. A JVM whose
+  class path differs (another Spark installation, another ``conf`` directory) does not use it, silently.
+  Executors never record one: a worker kills its executor 10 s after asking it to stop, and writing an
+  archive of the executor's classes took ~6 s of that here.
 """
 from __future__ import annotations
 
@@ -52,6 +60,17 @@ def _java() -> str | None:
 def _stamp(path: str) -> str:
     st = os.stat(path)
     return f"{path}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def option(flag: str, path: str) -> str:
+    """A JVM option naming ``path``, as one word of Spark's ``extraJavaOptions`` (split at white space,
+    with quotes and backslashes as a shell's: the launcher's ``parseOptionString``, the executors'
+    ``splitCommandString``). Unquoted, a cache directory with a space in its name (``a b``) made the JVM
+    take the path's second half for its main class and not start."""
+    word = flag + path
+    if not any(c.isspace() or c in "\"'\\" for c in word):
+        return word
+    return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def key(conf: dict) -> str | None:
@@ -90,6 +109,7 @@ class ClassArchive:
     records it, the finishing at exit."""
 
     def __init__(self, conf: dict, directory: str | None = None):
+        self.conf = conf
         self.dir = directory or cache_dir()
         k = key(conf)
         self.path = os.path.join(self.dir, f"spark-driver-{k}{SUFFIX}") if k else None
@@ -110,7 +130,9 @@ class ClassArchive:
         if self.path is None:
             return []
         if os.path.isfile(self.path):
-            return [f"-XX:SharedArchiveFile={self.path}", QUIET]
+            return [option("-XX:SharedArchiveFile=", self.path), QUIET]
+        if unfit(self.conf) is not None:
+            return []
         try:
             os.makedirs(self.dir, exist_ok=True)
             busy = False
@@ -129,7 +151,13 @@ class ClassArchive:
         global _RECORDING
         _RECORDING = self
         atexit.register(self.finish)
-        return [f"-XX:ArchiveClassesAtExit={self.recording}", QUIET]
+        return [option("-XX:ArchiveClassesAtExit=", self.recording), QUIET]
+
+    def for_executors(self) -> list[str]:
+        """The options of executors' JVMs that start from this archive: none while it is not in place."""
+        if not self.path or not os.path.isfile(self.path) or any(c in "\"'\\" for c in self.path):
+            return []    # (Spark splits the executors' options at quotes but knows no backslash: none of those)
+        return [option("-XX:SharedArchiveFile=", self.path), QUIET]
 
     def finish(self) -> None:
         """At this process's exit: let the JVM exit (its stdin closes, as PySpark's gateway expects), wait
@@ -156,3 +184,38 @@ class ClassArchive:
                 os.remove(tmp)
         except OSError:
             pass
+
+
+def unfit(conf: dict) -> str | None:
+    """The directory that keeps the driver JVM from recording an archive, or None. The JDK archives nothing
+    while a directory that is not empty is on the class path. These are the directories Spark's launcher
+    puts there (``AbstractCommandBuilder.buildClassPath``): ``spark.driver.extraClassPath`` (``--conf``,
+    ``--driver-class-path`` in ``PYSPARK_SUBMIT_ARGS``, the properties file), the configuration directory
+    (``SPARK_CONF_DIR``, else the Spark home's ``conf``), ``HADOOP_CONF_DIR``, ``YARN_CONF_DIR``,
+    ``SPARK_DIST_CLASSPATH``; and a Spark build's own classes (``SPARK_PREPEND_CLASSES``, ``SPARK_TESTING``)."""
+    import shlex
+
+    for var in ("SPARK_PREPEND_CLASSES", "SPARK_TESTING", "SPARK_SQL_TESTING"):
+        if os.environ.get(var):
+            return f"${var}"
+    from logetl.engines.spark_jvm import spark_defaults
+
+    args = shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    entries = [conf.get("spark.driver.extraClassPath", ""), spark_defaults().get("spark.driver.extraClassPath", ""),
+               *(args[i + 1] for i, a in enumerate(args[:-1]) if a == "--driver-class-path"),
+               *(a.split("=", 1)[1] for a in args if a.startswith("--driver-class-path=")),
+               os.environ.get("HADOOP_CONF_DIR", ""), os.environ.get("YARN_CONF_DIR", ""),
+               os.environ.get("SPARK_DIST_CLASSPATH", "")]
+    try:
+        from pyspark.find_spark_home import _find_spark_home
+
+        entries.append(os.environ.get("SPARK_CONF_DIR") or os.path.join(_find_spark_home(), "conf"))
+    except ImportError:
+        pass
+    for entry in (e for joined in entries for e in joined.split(os.pathsep)):
+        try:
+            if entry and os.path.isdir(entry) and os.listdir(entry):
+                return entry
+        except OSError:
+            return entry    # a directory the JVM may not read either: not worth a failed archive
+    return None
