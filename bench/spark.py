@@ -10,9 +10,9 @@ workers' path (``--conf logetl.parse=python``), logetl shipped to the cluster's 
 with spark.archives, as the README's "Shipping logetl to a cluster" says.
 
 logetl's driver JVM starts from its class-data archive (``logetl.engines.spark_cds``), which the first
-run on a machine records, and so do the executors of the standalone cluster here (its workers are this
-machine's): before measuring, one unmeasured logetl Join over a few lines on ``local[*]`` records it when
-it is missing (the time of that first run is printed, not counted).
+run on a machine records, and the executors of the standalone cluster here (its workers are this
+machine's) start from it too: before measuring, one unmeasured logetl Join over a few lines on
+``local[*]`` records it when it is missing (the time of that first run is printed, not counted).
 
 Every job is a fresh process (JVM and session start included), the jobs interleaved so that a noisy
 neighbour hurts all of them alike, each from a cleared output. Reports, per master, the median wall time

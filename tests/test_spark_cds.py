@@ -74,9 +74,9 @@ def test_executors_get_the_archive_once_it_is_in_place(archive):
     os.makedirs(os.path.dirname(a.path), exist_ok=True)
     open(a.path, "wb").close()
     assert a.for_executors() == [f"-XX:SharedArchiveFile={a.path}", "-Xlog:cds*=off"]
-    a.path = a.path.replace("spark-driver", "spark'driver")   # Spark would split the executors' options there
+    a.path = a.path.replace("spark-driver", "spark 'driver")   # one word for Spark's splitCommandString too
     open(a.path, "wb").close()
-    assert a.for_executors() == []
+    assert a.for_executors() == [f'"-XX:SharedArchiveFile={a.path}"', "-Xlog:cds*=off"]
 
 
 @pytest.fixture
@@ -100,25 +100,41 @@ def test_no_recording_while_a_directory_with_files_is_on_the_class_path(archive,
     (full / "core-site.xml").write_text("<configuration/>")
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert spark_cds.unfit({}) is None
-    assert spark_cds.unfit({"spark.driver.extraClassPath": f"{empty}:{full / 'core-site.xml'}:/nowhere"}) is None
-    assert spark_cds.unfit({"spark.driver.extraClassPath": f"{empty}:{full}"}) == str(full)
+    blocking = spark_cds.blocking_directory
+    assert blocking({}) is None
+    assert blocking({"spark.driver.extraClassPath": f"{empty}:{full / 'core-site.xml'}:/nowhere"}) is None
+    assert blocking({"spark.driver.extraClassPath": f"{empty}:{full}"}) == str(full)
     for var in ("HADOOP_CONF_DIR", "YARN_CONF_DIR", "SPARK_DIST_CLASSPATH"):
         monkeypatch.setenv(var, f"{full}")
-        assert spark_cds.unfit({}) == str(full), var
+        assert blocking({}) == str(full), var
         monkeypatch.delenv(var)
-    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"--driver-class-path {full} pyspark-shell")
-    assert spark_cds.unfit({}) == str(full)
-    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"--driver-class-path={full} pyspark-shell")
-    assert spark_cds.unfit({}) == str(full)
+    for args in (f"--driver-class-path {full}", f"--driver-class-path={full}",
+                 f"--conf spark.driver.extraClassPath={full}", f"--conf=spark.driver.extraClassPath={full}",
+                 f"-c spark.driver.extraClassPath={empty}:{full}"):
+        monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"{args} pyspark-shell")
+        assert blocking({}) == str(full), args
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"--conf spark.executor.extraClassPath={full} pyspark-shell")
+    assert blocking({}) is None
     monkeypatch.delenv("PYSPARK_SUBMIT_ARGS")
+    # a Spark build's own classes, put first by the launcher for its developers: only where they are
+    home = tmp_path / "spark"
+    (home / "jars").mkdir(parents=True)
+    monkeypatch.setenv("SPARK_HOME", str(home))
+    monkeypatch.setenv("SPARK_TESTING", "1")
+    assert blocking({}) is None
+    classes = home / "sql" / "core" / "target" / "scala-2.13" / "classes"
+    classes.mkdir(parents=True)
+    (classes / "A.class").write_bytes(b"")
+    assert blocking({}) == str(classes)
+    monkeypatch.setenv("SPARK_TESTING", "yes")    # the launcher acts on "1" only
+    assert blocking({}) is None
+    monkeypatch.delenv("SPARK_TESTING")
+    monkeypatch.delenv("SPARK_HOME")
     (clean_class_path / "spark-defaults.conf").write_text(f"spark.driver.extraClassPath {empty}\n")
-    assert spark_cds.unfit({}) == str(clean_class_path)     # the configuration directory itself now
+    assert blocking({}) == str(clean_class_path)     # the configuration directory itself now
     a = archive()
-    assert a.options() == [] and a.recording is None
+    assert a.path and a.options() == [] and a.recording is None
     assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")] == []
-    monkeypatch.setenv("SPARK_TESTING", "1")    # a Spark build's own classes: directories
-    assert spark_cds.unfit({}) == "$SPARK_TESTING"
 
 
 def test_a_configuration_directory_with_files_leaves_a_run_quiet_and_without_archive(tmp_path):
@@ -134,8 +150,35 @@ def test_a_configuration_directory_with_files_leaves_a_run_quiet_and_without_arc
     assert p.returncode == 0, p.stderr.decode()
     assert p.stdout == b""
     assert "non-empty directory" not in p.stderr.decode() and "Error occurred" not in p.stderr.decode()
-    assert [n for n in os.listdir(cache) if ".jsa" in n] == []
+    assert [n for n in (os.listdir(cache) if cache.exists() else []) if ".jsa" in n] == []
     assert parts(tmp_path / "f") == corpus("filter.tsv")
+
+
+def test_the_executors_get_the_drivers_archive_on_a_cluster_of_this_machine_only(tmp_path, monkeypatch):
+    """Which masters' executors start from the archive (SparkEngine._executors_archive): not with
+    logetl.jvm.cds=off, not on a master other machines' workers may join, not with a class path of
+    their own; whether or not the driver itself uses the archive."""
+    from logetl.engines.spark import SparkEngine
+
+    monkeypatch.setenv("LOGETL_CACHE_DIR", str(tmp_path))
+    a = spark_cds.ClassArchive({})
+    open(a.path, "wb").close()
+    use = [f"-XX:SharedArchiveFile={a.path}", "-Xlog:cds*=off"]
+    here = "spark://127.0.0.1:7077"
+    assert SparkEngine(master=here)._executors_archive(here) == use
+    assert SparkEngine(master=here, conf={"spark.driver.extraJavaOptions": "-Dx=1"})._executors_archive(here) == use
+    assert SparkEngine(master=here, conf={"logetl.jvm.cds": "off"})._executors_archive(here) == []
+    assert SparkEngine(master=here, conf={"spark.executor.extraClassPath": "/x.jar"})._executors_archive(here) == []
+    assert SparkEngine(master="spark://10.1.2.3:7077")._executors_archive("spark://10.1.2.3:7077") == []
+    os.remove(a.path)
+    assert SparkEngine(master=here)._executors_archive(here) == []
+
+
+def test_a_relative_cache_directory_is_named_absolute(monkeypatch, tmp_path):
+    """The executors' JVMs run in directories of their own: a relative path would name nothing there."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LOGETL_CACHE_DIR", "cache")
+    assert spark_cds.cache_dir() == str(tmp_path / "cache")
 
 
 def test_the_key_follows_the_spark_installation(archive, tmp_path, monkeypatch):

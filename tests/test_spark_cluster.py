@@ -221,9 +221,9 @@ def test_the_jvm_path_on_the_cluster_needs_nothing_shipped(standalone_cluster, t
 def test_the_executors_start_from_the_drivers_class_archive(standalone_cluster, tmp_path):
     """A cluster on loopback: its workers are this machine's, with the same Spark. The first run records
     the driver's class archive; the next run's executors load Spark's classes from it too, beside the
-    user's own options. The same bytes, the same stderr. The cache's name holds a space: the options
+    user's own options. The same bytes, the same stderr. The cache's name holds a space and a quote: the options
     that name the archive are one word each, for the driver's launcher and for the executors'."""
-    cache = tmp_path / "the cache"
+    cache = tmp_path / "the 'cache"
     master = standalone_cluster["master"]
     common = ["--hdfs", "--master", master, "--conf", "spark.executor.memory=1g", "--conf", "spark.cores.max=2"]
 

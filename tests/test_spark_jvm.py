@@ -324,8 +324,10 @@ def test_the_workers_are_here_only_for_a_local_cluster_or_a_loopback_master():
     from logetl.engines.spark import workers_here
 
     here = ["local-cluster[2,1,1024]", "spark://127.0.0.1:7077", "spark://localhost:7077", "spark://[::1]:7077",
-            "spark://127.0.0.1:7077,127.0.0.2:7078"]
+            "spark://127.0.0.1:7077,127.0.0.2:7078", "spark://LOCALHOST:7077", "spark://[::1]:1,[::1]:2",
+            "spark://127.0.0.1:7077, localhost:7078", "spark://localhost", "spark://[::1]"]
     elsewhere = ["spark://10.0.0.5:7077", "spark://master:7077", "spark://127.0.0.1:7077,10.0.0.5:7077",
+                 "spark://[2001:db8::1]:7077", "spark://[::1]:7077,[2001:db8::1]:7077",
                  "yarn", "k8s://https://127.0.0.1:6443", "local[2]", "local"]
     assert [m for m in here if not workers_here(m)] == []
     assert [m for m in elsewhere if workers_here(m)] == []

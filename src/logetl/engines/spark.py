@@ -715,24 +715,19 @@ def with_executor_options(conf: dict, archive: list[str] = ()) -> dict:
 
 def workers_here(master: str) -> bool:
     """Whether every worker of ``master`` runs on this machine: ``local-cluster[...]``, or a standalone
-    master on loopback addresses only (a worker on another machine could not reach it)."""
+    master on loopback addresses only (a worker on another machine could not reach it, short of a tunnel
+    to it). A master named by this machine's host name or address does not count: other machines'
+    workers may have joined it."""
+    from logetl.io.net import is_loopback
+
     if master.startswith("local-cluster"):
         return True
     if not master.startswith("spark://"):
         return False
-    hosts = [h.rsplit(":", 1)[0].strip("[]") for h in master[len("spark://"):].split(",")]
-    return all(_loopback(h) for h in hosts)
-
-
-def _loopback(host: str) -> bool:
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    hosts = [h.strip() for h in master[len("spark://"):].split(",")]
+    # host:port, [v6]:port, or a host alone
+    return all(is_loopback(h[:h.index("]") + 1] if h.startswith("[") else h.rsplit(":", 1)[0] if h.count(":") == 1 else h)
+               for h in hosts)
 
 
 def _in_process(master: str) -> bool:
@@ -1042,7 +1037,9 @@ class SparkEngine(Engine):
             _check_master(master)
             builder = builder.master(master)
         log4j = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
-        java_options = [f"-Dlog4j2.configurationFile=file:{log4j}"]
+        from logetl.engines.spark_cds import option
+
+        java_options = [option("-Dlog4j2.configurationFile=file:", log4j)]
         if master and master.startswith("local"):
             # the executors run in this JVM: the throughput collector spends less CPU than the default
             # (G1) on a batch's short-lived rows (2M-line Branch, local[*]: ~4 s less wall, 5-10 s less CPU)
@@ -1069,13 +1066,7 @@ class SparkEngine(Engine):
             # this process launches the driver JVM: with logetl's jar (the kernel for the executors' JVMs)
             conf = self._with_jar(conf)
             if master and not _in_process(master):
-                shared = []
-                if self.cds and workers_here(master):
-                    # the executors' JVMs run on this machine: they start from the driver's class archive
-                    from logetl.engines.spark_cds import ClassArchive
-
-                    shared = (self._archive or ClassArchive(self.conf)).for_executors()
-                conf = with_executor_options(conf, shared)
+                conf = with_executor_options(conf, self._executors_archive(master))
         if master and master.startswith("local") and "SPARK_LOCAL_IP" not in os.environ:
             os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"   # a local run binds to loopback only
         if master and master.startswith("local") and "PYSPARK_PYTHON" not in os.environ \
@@ -1138,6 +1129,19 @@ class SparkEngine(Engine):
         # threads took 9.8 s of CPU in a 23 s run); with C1 only, Join 19.1 s against 23.0 s, Branch
         # 10.7 against 12.9 s. On a local master the driver's JVM runs the tasks: C2 stays.
         return [DRIVER_C1] if master and not _in_process(master) and self.driver_c1 else []
+
+    def _executors_archive(self, master: str) -> list[str]:
+        """The options of the class archive the executors' JVMs start from: the driver's, once it is in
+        place, where the executors run on this machine (``workers_here``) from the same Spark class path
+        (no ``spark.executor.extraClassPath``: a JVM whose class path differs ignores the archive); none
+        with ``logetl.jvm.cds=off``. Whether or not the driver itself starts from it."""
+        # Standalone 2M-line Join on this machine: 17.2 s against 19.2 s; the executor's JVM had loaded
+        # Spark's classes from the jars before it registered (README, "Issue 15, stop 38")
+        if not self.cds or not workers_here(master) or "spark.executor.extraClassPath" in self.conf:
+            return []
+        from logetl.engines.spark_cds import ClassArchive
+
+        return (self._archive or ClassArchive(self.conf)).for_executors()
 
     def _with_jar(self, conf: dict) -> dict:
         """``conf`` with logetl's jar added to ``spark.jars``, when it can be built here: Spark puts it on the

@@ -17,7 +17,7 @@ about 6 s less wall time per run (README, "Spark performance").
   temporary file whose process still runs means "someone is recording"; one whose process is gone is
   removed.
 - Where: ``$LOGETL_CACHE_DIR``, else ``$XDG_CACHE_HOME/logetl``, else ``~/.cache/logetl`` (one file per
-  installation pair, ~100-170 MB). ``--conf logetl.jvm.cds=off`` starts the JVM without it. Only a JVM
+  installation pair, ~170-190 MB). ``--conf logetl.jvm.cds=off`` starts the JVM without it. Only a JVM
   that logetl launches gets it (not under spark-submit, not a session that already runs).
 - No archive is recorded while a directory that is not empty is on the driver JVM's class path (a Spark
   distribution's ``conf`` with its templates, a ``SPARK_CONF_DIR``, ``HADOOP_CONF_DIR``): the JDK refuses
@@ -44,11 +44,12 @@ QUIET = "-Xlog:cds*=off"     # no warnings on the run's stderr/stdout: a missing
 
 
 def cache_dir() -> str:
+    """Absolute: the JVMs' options name files in it, and an executor's JVM runs in a directory of its own."""
     env = os.environ.get("LOGETL_CACHE_DIR")
     if env:
-        return env
+        return os.path.abspath(env)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "logetl")
+    return os.path.abspath(os.path.join(base, "logetl"))
 
 
 def _java() -> str | None:
@@ -131,7 +132,7 @@ class ClassArchive:
             return []
         if os.path.isfile(self.path):
             return [option("-XX:SharedArchiveFile=", self.path), QUIET]
-        if unfit(self.conf) is not None:
+        if blocking_directory(self.conf) is not None:
             return []
         try:
             os.makedirs(self.dir, exist_ok=True)
@@ -155,8 +156,8 @@ class ClassArchive:
 
     def for_executors(self) -> list[str]:
         """The options of executors' JVMs that start from this archive: none while it is not in place."""
-        if not self.path or not os.path.isfile(self.path) or any(c in "\"'\\" for c in self.path):
-            return []    # (Spark splits the executors' options at quotes but knows no backslash: none of those)
+        if not self.path or not os.path.isfile(self.path):
+            return []
         return [option("-XX:SharedArchiveFile=", self.path), QUIET]
 
     def finish(self) -> None:
@@ -186,32 +187,32 @@ class ClassArchive:
             pass
 
 
-def unfit(conf: dict) -> str | None:
+def blocking_directory(conf: dict) -> str | None:
     """The directory that keeps the driver JVM from recording an archive, or None. The JDK archives nothing
     while a directory that is not empty is on the class path. These are the directories Spark's launcher
     puts there (``AbstractCommandBuilder.buildClassPath``): ``spark.driver.extraClassPath`` (``--conf``,
-    ``--driver-class-path`` in ``PYSPARK_SUBMIT_ARGS``, the properties file), the configuration directory
-    (``SPARK_CONF_DIR``, else the Spark home's ``conf``), ``HADOOP_CONF_DIR``, ``YARN_CONF_DIR``,
-    ``SPARK_DIST_CLASSPATH``; and a Spark build's own classes (``SPARK_PREPEND_CLASSES``, ``SPARK_TESTING``)."""
-    import shlex
+    ``--driver-class-path`` or ``--conf`` in ``PYSPARK_SUBMIT_ARGS``, the properties file), the
+    configuration directory (``SPARK_CONF_DIR``, else the Spark home's ``conf``), ``HADOOP_CONF_DIR``,
+    ``YARN_CONF_DIR``, ``SPARK_DIST_CLASSPATH``; and a Spark build's own classes (with
+    ``SPARK_PREPEND_CLASSES`` or ``SPARK_TESTING=1``: ``<project>/target/scala-*/classes``)."""
+    from logetl.engines.spark_jvm import spark_defaults, submit_values
 
-    for var in ("SPARK_PREPEND_CLASSES", "SPARK_TESTING", "SPARK_SQL_TESTING"):
-        if os.environ.get(var):
-            return f"${var}"
-    from logetl.engines.spark_jvm import spark_defaults
-
-    args = shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
-    entries = [conf.get("spark.driver.extraClassPath", ""), spark_defaults().get("spark.driver.extraClassPath", ""),
-               *(args[i + 1] for i, a in enumerate(args[:-1]) if a == "--driver-class-path"),
-               *(a.split("=", 1)[1] for a in args if a.startswith("--driver-class-path=")),
-               os.environ.get("HADOOP_CONF_DIR", ""), os.environ.get("YARN_CONF_DIR", ""),
-               os.environ.get("SPARK_DIST_CLASSPATH", "")]
     try:
         from pyspark.find_spark_home import _find_spark_home
 
-        entries.append(os.environ.get("SPARK_CONF_DIR") or os.path.join(_find_spark_home(), "conf"))
+        home = _find_spark_home()
     except ImportError:
-        pass
+        home = None
+    entries = [conf.get("spark.driver.extraClassPath", ""), spark_defaults().get("spark.driver.extraClassPath", ""),
+               *submit_values("--driver-class-path"),
+               *(v.split("=", 1)[1] for v in submit_values("--conf", "-c")
+                 if v.split("=", 1)[0].strip() == "spark.driver.extraClassPath" and "=" in v),
+               os.environ.get("HADOOP_CONF_DIR", ""), os.environ.get("YARN_CONF_DIR", ""),
+               os.environ.get("SPARK_DIST_CLASSPATH", ""),
+               os.environ.get("SPARK_CONF_DIR") or (os.path.join(home, "conf") if home else "")]
+    if home and (os.environ.get("SPARK_PREPEND_CLASSES") or os.environ.get("SPARK_TESTING") == "1"):
+        entries += glob.glob(os.path.join(glob.escape(home), "*", "target", "scala-*", "*classes"))
+        entries += glob.glob(os.path.join(glob.escape(home), "*", "*", "target", "scala-*", "*classes"))
     for entry in (e for joined in entries for e in joined.split(os.pathsep)):
         try:
             if entry and os.path.isdir(entry) and os.listdir(entry):

@@ -172,14 +172,27 @@ def with_jar(conf: dict, jar: str) -> dict:
     return {**conf, "spark.jars": f"{jar},{given}" if given.strip() else jar}
 
 
+def submit_values(*flags: str) -> list[str]:
+    """The values ``PYSPARK_SUBMIT_ARGS`` gives spark-submit's ``flags`` (``--flag V`` or ``--flag=V``), in
+    order."""
+    args = shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    found = []
+    for i, arg in enumerate(args):
+        for flag in flags:
+            if arg == flag and i + 1 < len(args):
+                found.append(args[i + 1])
+            elif arg.startswith(f"{flag}="):
+                found.append(arg[len(flag) + 1:])
+    return found
+
+
 def spark_defaults() -> dict:
     """The settings spark-submit reads from a file when it launches a driver: the properties file given
     with ``--properties-file`` in ``PYSPARK_SUBMIT_ARGS`` (and ``spark-defaults.conf`` below it only with
     ``--load-spark-defaults``), else ``spark-defaults.conf`` (in ``$SPARK_CONF_DIR``, else the Spark
     home's ``conf``). A Java properties file: ``key value``, ``key=value`` or ``key:value``."""
     args = shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
-    given = next((a.split("=", 1)[1] for a in args if a.startswith("--properties-file=")), None) or \
-        next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--properties-file"), None)
+    given = next(iter(submit_values("--properties-file")), None)
     found = {}
     if given is None or "--load-spark-defaults" in args:
         try:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hmac
-import ipaddress
 import json
 import os
 import re
@@ -41,6 +40,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from logetl.io.net import is_loopback
 from logetl import __version__
 from logetl.monitor import alerts as alerting
 from logetl.monitor import lineage, retention
@@ -108,17 +108,6 @@ def render_error(request: Request, status: int, code: str, message: str) -> Resp
 
 
 # --- who may ask: the one place keys, sessions, Host and Origin are checked ----------------------------------
-
-def is_loopback(host: str) -> bool:
-    """Whether a listen address or a Host name is loopback: localhost, 127.0.0.0/8, ::1."""
-    host = host.strip().lower().strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
 
 def _split_host(value: str) -> tuple[str, int | None]:
     """``name:port`` or ``[v6]:port`` -> (name, port); a bad port gives (name, -1)."""
