@@ -22,7 +22,7 @@ about 6 s less wall time per run (README, "Spark performance").
 - No archive is recorded while a directory that is not empty is on the driver JVM's class path (a Spark
   distribution's ``conf`` with its templates, a ``SPARK_CONF_DIR``, ``HADOOP_CONF_DIR``): the JDK refuses
   to archive then, and says so on the JVM's stdout at its exit ("Cannot have non-empty directory in
-  paths"), after every run (``unfit``).
+  paths"), after every run (``blocking_directory``).
 - The executors of a cluster whose workers run on this machine start from the same archive
   (``for_executors``; ``SparkEngine`` decides where): Spark's classes are the same jars there. A JVM whose
   class path differs (another Spark installation, another ``conf`` directory) does not use it, silently.
