@@ -724,10 +724,15 @@ def workers_here(master: str) -> bool:
         return True
     if not master.startswith("spark://"):
         return False
-    hosts = [h.strip() for h in master[len("spark://"):].split(",")]
-    # host:port, [v6]:port, or a host alone
-    return all(is_loopback(h[:h.index("]") + 1] if h.startswith("[") else h.rsplit(":", 1)[0] if h.count(":") == 1 else h)
-               for h in hosts)
+    return all(is_loopback(_host(a)) for a in master[len("spark://"):].split(","))
+
+
+def _host(address: str) -> str:
+    """The host of a master's ``host:port``, ``[v6]:port``, or host alone."""
+    address = address.strip()
+    if address.startswith("["):
+        return address[1:].partition("]")[0]
+    return address.rsplit(":", 1)[0] if address.count(":") == 1 else address
 
 
 def _in_process(master: str) -> bool:

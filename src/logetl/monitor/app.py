@@ -40,8 +40,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from logetl.io.net import is_loopback
 from logetl import __version__
+from logetl.io.net import is_loopback
 from logetl.monitor import alerts as alerting
 from logetl.monitor import lineage, retention
 from logetl.monitor import compare
