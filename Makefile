@@ -1,11 +1,11 @@
-# The two commands of the quick start, and the benchmark. Needs only python3 (>= 3.11) and make;
+# The two commands of the quick start, the documentation site and the benchmark. Needs only python3 (>= 3.11) and make;
 # a C compiler makes the parse kernel native (without one logetl still works, in pure Python, slowly).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 DEMO   := demo-output
 
-.PHONY: demo test check lint bench clean
+.PHONY: demo test check lint bench docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ $(VENV)/.installed-run: $(BIN)/python $(SOURCES)
 
 $(VENV)/.installed-test: $(BIN)/python $(SOURCES)
 	$(PIP) -e '.[test]'
+	touch $@
+
+$(VENV)/.installed-docs: $(BIN)/python $(SOURCES)
+	$(PIP) -e '.[docs]'
 	touch $@
 
 $(VENV)/.installed-bench: $(BIN)/python $(SOURCES)
@@ -50,5 +54,9 @@ lint: $(VENV)/.installed-test
 bench: $(VENV)/.installed-bench
 	$(BIN)/python bench/run.py --spark
 
+# the documentation site, strictly (a broken link or reference fails); the result in site/, which works offline
+docs: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) $(DEMO) bench/out build src/*.egg-info src/logetl/*.so
+	rm -rf $(VENV) $(DEMO) bench/out build site src/*.egg-info src/logetl/*.so

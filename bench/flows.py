@@ -1,4 +1,4 @@
-"""Benchmark of the example flow ``status_by_hour`` (issue 12): logetl against Polars and DuckDB, same run.
+"""Benchmark of the example flow ``status_by_hour``: logetl against Polars and DuckDB, same run.
 
     python bench/flows.py [--lines 2000000] [--seed 7] [--repeat 3] [--skip-logetl]
 

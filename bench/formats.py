@@ -1,8 +1,8 @@
-"""Benchmark of issue 11: Branch on an 11-field nginx log against Branch on the default (combined) log.
+"""Benchmark of log formats: Branch on an 11-field nginx log against Branch on the default (combined) log.
 
     python bench/formats.py [--lines 2000000] [--repeat 3]
 
-Generates a seeded combined log with ``logetl generate`` and rewrites it into the nginx format of the issue
+Generates a seeded combined log with ``logetl generate`` and rewrites it into an nginx format
 (each line gets `` $request_time "$http_x_forwarded_for"`` appended: the combined layout is the first nine
 fields of that format), both kept in bench/out/formats/. Then, interleaved ``--repeat`` times from cleared
 outputs, median wall time of:

@@ -1,4 +1,4 @@
-"""Benchmark of issue 13 item 5: an incremental Branch run over 1 % new data against a full Branch run.
+"""Benchmark of incremental runs: an incremental Branch run over 1 % new data against a full Branch run.
 
     python bench/incremental.py [--lines 2000000] [--new 20000] [--repeat 3]
 

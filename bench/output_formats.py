@@ -1,4 +1,4 @@
-"""Benchmark of the sink formats (issue 13): Branch over a generated log written as TSV, Parquet and JSON
+"""Benchmark of the sink formats: Branch over a generated log written as TSV, Parquet and JSON
 Lines, in the same run.
 
     python bench/output_formats.py [--lines 2000000] [--seed 7] [--repeat 3]

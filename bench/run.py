@@ -6,7 +6,7 @@ Generates a seeded log with ``logetl generate`` (kept in bench/out/ for later ru
 baseline with gcc, then runs every implementation ``--repeat`` times, interleaved so that a noisy
 neighbour hurts all of them alike, from a cleared output each time. Reports the median wall time, peak RSS
 (of the process tree's largest process, from wait4) and the ratios the targets are stated in; writes
-bench/out/results.json and draws the chart the README shows.
+bench/out/results.json and draws the chart bench/results.png.
 """
 from __future__ import annotations
 

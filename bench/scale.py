@@ -3,12 +3,12 @@
     python bench/scale.py [--sizes 2000000,10000000,50000000] [--repeat 1] [--chart bench/scale.png]
 
 For each size a seeded log is generated with ``logetl generate`` (kept in bench/out/), then each program
-runs on it from a cleared output (median wall time of ``--repeat``; peak RSS from wait4). Targets (issue
-10): peak RSS <= 512 MB for every program at the largest size, and lines/s at the largest size within
+runs on it from a cleared output (median wall time of ``--repeat``; peak RSS from wait4). Targets:
+peak RSS <= 512 MB for every program at the largest size, and lines/s at the largest size within
 1.3x of lines/s at the smallest. Correctness: Join at the smallest size must be byte-identical to the
 plain-Python baseline (../shared/bench/python_join.py) on the log without the lines logetl traps, and at
 the largest to ``bench/independent_join.py`` (Python re + coreutils ``sort -s``, no logetl code).
-Writes bench/out/scale.json and the chart of peak RSS against input size that the README shows.
+Writes bench/out/scale.json and the chart of peak RSS against input size (docs/performance.md).
 """
 from __future__ import annotations
 

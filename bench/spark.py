@@ -7,7 +7,7 @@ standalone cluster started here (a Master and a Worker on 127.0.0.1, executors i
 logetl runs as a user would: on its default parse path (the kernel in the executors' JVMs), with nothing
 shipped to the cluster (its jar goes with the application); and, unless --skip-python, on the Python
 workers' path (``--conf logetl.parse=python``), logetl shipped to the cluster's executors in a packed venv
-with spark.archives, as the README's "Shipping logetl to a cluster" says.
+with spark.archives, as docs/guides/spark.md, "Shipping logetl to a cluster", says.
 
 logetl's driver JVM starts from its class-data archive (``logetl.engines.spark_cds``), which the first
 run on a machine records, and the executors of the standalone cluster here (its workers are this
@@ -54,7 +54,7 @@ def free_port() -> int:
 
 def pack_venv(archive: str) -> None:
     """A virtual environment holding logetl (built from this checkout) and pyarrow, without pip, packed with
-    venv-pack: what the executors get (the recipe of the README's "Shipping logetl to a cluster")."""
+    venv-pack: what the executors get (the recipe of docs/guides/spark.md, "Shipping logetl to a cluster")."""
     import pyarrow
     import venv_pack
 

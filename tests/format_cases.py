@@ -1,4 +1,4 @@
-"""Hand-worked lines per log format (presets and the two format strings of issue 11): each line with the
+"""Hand-worked lines per log format (presets and two real-world strings, Apache and nginx): each line with the
 fields the token program gives (all of the format's fields, in order) or the reason it is malformed,
 worked out by hand from the token semantics in ``logetl.formats`` (not by running code)."""
 

@@ -1,4 +1,4 @@
-"""Crash safety, tested at every file-system mutation (issue 9).
+"""Crash safety, tested at every file-system mutation.
 
 A run is killed with SIGKILL at its 1st, 2nd, ... N-th file-system mutation (``tests/crashpoint.py``, an
 audit hook), for every N until a run completes. After each kill no output (nor the trap) holds a partial

@@ -1,4 +1,4 @@
-"""Every portable expression, aggregate and operator on both engines, byte for byte (issue 12).
+"""Every portable expression, aggregate and operator on both engines, byte for byte.
 
 Each case is a small flow over ``tests/data/expressions.log`` (ten lines: non-ASCII requests, sizes that are
 not numbers, negative sizes, 29 February in leap and non-leap years, days and zones out of range, one

@@ -1,4 +1,4 @@
-"""Log formats (issue 11): compiling Apache/nginx format strings, the token semantics on hand-worked lines
+"""Log formats: compiling Apache/nginx format strings, the token semantics on hand-worked lines
 (reference matcher, pure-Python kernel, native kernel), a property test against the regular expression
 generated from each format, the programs on real-format fixtures on every engine, and the command line."""
 from __future__ import annotations
@@ -457,7 +457,7 @@ def test_format_refusals_are_these_lines_and_exit_2(tmp_path, args, line):
 
 
 def test_the_readme_format_file_examples_run_on_debians_formats(tmp_path):
-    """The README's --format-file example on Debian's apache2.conf (its LogFormat lines: %O, read as
+    """The README's (and the log formats guide's) --format-file example on Debian's apache2.conf (its LogFormat lines: %O, read as
     bytes_sent): Filter runs on it; Join refuses it as the README says; Join runs with the preset."""
     debian = fixture("apache2.conf") + "#vhost_combined"
     log = fixture("vhost_combined.log")

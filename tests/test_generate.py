@@ -1,4 +1,4 @@
-"""``logetl generate``: the same bytes for a seed everywhere, and the realism the README promises. Speed is
+"""``logetl generate``: the same bytes for a seed everywhere, and the realism the documentation promises. Speed is
 measured by ``bench/generate_speed.py``, never here."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from logetl import generate as gen
 from logetl.contract import INVALID_UTF8, NO_MATCH, Malformed, parse_line
 
 #: ``logetl generate --lines 10000 --seed 7``, generator version 2. If this changes, the bytes a seed gives
-#: changed: on purpose (bump ``generate.VERSION`` and say so in the README), or a machine or NumPy computes
+#: changed: on purpose (bump ``generate.VERSION`` and say so in the changelog), or a machine or NumPy computes
 #: something differently, which is a bug.
 SHA256_10000_SEED_7 = "aedf635002722bff6e7be26e2debd4d4eccab47847c4a24e9c62b0737ebb3ff3"
 
@@ -131,7 +131,7 @@ def test_the_size_table_is_integer_only_and_pinned():
         "db91e2dc61b998804e15fb75037dde7fb2067decf723d93caed40ec73553df4c"
 
 
-# ---- realism: the properties the README states, on 100,000 lines ------------------------------------
+# ---- realism: the properties the docs state, on 100,000 lines ----------------------------------------
 
 N = 100_000
 TAIL = re.compile(r' "([^"]*)" "([^"]*)"$')

@@ -1,4 +1,4 @@
-"""``--incremental`` (issue 13 item 4): a log grows and rotates over many runs; each run reads only the new
+"""``--incremental``: a log grows and rotates over many runs; each run reads only the new
 complete lines; the concatenation of an output's parts equals one Branch over all lines, also when every
 run is SIGKILLed at a random file-system mutation (``tests/crashpoint.py``) and run again.
 """

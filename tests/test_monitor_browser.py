@@ -223,7 +223,7 @@ def test_login_page_in_the_browser(tmp_path, browser):
         context.close()
 
 
-# --- issue 9: warnings, odd step names, cross-site requests ----------------------------------------------------
+# --- warnings, odd step names, cross-site requests ------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def small_site(tmp_path_factory):

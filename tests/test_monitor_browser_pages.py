@@ -1,8 +1,8 @@
-"""Issue 14's pages in a real browser (Playwright driving Debian's Chromium, a real server on loopback):
+"""The monitor's comparison, quality, graph and progress pages in a real browser (Playwright driving Debian's Chromium, a real server on loopback):
 run comparison, the run list's data-quality columns and filter, the graph laid out by dagre, PENDING
 operators of a failed step, the restart notice's link, and a running run's progress.
 
-Screenshots go to each test's folder, or to ``$LOGETL_SCREENSHOTS`` (the README's come from
+Screenshots go to each test's folder, or to ``$LOGETL_SCREENSHOTS`` (the monitor guide's come from
 ``LOGETL_SCREENSHOTS=docs/monitor pytest tests/test_monitor_browser_pages.py``)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 9, "Nothing lost, nothing exposed", on the monitor: keys that stay required, server-side sessions,
+"""Nothing lost, nothing exposed, on the monitor: keys that stay required, server-side sessions,
 bounded bodies, cross-site writes and DNS rebinding, deep JSON, run-id squatting, documents refused for
 their key, the grace bound at a run's end, epoch `until`, a private store, a port in use, an unusable
 LOGETL_HOME, a bad LOGETL_MONITOR_GRACE and the malformed-share warning.

@@ -113,7 +113,7 @@ def test_an_output_without_rows_and_bad_offsets():
 
 
 def test_branch_uses_it_and_imports_no_pyarrow_and_without_libzstd_pyarrow_writes_the_same_records(tmp_path):
-    """The encoder is what makes Branch's Parquet run as fast as the issue asks: the run imports neither
+    """The encoder is what keeps Branch's Parquet run within 1.5x the TSV run: the run imports neither
     pyarrow nor numpy. Where libzstd cannot be opened, pyarrow's writer takes over with the same records."""
     code = ("import sys; import logetl.io.parquet as p; from logetl.job import program_flow, run_flow; "
             "p.available = (lambda: False) if sys.argv[2] == 'off' else p.available; "

@@ -1,4 +1,4 @@
-"""What a careless user or a crash must never cost (issue 9): logetl deletes only what it created, cleanup
+"""What a careless user or a crash must never cost: logetl deletes only what it created, cleanup
 is crash-safe whatever the directory order, a rerun after a kill between publishing and exit succeeds, bad
 environment values and paths are one line, and a log in the wrong layout does not pass unnoticed."""
 from __future__ import annotations

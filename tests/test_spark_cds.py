@@ -1,6 +1,6 @@
 """The Spark driver JVM's class archive (``logetl.engines.spark_cds``): when a run records it, uses it or
 starts without it; that recording and using it change nothing a user sees (the outputs' bytes, stderr).
-The executors of a cluster on this machine starting from it: test_spark_cluster."""
+The executors of a cluster on the driver's machine starting from it: test_spark_cluster."""
 from __future__ import annotations
 
 import os

@@ -112,7 +112,7 @@ def packed_venv(tmp_path_factory):
     for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(os.path.join(root, name), source / name)
     venv = where / "venv"
-    # without pip (and setuptools) in it, as the README's recipe: 12 % less for every executor to unpack;
+    # without pip (and setuptools) in it, as the Spark guide's recipe: 12 % less for every executor to unpack;
     # this interpreter's pip installs into it
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--quiet",
@@ -336,7 +336,7 @@ def test_fallback_on_a_cluster_whose_executors_lack_logetl(standalone_cluster, t
 def test_a_worker_that_cannot_start_is_named_in_the_notice_and_nothing_else_is_printed(standalone_cluster, tmp_path):
     """The executors' Python workers cannot start (no such program), and there is no JDK to build the JVM's
     kernel with: the Python check's task fails on every attempt, with Spark's logging off while it runs, so
-    stderr holds the README's notice and the run's summary only (the monitor's lines are off), no stack
+    stderr holds the documented notice and the run's summary only (the monitor's lines are off), no stack
     trace; the built-in path, same bytes."""
     from test_spark_jvm import jre_only
 

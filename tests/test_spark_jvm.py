@@ -211,7 +211,7 @@ def jre_only(tmp_path) -> dict:
 
 def test_a_failed_build_names_the_compilers_error_and_is_remembered(tmp_path, monkeypatch):
     """The C compiler fails: the reason is its first line that says an error (not "In file included from"),
-    and the next session says it again without building (until the sources or the tools change)."""
+    and the next run says it again without building (until the sources or the tools change)."""
     missing = spark_missing()
     require(missing is None, missing or "")
     from logetl.engines import spark_jvm

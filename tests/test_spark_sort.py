@@ -1,4 +1,4 @@
-"""Spark sorts in parallel (issue 10): Sort is a global sort, range-partitioned by its keys, so no partition
+"""Spark sorts in parallel: Sort is a global sort, range-partitioned by its keys, so no partition
 holds all the rows; the output is one part per non-empty key range, and the parts concatenated in name
 order are the local engine's bytes. Real Spark (the shared ``local[2]`` session, 4 shuffle partitions)."""
 from __future__ import annotations

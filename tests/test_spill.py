@@ -1,4 +1,4 @@
-"""Bounded memory (issue 10): blocking operators spill to disk past the run's budget, with the same bytes
+"""Bounded memory: blocking operators spill to disk past the run's budget, with the same bytes
 as in memory; what cannot spill fails with one line, never an out-of-memory kill."""
 from __future__ import annotations
 

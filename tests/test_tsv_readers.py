@@ -1,11 +1,11 @@
-"""Reading logetl's TSV without loss in Polars, pandas, DuckDB and Spark (README "Reading logetl's TSV").
+"""Reading logetl's TSV without loss in Polars, pandas, DuckDB and Spark (docs/guides/reading-tsv.md).
 
 logetl writes fields joined by TAB, ``\\n`` after each record, no header and no quoting or escaping at all,
 so a reader must be told to do nothing but split: its defaults strip quotes, turn ``NA`` into a missing
-value, infer ``007`` as the number 7, or skip a blank line. The reads below are the README's snippets, run on
+value, infer ``007`` as the number 7, or skip a blank line. The reads below are the guide's snippets, run on
 the outputs of Branch, Filter and a flow with integers, booleans and nulls over the conformance corpus plus
 lines that trip readers; each result must equal the records as Python splits the bytes. The naive reads are
-tested too, so that the README's warnings are facts of the installed versions, not folklore."""
+tested too, so that the guide's warnings are facts of the installed versions, not folklore."""
 from __future__ import annotations
 
 import csv
@@ -105,7 +105,7 @@ def test_the_outputs_hold_the_values_that_readers_trip_on(outputs):
     assert _records(outputs["bom"][0]) == [["\ufeff10.0.0.1", T, "GET / HTTP/1.1", "200", "5"]]
 
 
-# --- the README's reads, one function per reader -------------------------------------------------------------
+# --- the guide's reads, one function per reader -------------------------------------------------------------
 
 def polars_strings(path: str, names: list[str]) -> list[list]:
     import polars as pl
@@ -243,7 +243,7 @@ def sizes(tmp_path_factory) -> list[str]:
 
 
 def _size_as_integer(request, name: str, path: str):
-    """The ``size`` of a one-record Branch output read as a 64-bit integer by the README's typed read."""
+    """The ``size`` of a one-record Branch output read as a 64-bit integer by the guide's typed read."""
     if name == "polars":
         import polars as pl
 
@@ -277,7 +277,7 @@ def test_what_a_typed_read_makes_of_sizes_that_are_not_plain_numbers(request, si
     for path in sizes:
         try:
             got.append(_size_as_integer(request, name, path))
-        except Exception:   # each reader has its own error class; that it fails is what the README says
+        except Exception:   # each reader has its own error class; that it fails is what the guide says
             got.append(None)
     assert dict(zip(SIZES, got)) == dict(zip(SIZES, AS_INTEGER[name]))
 
@@ -338,7 +338,7 @@ def test_spark_csv_reader_strips_quotes_and_cannot_turn_quoting_off(spark_sessio
 
 @pytest.mark.parametrize("name", READERS)
 def test_every_reader_drops_a_byte_order_mark_that_starts_the_file(request, outputs, name):
-    """No option keeps it: the README says so. logetl writes one only when the first record's first field
+    """No option keeps it: the guide says so. logetl writes one only when the first record's first field
     starts with U+FEFF (an input whose first line starts with a byte order mark)."""
     path, names = outputs["bom"]
     assert _reader(request, name, "strings")(path, names) == [["10.0.0.1", T, "GET / HTTP/1.1", "200", "5"]]

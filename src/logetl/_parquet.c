@@ -5,7 +5,7 @@
  * (magic, footer) is written by logetl.io.parquet.
  *
  * Why not pyarrow here: its writer spends ~35 ns a value in one thread (Branch over 2M lines: 0.3 s of
- * encoding plus 0.1 s of import on the critical path), which kept Parquet at 2x the TSV run's time (issue 13).
+ * encoding plus 0.1 s of import on the critical path), which kept Parquet at 2x the TSV run's time.
  *
  * zstd comes from the system's libzstd (libzstd.so.1, which Debian's apt itself depends on), opened at run
  * time, so that building logetl needs no headers: `available()` says whether it was found. */

@@ -1,4 +1,4 @@
-"""Typed views of parsed records, for flows (the flow API issue builds on them). Local engine, Polars.
+"""Typed views of parsed records, for Python code that reads parsed fields. Local engine, Polars.
 
 The parse keeps every field as the text the server wrote (``logetl.formats``); ``typed(frame)`` gives a
 frame in which the fields named in ``TYPES`` have types:

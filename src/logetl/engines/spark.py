@@ -688,7 +688,7 @@ def with_executor_options(conf: dict, archive: list[str] = ()) -> dict:
     spark-submit reads):
 
     - the throughput collector (``-XX:+UseParallelGC``), as the driver's is on a local master: a batch's
-      rows are short-lived (2M-line Join, standalone: README, "Issue 15, stop 36"); unless the given or
+      rows are short-lived (a standalone Join runs faster on it); unless the given or
       the administrator's default options name a collector already (two would stop the executors' JVM
       from starting);
     - ``archive``, the options of a class archive to start from (``ClassArchive.for_executors``): unless
@@ -1140,8 +1140,8 @@ class SparkEngine(Engine):
         place, where the executors run on this machine (``workers_here``) from the same Spark class path
         (no ``spark.executor.extraClassPath``: a JVM whose class path differs ignores the archive); none
         with ``logetl.jvm.cds=off``. Whether or not the driver itself starts from it."""
-        # Standalone 2M-line Join on this machine: 17.2 s against 19.2 s; the executor's JVM had loaded
-        # Spark's classes from the jars before it registered (README, "Issue 15, stop 38")
+        # about a tenth off a standalone run: without it, an executor's JVM loads Spark's classes from the
+        # jars before it registers (docs/guides/spark.md)
         if not self.cds or not workers_here(master) or "spark.executor.extraClassPath" in self.conf:
             return []
         from logetl.engines.spark_cds import ClassArchive
@@ -1391,9 +1391,9 @@ class SparkEngine(Engine):
         order: a read of each file (its splits in file order), or of each run of consecutive small files
         (``_packed``, sorted back to input order), with the index, unioned in input order, so the union's
         partitions are in input order. The parse is then one operator over the union: parsing each file's
-        read and unioning those planned an operator (a Python one, on the native path) per file. 500 small
-        files, ``local[1]``: 146 s then, 94 s with the union of a read a file, 18.6 s packed, 12 s once
-        binding took 5 JVM calls a file (the README's "Many input files on Spark")."""
+        read and unioning those planned an operator (a Python one, on the native path) per file: 500 small
+        files on ``local[1]`` take several times longer read one by one than packed (docs/performance.md,
+        "Many small files on Spark")."""
         from pyspark.sql import functions as F
 
         read = self.session().read.option("lineSep", "\n")

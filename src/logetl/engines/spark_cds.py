@@ -1,10 +1,10 @@
 """A class-data archive (the JDK's AppCDS) for the Spark driver JVM that logetl starts itself.
 
 Starting Spark loads some 15,000 classes from Spark's jars (the JVM, the SparkContext, the session's
-analyzer and planner, the first query's code generation): on a 2-core machine most of a session's start.
+analyzer and planner, the first query's code generation): on 2 cores most of a session's start.
 The JDK can archive the classes a JVM loaded (``-XX:ArchiveClassesAtExit``) and map them at the next start
 (``-XX:SharedArchiveFile``), already parsed and verified: measured on the 2M-line Branch, ``local[*]``,
-about 6 s less wall time per run (README, "Spark performance").
+about 6 s less wall time per run (docs/performance.md, "Spark").
 
 - The archive is per Java installation and Spark installation (their paths, the JVM library's size and
   time, the jars' names and sizes: the key below). The JVM itself checks that the archive fits (its build,

@@ -1,8 +1,8 @@
 """The Spark engine's parse in the executors' JVMs: logetl's C kernel called through JNI, no Python worker.
 
 On Spark, the Python-worker path (``spark_native``) hands every line from the executor's JVM to a Python
-worker as Arrow batches and back: on a 2-core standalone cluster, that round trip alone, parsing nothing,
-cost 0.40 of the hand-written PySpark Branch (the README's "the native path's floor"). Here the same kernel
+worker as Arrow batches and back: on a 2-core standalone cluster that round trip alone, parsing nothing,
+costs about 0.4 of a hand-written PySpark Branch (docs/guides/spark.md). Here the same kernel
 (``_kernel.h``) runs inside the executors' JVMs: ``java/logetl/spark/NativeParse.java`` takes a partition's
 lines a batch at a time and gives back the rows of the Python path's ``parse_batches`` or ``join_batches``,
 in the same schemas, so the engine plans and reads both paths alike.

@@ -435,7 +435,7 @@ async def logout(request: Request) -> Response:
     return response
 
 
-# --- alerts, lineage search, trends (issue 14 A) ---------------------------------------------------------
+# --- alerts, lineage search, trends ------------------------------------------------------------------------
 
 async def _json_body(request: Request) -> dict:
     """A small JSON object body (``application/json`` only: a cross-site form cannot send it)."""

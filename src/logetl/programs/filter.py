@@ -1,7 +1,7 @@
 """Filter: the distinct client addresses that requested the images area, one per line, byte order.
 
 "Requested the images area" means the request starts with ``GET /images/``; the original program's
-literal-equality rule would keep nothing useful, and its stated purpose governs (README, decisions)."""
+literal-equality rule would keep nothing useful, and its stated purpose governs (docs/reference/programs.md)."""
 import logetl.api as L
 
 IMAGES = L.col("request").starts_with("GET /images/")
