@@ -446,11 +446,11 @@ def test_one_users_slow_webhooks_do_not_delay_another_users_alert(store):
         wait_for(lambda: sum(len(x.requests) for x in slow) >= 4, what="alice's first deliveries in flight")
         posted = time.time()
         c.post("/api/documents", json=make_doc(rid(2), status="FAILED", app="nightly"), headers=auth(bob))
-        [req] = fast.wait(1, timeout=3.0)
+        [req] = fast.wait(1, timeout=5.0)
         assert req["body"]["owner"] == "bob" and req["path"] == "/bob"
-        assert req["at"] - posted < 2.0
+        assert req["at"] - posted < 3.0        # alice's attempts take 4 s each, 20 of them in a row 80 s
         [alert] = c.get("/api/alerts", headers=auth(bob)).json()["alerts"]
-        assert alert["created_at"] - posted < 1.5
+        assert alert["created_at"] - posted < 2.0
         # each of alice's attempts is in flight for 4 s from its arrival: never more than her share of the
         # senders at once, nor more than two at a time to her shared endpoint
         def most_at_once(reqs):
