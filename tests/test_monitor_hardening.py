@@ -460,3 +460,35 @@ def test_one_users_slow_webhooks_do_not_delay_another_users_alert(store):
             at_shared = list(shared.requests)
         every = at_shared + [r for x in own for r in x.requests]
         assert most_at_once(every) == 4 and most_at_once(at_shared) == 2
+
+
+def test_a_backlog_of_one_users_deliveries_hides_no_one_elses(store):
+    """1,500 of alice's deliveries are due at a slow endpoint (a long outage, many runs): bob's alert, due
+    after all of them, still goes at once."""
+    import time
+
+    from starlette.testclient import TestClient
+
+    from receiver import Receiver
+    from test_monitor_api import LOCAL, auth, make_doc, rid
+    from logetl.monitor.app import create_app
+    from logetl.monitor.store import deliveries
+
+    bob = store.create_key("bob")
+    with Receiver(statuses=[503], delay=4.0) as slow, Receiver() as fast:
+        now = time.time()
+        with store.engine.begin() as conn:
+            conn.execute(deliveries.insert(), [
+                {"kind": "webhook", "alert_id": None, "owner": "alice", "run_id": rid(i), "event": "alert:0",
+                 "url": slow.url + "/alice", "payload": "{}", "state": "pending", "attempts": 0, "next_at": now,
+                 "created_at": now} for i in range(1500)])
+        with TestClient(create_app(store, webhook_allow=LOOPBACK, delivery_backoff=600), base_url=LOCAL) as c:
+            r = c.post("/api/alert-rules", headers=auth(bob),
+                       json={"application": "nightly", "when": "failed", "webhook": fast.url + "/bob"})
+            assert r.status_code == 201
+            slow.wait(2)
+            posted = time.time()
+            c.post("/api/documents", json=make_doc(rid(9000), status="FAILED", app="nightly"), headers=auth(bob))
+            [req] = fast.wait(1, timeout=5.0)
+            assert req["body"]["owner"] == "bob" and req["at"] - posted < 3.0
+            assert len(slow.requests) == 2        # two at a time to the slow endpoint, 4 s each

@@ -19,7 +19,8 @@ SQLite store this server serves) are seen too, within a second while the server 
   (4) deliveries of one user's runs are in flight, and goes back to looking for runs. One user's slow or
   dead webhooks (each attempt waits at most ``timeout``, 5 s) thus take at most that user's share of the
   senders, and a destination that answers slowly is sent to two at a time; every other user's alerts go
-  out at once.
+  out at once. Each pass looks at the first ``PER_URL`` due deliveries of each owner's URL, so no backlog
+  (a long outage of one endpoint, many runs) hides a delivery queued after it.
 - Nothing here runs in a request: a POST only wakes the thread. On shutdown the threads are asked to stop
   and waited for at most the HTTP timeout plus a second; a delivery still pending (or in flight, then
   abandoned with its daemon thread and not counted) stays ``pending`` in the store and is sent by the next
@@ -37,7 +38,7 @@ import urllib.error
 import urllib.request
 from urllib.parse import urlsplit
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from logetl import __version__
 from logetl.monitor import alerts as alerting
@@ -52,6 +53,8 @@ SLACK = 30.0
 WATERMARK = "worker_watermark"
 SINCE = "worker_since"
 RETRY_STATUSES = (408, 429)
+#: how many of the due deliveries of one owner's URL each pass considers (more than can be in flight)
+PER_URL = 8
 
 
 class Worker:
@@ -210,10 +213,14 @@ class Worker:
         """Hands each delivery that is due to the senders for one attempt, as far as the limits in flight
         allow (``per_destination``, ``per_owner``, one per sender); returns how many it handed out."""
         engine = self.store.engine
+        # the first few due deliveries of each owner's URL, so that no backlog, however long, of one user
+        # or of one endpoint hides anyone else's
+        rank = func.row_number().over(partition_by=(deliveries.c.owner, deliveries.c.url),
+                                      order_by=deliveries.c.id).label("rank")
+        ranked = (select(deliveries, rank).where(deliveries.c.state == "pending", deliveries.c.next_at <= time.time())
+                  .subquery())
         with engine.connect() as conn:
-            due = list(conn.execute(select(deliveries).where(deliveries.c.state == "pending",
-                                                             deliveries.c.next_at <= time.time())
-                                    .order_by(deliveries.c.id).limit(1000)))
+            due = list(conn.execute(select(ranked).where(ranked.c.rank <= PER_URL).order_by(ranked.c.id)))
             pending_ol = {}
             for d in conn.execute(select(deliveries.c.id, deliveries.c.owner, deliveries.c.run_id)
                                   .where(deliveries.c.state == "pending", deliveries.c.kind == "openlineage")
