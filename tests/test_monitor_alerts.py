@@ -276,7 +276,7 @@ def test_deleting_a_rule_no_id_can_name_is_a_json_404(app_client, path, message)
 def test_the_alerts_command(tmp_path):
     db = ["--db", f"sqlite:///{tmp_path}/m.db"]
     p = logetl("monitor", "alerts", "add", "--application", "nightly", "--when", "records", "--threshold", "0.5",
-               "--tag", "env=prod", "--webhook", "http://127.0.0.1:9/hook", *db)
+               "--tag", "env=prod", "--webhook", "http://127.0.0.1:9/hook", "--webhook-allow", "127.0.0.1", *db)
     assert (p.returncode, p.stdout, p.stderr.decode()) == (0, b"1\n", (
         "alert rule 1: when a run of nightly tagged env=prod writes fewer than 0.5 x the median records of its "
         "last 10 successful runs, POST to http://127.0.0.1:9/hook\n"))

@@ -84,3 +84,39 @@ def test_alert_list_markers_search_and_trend(page, tmp_path):  # noqa: F811
         assert page.locator("#trend-duration rect.trend-bar").count() == 5
         assert page.locator("#trend-records rect.trend-bar").count() == 5
         page.screenshot(path=str(tmp_path / "trend.png"), full_page=True)
+
+
+def test_the_alert_list_shows_a_user_no_webhook_url_of_a_rule_not_theirs(browser, tmp_path):  # noqa: F811
+    """An administrator's rule (the command line) fires on alice's run: her alert list shows the alert and
+    its delivery state, and nowhere its URL or a reason naming its host; her own rule is hers to see."""
+    from receiver import wait_for
+    from logetl.monitor.worker import delivery_log
+
+    store = Store(f"sqlite:///{tmp_path}/monitor.db")
+    key = store.create_key("alice")
+    secret = "http://10.255.255.1/hooks/T0KEN-s3cret"        # on the local network: refused at delivery
+    alerting.add_rule(store, application="nightly", kind="failed", webhook=secret)
+    with Server(store, webhook_allow=("127.0.0.1",)) as srv:
+        req = urllib.request.Request(srv.url + "/api/documents", method="POST",
+                                     data=json.dumps(make_doc(rid(1), status="FAILED", app="nightly")).encode(),
+                                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert r.status == 202
+        wait_for(lambda: [d for d in delivery_log(store) if d["state"] == "failed"], what="the refused delivery")
+        context = browser.new_context()
+        pg = context.new_page()
+        pg.goto(srv.url + "/login")
+        pg.fill('input[name="key"]', key)
+        pg.click('form.login button[type="submit"]')
+        pg.wait_for_selector("#runs tbody tr[data-run-id]")
+        pg.goto(srv.url + "/alerts")
+        row = pg.locator("#alerts tbody tr[data-alert-id]")
+        row.wait_for()
+        assert row.locator("td").all_inner_texts()[1:] == ["nightly", rid(1), "#1 failed", "run failed", "failed (1)"]
+        assert row.locator(".badge").get_attribute("title") == (
+            "attempt 1: the webhook was refused or failed (the rule's owner sees why: the reason names its host)")
+        assert pg.locator("#rules tbody").inner_text() == "No rules."
+        html = pg.content()
+        assert "s3cret" not in html and "10.255.255.1" not in html
+        pg.screenshot(path=str(tmp_path / "alert-list-of-a-user.png"), full_page=True)
+        context.close()

@@ -117,10 +117,13 @@ def test_a_remote_run_sends_start_and_complete_with_its_datasets(tmp_path):
     run = store.get_run(run_id_of(p))
     assert start["eventType"] == "START" and complete["eventType"] == "COMPLETE"
     for ev in (start, complete):
-        assert ev["run"]["runId"] == str(uuid.UUID(hex=run["run_id"]))
+        # keyed by owner and run: a UUID of the owner in the run id's namespace, and the owner's job
+        assert ev["run"]["runId"] == str(uuid.uuid5(uuid.UUID(hex=run["run_id"]), run["owner"]))
+        assert {t["key"]: t["value"] for t in ev["run"]["facets"]["tags"]["tags"]} == {
+            "logetl.run_id": run["run_id"], "logetl.owner": run["owner"]}
         assert ev["producer"] == "https://github.com/logetl/logetl"
         assert ev["schemaURL"].startswith("https://openlineage.io/spec/") and ev["schemaURL"].endswith("#/$defs/RunEvent")
-        assert ev["job"]["namespace"] == "web-etl" and ev["job"]["name"] == "nightly"
+        assert ev["job"]["namespace"] == "web-etl" and ev["job"]["name"] == f"{run['owner']}/nightly"
         assert ev["job"]["facets"]["jobType"]["processingType"] == "BATCH"
         assert ev["run"]["facets"]["processing_engine"]["name"] == "logetl"
         assert ev["run"]["facets"]["processing_engine"]["version"] == __version__

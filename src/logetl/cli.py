@@ -121,8 +121,9 @@ def _engine_options(f):
     f = _format_options(f)
     f = click.option("--tag", "tags", metavar="KEY=VALUE", multiple=True, callback=_parse_confs,
                      help="A tag for the monitor (repeatable), e.g. --tag team=web.")(f)
-    f = click.option("--app-name", metavar="NAME", default=None,
-                     help="Application name in the monitor (default: logetl-PROGRAM).")(f)
+    f = click.option("--app-name", metavar="NAME", default=None, callback=_app_name,
+                     help="Application name in the monitor (default: logetl-PROGRAM; at most 200 "
+                          "characters, no control characters).")(f)
     f = click.option("--work-dir", metavar="DIR", default=None,
                      help="Where checkpoints and other stored step outputs live "
                           "(default: .OUTPUT.logetl-work beside the first output).")(f)
@@ -153,6 +154,18 @@ def _engine_options(f):
                      help="Fail the run (exit 1, nothing published) when more than this share of the lines "
                           "read is malformed, e.g. 0.05. Default: no limit.")(f)
     return f
+
+
+def _app_name(ctx, param, value):
+    """Checked before the run starts, against the limit the monitor's store and server keep: a name they
+    would refuse would leave a run that no monitor shows."""
+    if value:
+        from logetl.monitor.documents import LENGTHS, name_problem
+
+        why = name_problem("--app-name", value, LENGTHS["application"])
+        if why:
+            raise UserError(why)
+    return value
 
 
 def _not_nan(ctx, param, value):
@@ -446,7 +459,7 @@ _db_option = click.option("--db", metavar="URL", default=None,
               help="Send OpenLineage run events (START, COMPLETE, FAIL, ABORT) to URL/api/v1/lineage "
                    "(default: $LOGETL_OPENLINEAGE_URL; needs pip install 'logetl[lineage]').")
 @click.option("--openlineage-namespace", metavar="NAME", default="logetl", show_default=True,
-              help="The OpenLineage job namespace (the job name is the application).")
+              help="The OpenLineage job namespace (the job name is OWNER/APPLICATION).")
 @click.option("--webhook-allow", "webhook_allow", metavar="HOST", multiple=True,
               help="A host name, address or network (CIDR) on the local network that alert webhooks may "
                    "reach (repeatable; default none: webhooks reach only public addresses). "
@@ -480,14 +493,7 @@ def monitor(ctx, host, port, db, require_key, allow_public_without_keys, public_
     for name, url in (("--public-url", public_url), ("--openlineage-url", openlineage_url)):
         if url is not None and not _http_url(url):
             raise UserError(f"{name} must be an http:// or https:// URL, not {url!r}")
-    from logetl.monitor.outbound import WebhookPolicy
-
-    allow = [*webhook_allow, *filter(None, os.environ.get("LOGETL_WEBHOOK_ALLOW", "").split(","))]
-    for entry in allow:
-        try:
-            WebhookPolicy.parse(entry)
-        except ValueError as exc:
-            raise UserError(f"--webhook-allow: {exc}") from None
+    allow = _webhook_allow(webhook_allow)
     if openlineage_url:
         from logetl.monitor.lineage import available
 
@@ -507,6 +513,25 @@ def monitor(ctx, host, port, db, require_key, allow_public_without_keys, public_
                                        openlineage_namespace=openlineage_namespace, webhook_allow=allow),
                             host=host, port=port, log_level="warning")
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def _webhook_allow(given) -> list[str]:
+    """``--webhook-allow`` entries and ``$LOGETL_WEBHOOK_ALLOW``'s, each checked."""
+    from logetl.monitor.outbound import WebhookPolicy
+
+    allow = [*given, *filter(None, os.environ.get("LOGETL_WEBHOOK_ALLOW", "").split(","))]
+    for entry in allow:
+        try:
+            WebhookPolicy.parse(entry)
+        except ValueError as exc:
+            raise UserError(f"--webhook-allow: {exc}") from None
+    return allow
+
+
+def _webhook_policy(given):
+    from logetl.monitor.outbound import WebhookPolicy
+
+    return WebhookPolicy(_webhook_allow(given))
 
 
 def _host_ok(host: str) -> bool:
@@ -576,12 +601,12 @@ def keys_create(ctx, user, db):
     Example:
       logetl monitor keys create --user alice
     """
-    from logetl.monitor.documents import LENGTHS
+    from logetl.monitor.documents import LENGTHS, name_problem
 
-    if not user.strip():
-        raise UserError("--user must not be empty")
-    if len(user.strip()) > LENGTHS["owner"]:   # the user owns the key's runs: an owner is at most this long
-        raise UserError(f"--user may have at most {LENGTHS['owner']} characters, not {len(user.strip())}")
+    # the user owns the key's runs: a name as an owner is (at most this long, nothing that rewrites a line)
+    why = name_problem("--user", user.strip(), LENGTHS["owner"])
+    if why:
+        raise UserError(why)
     store = _store(_db(ctx, db))
     click.echo(store.create_key(user.strip()))
     click.echo(f"this key is shown only now; runs sent with it belong to {user.strip()}", err=True)
@@ -659,10 +684,18 @@ def alerts():
 @click.option("--tag", default=None, metavar="KEY=VALUE", help="Only runs with this tag (or KEY: any value).")
 @click.option("--owner", default=None, metavar="USER", help="Only this user's runs (default: everyone's).")
 @click.option("--webhook", required=True, metavar="URL", help="Where the alert is POSTed, as JSON.")
+@click.option("--webhook-allow", "webhook_allow", metavar="HOST", multiple=True,
+              help="A webhook on the local network is refused unless this host, address or network (CIDR) "
+                   "is allowed, as the server that delivers it must be started with (repeatable; also "
+                   "$LOGETL_WEBHOOK_ALLOW, comma-separated).")
 @_db_option
 @click.pass_context
-def alerts_add(ctx, application, kind, threshold, last, tag, owner, webhook, db):
+def alerts_add(ctx, application, kind, threshold, last, tag, owner, webhook, webhook_allow, db):
     """Add an alert rule; prints its id.
+
+    A webhook at a local-network address (loopback, private, link-local) is refused, as the server's API
+    refuses it, unless --webhook-allow allows it: the server delivers there only when started with the same
+    --webhook-allow. A host name is resolved, and checked, when the alert is delivered.
 
     \b
     Example:
@@ -670,12 +703,17 @@ def alerts_add(ctx, application, kind, threshold, last, tag, owner, webhook, db)
     """
     from logetl.monitor import alerts as alerting
 
+    if owner is not None and not owner.strip():   # an unset shell variable: it must not mean everyone's runs
+        raise UserError("--owner must not be empty: leave --owner out for a rule on everyone's runs")
+    policy = _webhook_policy(webhook_allow)
     store = _store(_db(ctx, db))
     try:
         rule = alerting.add_rule(store, owner=owner, application=application, kind=kind, threshold=threshold,
-                                 last=last, tag=tag, webhook=webhook)
+                                 last=last, tag=tag, webhook=webhook, policy=policy)
     except alerting.RuleError as exc:
-        raise UserError(f"--{exc}") from None     # the message starts with the field: the option's name
+        # the message starts with the field: the option's name
+        hint = " (and give --webhook-allow here to add the rule)" if str(exc).startswith("webhook: ") else ""
+        raise UserError(f"--{exc}{hint}") from None
     click.echo(rule["id"])
     click.echo(f"alert rule {rule['id']}: {_describe_rule(rule)}", err=True)
 

@@ -97,6 +97,12 @@ def _check_options(input_path, output_paths, flags: dict, paths: dict, texts: di
     if tags is not None and not (isinstance(tags, dict) and all(isinstance(k, str) and isinstance(v, str)
                                                                 for k, v in tags.items())):
         raise UsageError(f"tags must be a dict of strings {{KEY: VALUE}}, not {tags!r}")
+    if texts.get("application"):    # the monitor's limit, checked before the run (its store would refuse it)
+        from logetl.monitor.documents import LENGTHS, name_problem
+
+        why = name_problem("application", texts["application"], LENGTHS["application"])
+        if why:
+            raise UsageError(why)
 
 
 def _inside(path: str, directory: str) -> bool:

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 from sqlalchemy import select
 
 from logetl.errors import UsageError
+from logetl.monitor.documents import LENGTHS, name_problem, unprintable
 from logetl.monitor.store import alert_rules, alerts, deliveries, delivery_attempts, runs
 
 KINDS = ("failed", "malformed", "records", "duration")
@@ -40,8 +41,11 @@ class RuleError(UsageError):
 
 def check_rule(application, kind, threshold=None, last=None, tag=None, webhook=None) -> dict:
     """A rule's fields, checked and completed with defaults; ``RuleError`` names the first bad one."""
-    if not isinstance(application, str) or not application.strip() or len(application) > 200:
-        raise RuleError("application must be a non-empty name of at most 200 characters")
+    if not isinstance(application, str):
+        raise RuleError(f"application must be a name (a string), not {application!r}")
+    why = name_problem("application", application, LENGTHS["application"])
+    if why:
+        raise RuleError(why)
     if kind not in KINDS:
         raise RuleError(f"when must be one of {', '.join(KINDS)}, not {kind!r}")
     if threshold is not None:
@@ -61,6 +65,8 @@ def check_rule(application, kind, threshold=None, last=None, tag=None, webhook=N
             raise RuleError(f"last must be a whole number from 1 to {MAX_LAST}, not {last!r}")
     if tag is not None and (not isinstance(tag, str) or not tag.split("=", 1)[0] or len(tag) > 400):
         raise RuleError(f"tag must be KEY=VALUE or KEY, not {tag!r}")
+    if tag is not None and unprintable(tag) is not None:
+        raise RuleError(f"tag must not contain control characters (newlines, escapes, ...): {tag!r}")
     if not isinstance(webhook, str) or len(webhook) > 2000:
         raise RuleError("webhook must be an http:// or https:// URL")
     try:
@@ -79,7 +85,13 @@ def check_rule(application, kind, threshold=None, last=None, tag=None, webhook=N
 
 def add_rule(store, owner: str | None = None, policy=None, **fields) -> dict:
     """Stores a rule; ``policy`` (the server's ``outbound.WebhookPolicy``) refuses a webhook on the local
-    network at once where its host is an address (names are resolved, and checked, at delivery)."""
+    network at once where its host is an address (names are resolved, and checked, at delivery). ``owner``
+    None: every owner's runs (an administrator's rule); an owner is never empty, as a user never is."""
+    if owner is not None:
+        why = name_problem("owner", owner, LENGTHS["owner"]) if isinstance(owner, str) else \
+            f"owner must be a user name (a string), not {owner!r}"
+        if why:
+            raise RuleError(why)
     rule = check_rule(**fields)
     if policy is not None:
         try:
@@ -126,9 +138,32 @@ def remove_rule(store, rule_id: int, owner: str | None = None) -> bool:
         return conn.execute(alert_rules.delete().where(*conds)).rowcount > 0
 
 
+#: what a user who may not see a delivery's URL sees of an error that names its host
+HIDDEN_ERROR = "the webhook was refused or failed (the rule's owner sees why: the reason names its host)"
+
+
+def url_shown(viewer: str | None, rule_owner: str | None) -> bool:
+    """Whether ``viewer`` (None: an administrator, or everyone on a server without keys) may see the URL
+    of a delivery made for a rule of ``rule_owner`` (None: an administrator's rule, on everyone's runs; a
+    rule removed since, or an OpenLineage event, has none either). A webhook URL often holds a secret
+    token: a rule an administrator added fires on alice's runs, and alice sees the alert, not the URL."""
+    return viewer is None or (rule_owner is not None and rule_owner == viewer)
+
+
+def shown_tries(tries: list[dict], url: str, shown: bool) -> list[dict]:
+    """A delivery's attempts as its viewer sees them: with the URL hidden, an error that names the host
+    (a refusal by the webhook policy, some network errors) says only that it failed."""
+    if shown:
+        return tries
+    host = urlsplit(url).hostname or url
+    return [{**t, "error": HIDDEN_ERROR if t["error"] and (host in t["error"] or url in t["error"]) else t["error"]}
+            for t in tries]
+
+
 def list_alerts(store, owner: str | None = None, run_ids: list[str] | None = None,
                 application: str | None = None, limit: int = 200) -> list[dict]:
-    """Fired alerts, newest first, each with the state of its webhook delivery."""
+    """Fired alerts, newest first, each with the state of its webhook delivery; its URL is shown only as
+    ``url_shown`` says (else None)."""
     conds = []
     if owner is not None:
         conds.append(alerts.c.owner == owner)
@@ -137,9 +172,10 @@ def list_alerts(store, owner: str | None = None, run_ids: list[str] | None = Non
     if application:
         conds.append(alerts.c.application == application)
     q = (select(alerts, deliveries.c.id.label("delivery_id"), deliveries.c.state, deliveries.c.attempts,
-                deliveries.c.url)
+                deliveries.c.url, alert_rules.c.owner.label("rule_owner"))
          .select_from(alerts.outerjoin(deliveries, (deliveries.c.alert_id == alerts.c.id)
-                                       & (deliveries.c.kind == "webhook")))
+                                       & (deliveries.c.kind == "webhook"))
+                      .outerjoin(alert_rules, alert_rules.c.id == alerts.c.rule_id))
          .where(*conds).order_by(alerts.c.created_at.desc(), alerts.c.id.desc()).limit(limit))
     out = []
     with store.engine.connect() as conn:
@@ -152,12 +188,13 @@ def list_alerts(store, owner: str | None = None, run_ids: list[str] | None = Non
                 last.setdefault(a.delivery_id, []).append({"attempt": a.attempt, "at": a.at, "status": a.status,
                                                             "error": a.error, "ms": round(a.ms, 1)})
     for r in rows:
+        shown = url_shown(owner, r.rule_owner)
         out.append({"id": r.id, "rule_id": r.rule_id, "run_id": r.run_id, "application": r.application,
                     "owner": r.owner, "when": r.kind, "message": r.message, "values": json.loads(r.details),
                     "created_at": r.created_at,
                     "delivery": None if r.delivery_id is None else {
-                        "state": r.state, "attempts": r.attempts, "url": r.url,
-                        "tries": last.get(r.delivery_id, [])}})
+                        "state": r.state, "attempts": r.attempts, "url": r.url if shown else None,
+                        "tries": shown_tries(last.get(r.delivery_id, []), r.url, shown)}})
     return out
 
 

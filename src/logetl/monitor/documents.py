@@ -86,8 +86,35 @@ class DocumentError(ValueError):
 MAX_DEPTH = 64
 MAX_SEQ = 2**31 - 1
 MAX_COUNT = 2**63 - 1
-#: the longest each indexed text column may be (PostgreSQL enforces them)
+#: the longest each indexed text column may be (PostgreSQL enforces them); a run's application name is
+#: checked against it before the run starts (``job.run_flow``), so the embedded store and a remote monitor
+#: take the same names
 LENGTHS = {"application": 200, "program": 50, "engine": 20, "owner": 200}
+
+
+def unprintable(text: str) -> str | None:
+    """The first character of ``text`` that has no place in a name (a control character such as a newline
+    or an escape, a format character such as a bidirectional override, a line or paragraph separator),
+    or None. Names are printed by the command line and shown in pages: such a character would rewrite
+    what is around it."""
+    import unicodedata
+
+    for c in text:
+        if unicodedata.category(c) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
+            return c
+    return None
+
+
+def name_problem(what: str, value: str, limit: int) -> str | None:
+    """Why ``value`` cannot be a name (an application, an owner, a tag): empty, longer than ``limit``
+    characters, or holding a character ``unprintable`` finds; the message names ``what`` and the value."""
+    if not value.strip():
+        return f"{what} must not be empty"
+    if len(value) > limit:
+        return f"{what} may have at most {limit} characters, not {len(value)}"
+    if unprintable(value) is not None:
+        return f"{what} must not contain control characters (newlines, escapes, ...): {value!r}"
+    return None
 
 
 def depth(value) -> int:

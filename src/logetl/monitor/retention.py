@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-from sqlalchemy import case, func, select
+from sqlalchemy import case, func, select, text, tuple_
 
 from logetl.errors import UsageError
 from logetl.monitor.documents import MAX_TIME
@@ -23,6 +23,8 @@ from logetl.monitor.store import (alerts, daily_aggregates, deliveries, delivery
 UNITS = {"d": 86400, "h": 3600, "w": 7 * 86400, "m": 60}
 AGE = re.compile(r"(\d+(?:\.\d+)?)([dhwm])")
 BATCH = 500
+#: PostgreSQL's advisory lock key that concurrent prunes' batches take turns on: "prune" in ASCII
+PRUNE_LOCK = 0x7072756E65
 
 
 def parse_age(value: str, now: float | None = None) -> float:
@@ -75,17 +77,40 @@ def prune(store, *, older_than: float, keep_last: int = 0, dry_run: bool = False
                "kept": old - len(todo)}
     if dry_run:
         return summary
+    pruned = []     # what this prune deleted: another one at the same time may have taken some first
     for i in range(0, len(todo), BATCH):
-        batch = todo[i:i + BATCH]
-        with store.engine.begin() as conn:
-            _aggregate(store, conn, batch)
-            for r in batch:
-                key = dict(owner=r.owner, run_id=r.run_id)
-                ds = select(deliveries.c.id).where(deliveries.c.owner == r.owner, deliveries.c.run_id == r.run_id)
-                conn.execute(delivery_attempts.delete().where(delivery_attempts.c.delivery_id.in_(ds)))
-                for table in (deliveries, alerts, run_lineage, run_checks, runs):
-                    conn.execute(table.delete().where(*(table.c[k] == v for k, v in key.items())))
+        pruned += _prune_batch(store, todo[i:i + BATCH], cutoff)
+    summary.update(runs=len(pruned), applications=len({(r.owner, r.application) for r in pruned}))
     return summary
+
+
+def _prune_batch(store, batch, cutoff: float) -> list:
+    """Deletes a batch of runs and adds them to the daily sums, in one transaction; returns the runs it
+    deleted. Only the runs this transaction deletes are added: the DELETE comes first and says (RETURNING)
+    which rows it removed, so a run that another prune (started at the same time, from the same list)
+    removed first is counted by that prune alone. On PostgreSQL the DELETE waits for the other
+    transaction's row locks and then finds the rows gone; on SQLite writers take turns, and a transaction
+    whose first statement writes reads the database as the previous writer left it. Batches of concurrent
+    prunes take turns on PostgreSQL (an advisory lock held to the end of the transaction), so that two
+    DELETEs never wait for each other's rows (a deadlock, which PostgreSQL ends by failing one)."""
+    keys = [(r.owner, r.run_id) for r in batch]
+    t = runs.c
+    with store.engine.begin() as conn:
+        if store.engine.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PRUNE_LOCK})
+        gone = list(conn.execute(
+            runs.delete().where(tuple_(t.owner, t.run_id).in_(keys), _age_column() < cutoff)
+            .returning(t.owner, t.run_id, t.application, t.status, t.duration, t.records_read, t.records_written,
+                       _age_column().label("at"))))
+        if not gone:
+            return []
+        _aggregate(store, conn, gone)
+        done = [(r.owner, r.run_id) for r in gone]
+        ds = select(deliveries.c.id).where(tuple_(deliveries.c.owner, deliveries.c.run_id).in_(done))
+        conn.execute(delivery_attempts.delete().where(delivery_attempts.c.delivery_id.in_(ds)))
+        for table in (deliveries, alerts, run_lineage, run_checks):
+            conn.execute(table.delete().where(tuple_(table.c.owner, table.c.run_id).in_(done)))
+    return gone
 
 
 def _aggregate(store, conn, batch) -> None:

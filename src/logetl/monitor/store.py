@@ -210,10 +210,16 @@ def sqlite_path(url: str) -> str | None:
     return path if path and path != ":memory:" else None
 
 
-def contains(engine, column, needle: str):
-    """Case-insensitive substring (no LIKE, so ``%`` and ``_`` in paths are plain characters)."""
-    fn = func.instr if engine.dialect.name == "sqlite" else func.strpos
-    return fn(func.lower(column), needle.lower()) > 0
+#: SQLite's lower() folds ASCII letters only (``CAFÉ`` stays ``cafÉ``): the store's SQLite connections
+#: get Python's ``str.lower`` under this name for the search
+FOLD = "logetl_lower"
+#: a PostgreSQL collation whose lower() is Unicode's, whatever the database's locale (its lower() under
+#: the C locale folds ASCII letters only); present where PostgreSQL is built with ICU
+ICU_ROOT = "und-x-icu"
+
+
+def _fold(text: str | None) -> str | None:
+    return None if text is None else text.lower()
 
 
 def tag_text(tag: str) -> str:
@@ -249,6 +255,7 @@ class Store:
             url = "postgresql+psycopg://" + url[len("postgresql://"):]
         self.engine = create_engine(url, **kwargs)
         self._keys_required = False
+        self._icu: bool | None = None     # whether PostgreSQL has the ICU root collation (``contains``)
         #: called after a document is stored (the server's background worker wakes up on it)
         self.on_ingest = None
         if self.engine.dialect.name == "sqlite":
@@ -260,6 +267,7 @@ class Store:
                 cur.execute("PRAGMA journal_mode=WAL")
                 cur.execute("PRAGMA synchronous=NORMAL")
                 cur.close()
+                conn.create_function(FOLD, 1, _fold, deterministic=True)
         with self._setting_up():
             self._migrate()
             metadata.create_all(self.engine)
@@ -374,6 +382,21 @@ class Store:
             if rows:
                 conn.execute(run_lineage.insert(), rows)
 
+    def contains(self, column, needle: str):
+        """Case-insensitive substring (no LIKE, so ``%`` and ``_`` in paths are plain characters), with
+        Unicode's lower case on both sides (``CAFÉ.log`` is found by ``café``): Python's ``str.lower`` on
+        SQLite (a function of the store's connections), the ICU root collation's ``lower()`` on a
+        PostgreSQL that has it, else the database's own (Unicode's under a UTF-8 locale)."""
+        if self.engine.dialect.name == "sqlite":
+            return func.instr(getattr(func, FOLD)(column), needle.lower()) > 0
+        if self._icu is None:
+            with self.engine.connect() as conn:
+                self._icu = conn.execute(text(   # (ICU collations need a UTF-8 database)
+                    "SELECT current_setting('server_encoding') = 'UTF8' "
+                    "AND EXISTS (SELECT 1 FROM pg_collation WHERE collname = :name)"), {"name": ICU_ROOT}).scalar_one()
+        folded = func.lower(column.collate(ICU_ROOT)) if self._icu else func.lower(column)
+        return func.strpos(folded, needle.lower()) > 0
+
     def _insert(self):
         if self.engine.dialect.name == "postgresql":
             from sqlalchemy.dialects.postgresql import insert
@@ -411,7 +434,7 @@ class Store:
                  max_malformed_share=None, tag=None):
         conds = []
         if tag:   # as the lineage search takes it (KEY=VALUE, or KEY: any value)
-            conds.append(contains(self.engine, runs.c.tags, tag_text(tag)))
+            conds.append(self.contains(runs.c.tags, tag_text(tag)))
         if min_malformed_share is not None:
             conds.append(runs.c.malformed_share >= min_malformed_share)
         if max_malformed_share is not None:

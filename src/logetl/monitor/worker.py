@@ -13,28 +13,39 @@ SQLite store this server serves) are seen too, within a second while the server 
   ``delivery_attempts`` (time, HTTP status or error, milliseconds). A 2xx answer delivers; no answer, 408,
   429 and 5xx are retried after ``backoff`` x 2^(attempt-1) seconds, up to ``max_attempts`` attempts in all;
   any other answer fails the delivery at once (retrying cannot help).
-- Nothing here runs in a request: a POST only wakes the thread. On shutdown the thread is asked to stop and
-  waited for at most the HTTP timeout plus a second; a delivery still pending (or in flight, then abandoned
-  with the daemon thread and not counted) stays ``pending`` in the store and is sent by the next start,
-  its attempts so far kept.
+- Deliveries are sent by ``senders`` threads of their own (8), so that a slow endpoint never holds up
+  anyone else's: the worker's thread only hands each due delivery to them, while at most
+  ``per_destination`` (2) deliveries to one destination (scheme, host and port) and at most ``per_owner``
+  (4) deliveries of one user's runs are in flight, and goes back to looking for runs. One user's slow or
+  dead webhooks (each attempt waits at most ``timeout``, 5 s) thus take at most that user's share of the
+  senders, and a destination that answers slowly is sent to two at a time; every other user's alerts go
+  out at once. Each pass looks at the first ``PER_URL`` due deliveries of each owner's URL, so no backlog
+  (a long outage of one endpoint, many runs) hides a delivery queued after it.
+- Nothing here runs in a request: a POST only wakes the thread. On shutdown the threads are asked to stop
+  and waited for at most the HTTP timeout plus a second; a delivery still pending (or in flight, then
+  abandoned with its daemon thread and not counted) stays ``pending`` in the store and is sent by the next
+  start, its attempts so far kept.
 """
 from __future__ import annotations
 
 import http.client
 import json
 import logging
+import queue
 import threading
 import time
 import urllib.error
 import urllib.request
+from urllib.parse import urlsplit
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from logetl import __version__
 from logetl.monitor import alerts as alerting
 from logetl.monitor import lineage
 from logetl.monitor.outbound import WebhookPolicy, WebhookRefused
-from logetl.monitor.store import alert_rules, deliveries, delivery_attempts, run_checks, runs, settings
+from logetl.monitor.store import (alert_rules, alerts, deliveries, delivery_attempts, run_checks, runs,
+                                  settings)
 
 log = logging.getLogger("logetl.monitor")
 #: runs committed out of order of their ``updated_at`` (concurrent writers) are still seen
@@ -42,12 +53,15 @@ SLACK = 30.0
 WATERMARK = "worker_watermark"
 SINCE = "worker_since"
 RETRY_STATUSES = (408, 429)
+#: how many of the due deliveries of one owner's URL each pass considers (more than can be in flight)
+PER_URL = 8
 
 
 class Worker:
     def __init__(self, store, *, public_url: str, openlineage_url: str | None = None,
                  openlineage_namespace: str = "logetl", backoff: float = 2.0, max_attempts: int = 5,
-                 timeout: float = 5.0, poll: float = 1.0, webhooks: WebhookPolicy | None = None):
+                 timeout: float = 5.0, poll: float = 1.0, webhooks: WebhookPolicy | None = None,
+                 senders: int = 8, per_destination: int = 2, per_owner: int = 4):
         self.store = store
         self.webhooks = webhooks or WebhookPolicy()
         self.public_url = public_url.rstrip("/")
@@ -57,6 +71,13 @@ class Worker:
         self.wake = threading.Event()
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="logetl-monitor-worker", daemon=True)
+        self.per_destination, self.per_owner = per_destination, per_owner
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.senders = [threading.Thread(target=self._send_loop, name=f"logetl-monitor-sender-{i}", daemon=True)
+                        for i in range(senders)]
+        #: deliveries handed to the senders and not done yet: id -> (destination, owner)
+        self.in_flight: dict[int, tuple[str, str]] = {}
+        self.lock = threading.Lock()
         self.watermark: float | None = None
         #: whether there is anything to do for a run (a rule, or OpenLineage): a posted document wakes the
         #: thread only then, so a busy server without rules pays nothing per document
@@ -71,12 +92,18 @@ class Worker:
 
     def start(self) -> None:
         self._load_watermark()
+        for t in self.senders:
+            t.start()
         self.thread.start()
 
     def stop(self) -> None:
         self.stop_event.set()
         self.wake.set()
-        self.thread.join(timeout=self.timeout + 1.0)
+        for _ in self.senders:
+            self.jobs.put(None)
+        deadline = time.monotonic() + self.timeout + 1.0
+        for t in (self.thread, *self.senders):
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def _loop(self) -> None:
         while not self.stop_event.is_set():
@@ -89,11 +116,14 @@ class Worker:
             self.wake.clear()
 
     def _sleep(self) -> float:
-        """Until the next poll, or sooner when a retry falls due."""
+        """Until the next poll, or sooner when a retry falls due. A delivery due now but not handed out (its
+        destination or owner has its share in flight) goes when a sender finishes: that wakes the thread."""
+        now = time.time()
         with self.store.engine.connect() as conn:
-            due = conn.execute(select(deliveries.c.next_at).where(deliveries.c.state == "pending")
+            due = conn.execute(select(deliveries.c.next_at)
+                               .where(deliveries.c.state == "pending", deliveries.c.next_at > now)
                                .order_by(deliveries.c.next_at).limit(1)).scalar()
-        return self.poll if due is None else max(0.0, min(self.poll, due - time.time()))
+        return self.poll if due is None else max(0.0, min(self.poll, due - now))
 
     # --- runs -> alerts and lineage events ----------------------------------------------------------------
 
@@ -180,12 +210,17 @@ class Worker:
     # --- deliveries ---------------------------------------------------------------------------------------
 
     def deliver_due(self) -> int:
-        """Makes one attempt at each delivery that is due; returns how many attempts it made."""
+        """Hands each delivery that is due to the senders for one attempt, as far as the limits in flight
+        allow (``per_destination``, ``per_owner``, one per sender); returns how many it handed out."""
         engine = self.store.engine
+        # the first few due deliveries of each owner's URL, so that no backlog, however long, of one user
+        # or of one endpoint hides anyone else's
+        rank = func.row_number().over(partition_by=(deliveries.c.owner, deliveries.c.url),
+                                      order_by=deliveries.c.id).label("rank")
+        ranked = (select(deliveries, rank).where(deliveries.c.state == "pending", deliveries.c.next_at <= time.time())
+                  .subquery())
         with engine.connect() as conn:
-            due = list(conn.execute(select(deliveries).where(deliveries.c.state == "pending",
-                                                             deliveries.c.next_at <= time.time())
-                                    .order_by(deliveries.c.id).limit(100)))
+            due = list(conn.execute(select(ranked).where(ranked.c.rank <= PER_URL).order_by(ranked.c.id)))
             pending_ol = {}
             for d in conn.execute(select(deliveries.c.id, deliveries.c.owner, deliveries.c.run_id)
                                   .where(deliveries.c.state == "pending", deliveries.c.kind == "openlineage")
@@ -197,9 +232,34 @@ class Worker:
                 break
             if d.kind == "openlineage" and pending_ol.get((d.owner, d.run_id)) != d.id:
                 continue        # an earlier event of this run goes first
-            self._attempt(d)
+            where = destination(d.url)
+            with self.lock:
+                if len(self.in_flight) >= len(self.senders):
+                    break
+                if d.id in self.in_flight:
+                    continue
+                busy = list(self.in_flight.values())
+                if sum(w == where for w, _ in busy) >= self.per_destination or \
+                        sum(o == d.owner for _, o in busy) >= self.per_owner:
+                    continue
+                self.in_flight[d.id] = (where, d.owner)
+            self.jobs.put(d)
             made += 1
         return made
+
+    def _send_loop(self) -> None:
+        while True:
+            d = self.jobs.get()
+            if d is None or self.stop_event.is_set():
+                return
+            try:
+                self._attempt(d)
+            except Exception:   # a broken store: the delivery stays pending, tried again later
+                log.exception("the monitor failed to record an attempt to deliver %s", d.event)
+            finally:
+                with self.lock:
+                    self.in_flight.pop(d.id, None)
+                self.wake.set()
 
     def _attempt(self, d) -> None:
         started = time.monotonic()
@@ -239,8 +299,19 @@ class Worker:
                          .values(state=state, attempts=attempt, next_at=next_at))
 
 
+def destination(url: str) -> str:
+    """Where a delivery goes, as its share of the senders is counted: scheme, host and port."""
+    try:
+        parts = urlsplit(url)
+        return f"{parts.scheme}://{(parts.hostname or '').lower()}:{parts.port or ''}"
+    except ValueError:
+        return url
+
+
 def delivery_log(store, owner: str | None = None, run_id: str | None = None, kind: str | None = None) -> list[dict]:
-    """Deliveries with their attempts (the API's and the tests' view of what was sent)."""
+    """Deliveries of ``owner``'s runs (None: everyone's) with their attempts (the API's and the tests' view
+    of what was sent). A delivery's URL is shown to ``owner`` only as ``alerts.url_shown`` says (else None):
+    a webhook's to the owner of its rule, an OpenLineage event's (the server's setting) to none."""
     conds = []
     if owner is not None:
         conds.append(deliveries.c.owner == owner)
@@ -248,8 +319,12 @@ def delivery_log(store, owner: str | None = None, run_id: str | None = None, kin
         conds.append(deliveries.c.run_id == run_id)
     if kind is not None:
         conds.append(deliveries.c.kind == kind)
+    q = (select(deliveries, alert_rules.c.owner.label("rule_owner"))
+         .select_from(deliveries.outerjoin(alerts, alerts.c.id == deliveries.c.alert_id)
+                      .outerjoin(alert_rules, alert_rules.c.id == alerts.c.rule_id))
+         .where(*conds).order_by(deliveries.c.id))
     with store.engine.connect() as conn:
-        ds = [dict(r._mapping) for r in conn.execute(select(deliveries).where(*conds).order_by(deliveries.c.id))]
+        ds = [dict(r._mapping) for r in conn.execute(q)]
         tries = {}
         if ds:
             for a in conn.execute(select(delivery_attempts).where(
@@ -257,6 +332,8 @@ def delivery_log(store, owner: str | None = None, run_id: str | None = None, kin
                 tries.setdefault(a.delivery_id, []).append({"attempt": a.attempt, "at": a.at, "status": a.status,
                                                              "error": a.error, "ms": round(a.ms, 1)})
     for d in ds:
+        shown = alerting.url_shown(owner, d.pop("rule_owner"))
         d["payload"] = json.loads(d["payload"])
-        d["tries"] = tries.get(d["id"], [])
+        d["tries"] = alerting.shown_tries(tries.get(d["id"], []), d["url"], shown)
+        d["url"] = d["url"] if shown else None
     return ds
