@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from logetl import contract, formats
-from logetl.expressions import BOOLEAN, STRING, Aggregate, Col, Expr, ExpressionError, field_name
+from logetl.expressions import BOOLEAN, STRING, Aggregate, Col, Expr, ExpressionError, field_name, nearest
 
 
 class AssemblyError(ValueError):
@@ -97,7 +97,9 @@ class Pipe:
             self._resolve()
             self._check_names()
         except ExpressionError as exc:
-            raise AssemblyError(f"{self.kind} {self.label}: {exc}") from None
+            error = AssemblyError(f"{self.kind} {self.label}: {exc}")
+            error.origin = getattr(exc, "origin", None)     # where the expression at fault was written
+            raise error from None
 
     @property
     def label(self) -> str:
@@ -126,7 +128,8 @@ class Pipe:
         for n in names:
             field_name(n)
             if n not in self.fields:
-                raise AssemblyError(f"{self.kind} {self.label}: no field {n!r} in {', '.join(self.fields)}")
+                raise AssemblyError(f"{self.kind} {self.label}: no field {n!r} in {', '.join(self.fields)}"
+                                    f"{nearest(n, self.fields)}")
 
     def _resolve(self) -> None:
         self._inherit()
@@ -473,9 +476,11 @@ class HashJoin(Pipe):
         field_name(self.stream_key)
         field_name(self.held_key)
         if self.stream_key not in stream.fields:
-            raise AssemblyError(f"hashjoin {self.label}: the streamed side has no field {self.stream_key!r}")
+            raise AssemblyError(f"hashjoin {self.label}: the streamed side has no field {self.stream_key!r}"
+                                f"{nearest(self.stream_key, stream.fields)}")
         if self.held_key not in held.fields:
-            raise AssemblyError(f"hashjoin {self.label}: the held side has no field {self.held_key!r}")
+            raise AssemblyError(f"hashjoin {self.label}: the held side has no field {self.held_key!r}"
+                                f"{nearest(self.held_key, held.fields)}")
         if held.types[self.held_key] != stream.types[self.stream_key]:
             raise AssemblyError(f"hashjoin {self.label}: key types differ: the streamed side's {self.stream_key} is "
                                 f"{stream.types[self.stream_key]}, the held side's {self.held_key} is "
