@@ -188,8 +188,12 @@ class Pipe:
     def checkpoint(self, name: str | None = None) -> "Checkpoint":
         return Checkpoint(name, self)
 
-    def write(self, tap: str = "output", format: str = "tsv", partition_by=(), name: str | None = None) -> "Sink":
-        return Sink(name, self, tap, format, partition_by)
+    def write(self, tap: str = "output", format: str = "tsv", partition_by=(), name: str | None = None,
+              header: bool | None = None) -> "Sink":
+        """The records, written to the output tap ``tap`` as ``format`` (``tsv``, ``csv``, ``parquet``,
+        ``jsonl``; see ``Sink``); ``header``: a first line of field names in each part file (TSV and CSV;
+        default: CSV has one, TSV none)."""
+        return Sink(name, self, tap, format, partition_by, header)
 
 
 class _Grouping:
@@ -592,8 +596,10 @@ class Top(Pipe):
         return f"first {self.n}{per} by {_describe_keys(self.by_keys)}"
 
 
-#: what a sink can write: the contract's TSV (the default), Parquet, JSON Lines
-SINK_FORMATS = ("tsv", "parquet", "jsonl")
+#: what a sink can write: the contract's TSV (the default), CSV, Parquet, JSON Lines
+SINK_FORMATS = ("tsv", "csv", "parquet", "jsonl")
+#: the formats that may start each part file with a header line (the field names): whether they do by default
+HEADERS = {"tsv": False, "csv": True}
 
 
 class Sink(Pipe):
@@ -602,12 +608,24 @@ class Sink(Pipe):
 
     - ``tsv`` (default): fields in order, no header, ``\\n`` line ends, integers in decimal, booleans
       ``true``/``false``, null as the empty field; no quoting (no field holds TAB, CR or LF);
+    - ``csv`` (RFC 4180): fields in order separated by ``,``, each record ending with CRLF (``\\r\\n``),
+      values rendered as in TSV; a field that holds ``,``, ``"``, CR or LF, and the empty string, is
+      enclosed in ``"`` with each ``"`` doubled; nothing else is quoted (spaces are data). Null is the
+      empty field, the empty string ``""``; a record of one field that is null is written ``""`` too
+      (an empty line, which readers skip, would lose the record). UTF-8, no byte order mark. A header
+      line by default;
     - ``parquet``: the fields as typed columns (strings, 64-bit integers, booleans), same names and order,
       compressed (zstd);
     - ``jsonl``: one JSON object per record, keys in field order, null as ``null``.
 
-    Part files are ``part-NNNNN`` plus ``.parquet`` / ``.jsonl``; concatenated (TSV, JSON Lines) or read
-    (Parquet) in name order they give the records in order.
+    ``header`` (TSV and CSV; None: the format's default, ``HEADERS``): every part file starts with a line
+    of the field names, as Spark's CSV writer and the readers of a directory of parts expect (DuckDB's
+    ``read_csv('out/part-*')``, pandas, Spark take the first line of each file for the header); an
+    output without records has one part holding the header alone.
+
+    Part files are ``part-NNNNN`` plus ``.csv`` / ``.parquet`` / ``.jsonl``; concatenated (TSV, JSON
+    Lines; CSV and TSV without a header) or read (Parquet; with a header, each file) in name order they
+    give the records in order.
 
     ``partition_by`` (fields): Hive-style partitions, ``FIELD=VALUE/part-…`` (nested in the order given),
     the partition fields left out of the files; each partition holds its records in input order. A run
@@ -619,12 +637,19 @@ class Sink(Pipe):
 
     kind = "sink"
 
-    def __init__(self, name: str | None, previous: Pipe, tap: str, format: str = "tsv", partition_by=()):
+    def __init__(self, name: str | None, previous: Pipe, tap: str, format: str = "tsv", partition_by=(),
+                 header: bool | None = None):
         if not isinstance(tap, str) or not tap.replace("_", "").replace("-", "").isalnum():
             raise AssemblyError(f"invalid output tap name {tap!r} (letters, digits, _ and -)")
         if format not in SINK_FORMATS:
             raise AssemblyError(f"sink format {format!r} is not one of {', '.join(SINK_FORMATS)}")
+        if header is not None and not isinstance(header, bool):
+            raise AssemblyError(f"sink {tap}: header is True or False, not {header!r}")
+        if header and format not in HEADERS:
+            raise AssemblyError(f"sink {tap}: a {format} output has no header line (tsv and csv have one)")
         self.tap, self.format = tap, format
+        #: the header asked for (None: the format's default); ``header`` is what is written
+        self.header_choice = header
         self.partition_by = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
         super().__init__(name, previous)
 
@@ -641,8 +666,17 @@ class Sink(Pipe):
         """The fields in the part files (the partition fields are in the directory names)."""
         return tuple(f for f in self.fields if f not in self.partition_by)
 
+    @property
+    def header(self) -> bool:
+        """Whether each part file starts with a line of the field names (``HEADERS``)."""
+        default = HEADERS.get(self.format)
+        return bool(default if self.header_choice is None else self.header_choice and default is not None)
+
     def describe(self) -> str:
-        kind = "" if self.format == "tsv" else f" ({self.format})"
+        notes = ["header" if self.header else "no header"] \
+            if self.format in HEADERS and self.header != HEADERS[self.format] else []
+        notes = [self.format, *notes] if self.format != "tsv" or notes else []
+        kind = f" ({', '.join(notes)})" if notes else ""
         parts = f", partitioned by {', '.join(self.partition_by)}" if self.partition_by else ""
         return f"tap {self.tap}{kind}{parts}: " + "\t".join(self.file_fields)
 
@@ -704,6 +738,16 @@ class Flow:
             raise AssemblyError(f"output format {format!r} is not one of {', '.join(SINK_FORMATS)}")
         for s in self.sinks:
             s.format = format
+
+    def set_header(self, header: bool) -> None:
+        """Gives every TSV and CSV sink a header line, or none (``--header`` / ``--no-header``); before the
+        flow runs, after ``set_output_format``."""
+        delimited = [s for s in self.sinks if s.format in HEADERS]
+        if not delimited:
+            kinds = ", ".join(dict.fromkeys(s.format for s in self.sinks))
+            raise AssemblyError(f"a header line is for TSV and CSV outputs: flow {self.name!r} writes {kinds}")
+        for s in delimited:
+            s.header_choice = header
 
     def _name_unnamed(self) -> None:
         """Names nodes defined without one after their kind, in flow order: ``filter``, ``filter_2``..."""
