@@ -231,8 +231,8 @@ def main():
 
     Parses access-log lines (Apache combined format by default), and runs the Branch, Filter and Join
     programs, or a flow of your own (logetl run FLOW.py), on the embedded local engine (default) or on
-    Apache Spark (--hdfs). Results are tab-separated files in an
-    output directory (part-* files, which concatenate in name order to the result, and _SUCCESS).
+    Apache Spark (--hdfs). Results are tab-separated files (or CSV, Parquet, JSON Lines: --output-format)
+    in an output directory (part-* files, which concatenate in name order to the result, and _SUCCESS).
 
     Exit codes: 0 success, 1 a failed run (nothing published), 2 a usage error, 130 interrupted (Ctrl-C),
     143 and 129 terminated by SIGTERM and SIGHUP (nothing published).
