@@ -103,6 +103,17 @@ def test_csv_and_header_lines_are_the_same_bytes_on_both_engines(engine, tmp_pat
         ["1.2.3.7", "GET /b?", "304", "0", "false", ""]]
 
 
+def test_branch_with_header_lines_on_both_engines(engine, tmp_path):
+    """Branch's two outputs (a step Spark writes in one pass without a header) with a header line: the
+    field names, then the contract's bytes."""
+    from logetl.job import run_program
+
+    outs = {"output1": str(tmp_path / "a"), "output2": str(tmp_path / "b")}
+    run_program("branch", LOG, outs, engine=engine, monitor=False, quiet=True, header=True)
+    for out in outs.values():
+        assert headed(out, "") == b"ip\ttime\trequest\tresponse\tsize\n" + read(os.path.join(CORPUS, "branch.tsv"))
+
+
 def test_sink_options_are_checked_and_shown():
     logs = L.read()
     assert logs.write("o", format="csv").describe() == "tap o (csv): ip\ttime\trequest\tresponse\tsize"
@@ -225,7 +236,7 @@ def written(tmp_path_factory):
     assert table.column_names == FIELDS
     records = [list(r.values()) for r in table.to_pylist()]
     assert len(records) > 4000
-    return str(base / "csv"), records
+    return str(base / "csv"), records, str(log)
 
 
 def _text(value):
@@ -235,7 +246,7 @@ def _text(value):
 
 
 def test_the_outputs_hold_what_readers_trip_on(written):
-    _, records = written
+    _, records, _ = written
     by_ip = {r[0]: r for r in records}
     assert by_ip["10.9.0.0"][2] == '\\"quoted\\"' and by_ip["10.9.0.4"][9] == "x=1,2"
     assert by_ip["10.9.0.7"][9] == "" and by_ip["10.9.0.6"][2] == "GET / " and by_ip["10.9.0.2"][7] is None
@@ -243,7 +254,7 @@ def test_the_outputs_hold_what_readers_trip_on(written):
 
 
 def test_pythons_csv_module_reads_the_records(written):
-    path, records = written
+    path, records, _ = written
     rows = []
     for f in sorted(glob.glob(f"{path}/part-*.csv")):
         with open(f, newline="", encoding="utf-8") as fh:
@@ -256,7 +267,7 @@ def test_pythons_csv_module_reads_the_records(written):
 def test_pandas_reads_the_records(written):
     import pandas as pd
 
-    path, records = written
+    path, records, _ = written
     frame = pd.concat([pd.read_csv(f, dtype=str, keep_default_na=False, encoding="utf-8")
                        for f in sorted(glob.glob(f"{path}/part-*.csv"))])
     assert list(frame.columns) == FIELDS
@@ -272,7 +283,7 @@ def test_duckdb_reads_the_records_with_nulls_apart_from_empty_strings(written):
     columns come back as the flow's types."""
     import duckdb
 
-    path, records = written
+    path, records, _ = written
     strings = duckdb.sql(f"SELECT * FROM read_csv('{path}/part-*.csv', {DIALECT}, all_varchar = true, "
                          "allow_quoted_nulls = false)").fetchall()
     assert [list(r) for r in strings] == [[None if v is None else _text(v) for v in r] for r in records]
@@ -280,3 +291,11 @@ def test_duckdb_reads_the_records_with_nulls_apart_from_empty_strings(written):
     typed = duckdb.sql(f"SELECT * FROM read_csv('{path}/part-*.csv', {DIALECT}, columns = {types}, "
                        "allow_quoted_nulls = false)").fetchall()
     assert [list(r) for r in typed] == records
+
+
+def test_the_sample_as_csv_is_the_same_bytes_on_spark(spark_session, written, tmp_path):
+    """The real sample log, the corpus and the lines that trip readers, as CSV from Spark: the local
+    engine's bytes (Spark's parts, each with the header, in name order)."""
+    path, _, log = written
+    run_flow(_reader_flow("csv"), log, {"out": str(tmp_path / "spark")}, engine="spark", monitor=False, quiet=True)
+    assert headed(str(tmp_path / "spark")) == headed(path)
