@@ -29,7 +29,8 @@ from logetl import formats
 from logetl.assembly import AssemblyError, Flow, Parse, Pipe, Source
 from logetl.expressions import (
     Coalesce, Col, Concat, Count, CountDistinct, Crc32, Day, Expr, ExpressionError, Hour, Lit, Max, Min, Sum)
-from logetl.expressions import UnknownName, nearest
+from logetl.diagnostics import nearest
+from logetl.expressions import UnknownName
 
 __all__ = [
     "Flow", "Pipe", "Expr", "AssemblyError", "ExpressionError", "read", "col", "lit", "asc", "desc",

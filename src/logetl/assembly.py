@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from logetl import contract, formats
-from logetl.expressions import BOOLEAN, STRING, Aggregate, Col, Expr, ExpressionError, field_name, nearest
+from logetl.diagnostics import nearest
+from logetl.expressions import BOOLEAN, STRING, Aggregate, Col, Expr, ExpressionError, field_name
 
 
 class AssemblyError(ValueError):

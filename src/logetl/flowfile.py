@@ -31,6 +31,7 @@ import sys
 import traceback
 
 from logetl import assembly, expressions, formats
+from logetl.diagnostics import nearest
 from logetl.errors import LogetlError, UsageError
 
 
@@ -84,23 +85,23 @@ def _import_error(exc: ImportError) -> str:
             import logetl
 
             modules = [f"logetl.{m.name}" for m in pkgutil.iter_modules(logetl.__path__)]
-            return f"no module named {exc.name!r}{expressions.nearest(exc.name, modules)}"
+            return f"no module named {exc.name!r}{nearest(exc.name, modules)}"
         return f"no module named {exc.name!r} (not installed for this Python, nor beside the flow file)"
     wanted = re.match(r"cannot import name '([^']+)'", str(exc))
     module = sys.modules.get(exc.name or "")
     if wanted and module is not None:
         name = wanted.group(1)
         if exc.name == "logetl.api":
-            return f"logetl.api has no function {name!r}{expressions.nearest(name, module._public_names())}"
+            return f"logetl.api has no function {name!r}{nearest(name, module._public_names())}"
         public = [n for n in dir(module) if not n.startswith("_")]
-        return f"cannot import {name!r} from {exc.name!r}{expressions.nearest(name, public)}"
+        return f"cannot import {name!r} from {exc.name!r}{nearest(name, public)}"
     return f"{type(exc).__name__}: {_one_line(exc)}"
 
 
 def _attribute_error(exc: AttributeError) -> str:
     """``logs.fliter(...)``: what has no such attribute, with the nearest one it has."""
     obj, name = exc.obj, exc.name
-    near = expressions.nearest(name, [n for n in dir(obj) if not n.startswith("_")])
+    near = nearest(name, [n for n in dir(obj) if not n.startswith("_")])
     if isinstance(obj, assembly.Pipe):
         return f"{obj.kind} {obj.label} has no method {name!r}{near}"
     if inspect.ismodule(obj):
