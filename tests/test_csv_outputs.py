@@ -299,3 +299,22 @@ def test_the_sample_as_csv_is_the_same_bytes_on_spark(spark_session, written, tm
     path, _, log = written
     run_flow(_reader_flow("csv"), log, {"out": str(tmp_path / "spark")}, engine="spark", monitor=False, quiet=True)
     assert headed(str(tmp_path / "spark")) == headed(path)
+
+
+def test_a_partition_file_opened_again_gets_no_second_header(tmp_path, monkeypatch):
+    """The local engine keeps a bounded number of partition files open; one it opens again to append to
+    has its header already."""
+    from logetl.engines import local
+
+    monkeypatch.setattr(local.SinkOp, "MAX_OPEN_PARTITIONS", 1)
+    monkeypatch.setattr(local, "BATCH_ROWS", 1)       # a batch for each file's chunk
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    lines = LINES.split(b"\n")
+    for i, chosen in enumerate([(0, 1), (2, 3), (0, 2)]):          # 200, 404 / 200, 304 / 200, 200
+        (logs / f"{i}.log").write_bytes(b"".join(lines[j] + b"\n" for j in chosen))
+    flow = L.Flow("p", [L.read("common", fields=("ip", "response")).write("o", format="csv", partition_by="response")])
+    run_flow(flow, str(logs), {"o": str(tmp_path / "o")}, monitor=False, quiet=True)
+    assert read(str(tmp_path / "o" / "response=200" / "part-00000.csv")) == \
+        b"ip\r\n1.2.3.4\r\n1.2.3.6\r\n1.2.3.4\r\n1.2.3.6\r\n"
+    assert read(str(tmp_path / "o" / "response=404" / "part-00000.csv")) == b"ip\r\n1.2.3.5\r\n"
