@@ -159,7 +159,8 @@ def test_errors_in_a_flow_file_name_the_file_and_line(tmp_path):
     assert _one_line_error(logetl("explain", f)) == \
         f"Error: {f}: defines no flow (a function flow(fmt) that returns logetl.api.Flow)\n"
     f = _flow_file(tmp_path, "def flow(fmt):\n    return 42\n")
-    assert _one_line_error(logetl("explain", f)) == f"Error: {f}: flow() returned int, not a logetl.api.Flow\n"
+    assert _one_line_error(logetl("explain", f)) == \
+        f'Error: {f}:1: flow() returned int, not a logetl.api.Flow (return L.Flow("NAME", [pipe.write("TAP"), ...]))\n'
     f = _flow_file(tmp_path, """\
         import logetl.api as L
 

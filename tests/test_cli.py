@@ -142,7 +142,7 @@ def test_run_flow_takes_the_output_format_as_the_command_line_does(tmp_path):
 
     with pytest.raises(UsageError) as caught:
         run_flow(program_flow("filter"), CORPUS_LOG, {"output": str(tmp_path / "x")}, output_format="xml")
-    assert str(caught.value) == "output format 'xml' is not one of tsv, parquet, jsonl"
+    assert str(caught.value) == "output format 'xml' is not one of tsv, csv, parquet, jsonl"
     run_flow(program_flow("filter"), CORPUS_LOG, {"output": str(tmp_path / "o")}, output_format="jsonl",
              monitor=False)
     p = logetl("filter", "--input", CORPUS_LOG, "--output", str(tmp_path / "c"), "--output-format", "jsonl")

@@ -122,10 +122,10 @@ def test_output_format_option_and_a_bad_value(tmp_path):
     p = logetl("filter", "--input", CORPUS_LOG, "--output", str(tmp_path / "o"), "--output-format", "jsonl", "-q")
     assert p.returncode == 0, p.stderr
     assert read_jsonl(tmp_path / "o")[1] == [(line,) for line in corpus("filter.tsv").decode().split("\n")[:-1]]
-    p = logetl("filter", "--input", CORPUS_LOG, "--output", str(tmp_path / "x"), "--output-format", "csv")
-    assert p.returncode == 2 and "'csv' is not one of 'tsv', 'parquet', 'jsonl'" in p.stderr.decode()
-    with pytest.raises(L.AssemblyError, match="^sink format 'csv' is not one of tsv, parquet, jsonl$"):
-        L.read().write("out", format="csv")
+    p = logetl("filter", "--input", CORPUS_LOG, "--output", str(tmp_path / "x"), "--output-format", "xml")
+    assert p.returncode == 2 and "'xml' is not one of 'tsv', 'csv', 'parquet', 'jsonl'" in p.stderr.decode()
+    with pytest.raises(L.AssemblyError, match="^sink format 'xml' is not one of tsv, csv, parquet, jsonl$"):
+        L.read().write("out", format="xml")
 
 
 def test_the_local_engines_parquet_reads_alike_in_polars_duckdb_and_spark(spark_session, tmp_path):

@@ -139,7 +139,7 @@ def test_sink_text_of_a_frame_longer_than_a_slice_is_the_text_of_every_row_in_or
     frame = pl.DataFrame({"ip": [f"10.0.{i % 256}.{i % 7}" for i in range(n)],
                           "request": [f"GET /p/{i} HTTP/1.1" if i % 5 else "-" for i in range(n)],
                           "score": [i % 100 for i in range(n)]})
-    pieces = list(Batch(("ip", "request", "score"), frame).tsv())
+    pieces = list(Batch(("ip", "request", "score"), frame).text("tsv"))
     assert [p.count(b"\n") for p in pieces] == [65_536, 65_536, 18_929]
     expected = "".join(f"10.0.{i % 256}.{i % 7}\t{f'GET /p/{i} HTTP/1.1' if i % 5 else '-'}\t{i % 100}\n"
                        for i in range(n)).encode()

@@ -29,6 +29,8 @@ from logetl import formats
 from logetl.assembly import AssemblyError, Flow, Parse, Pipe, Source
 from logetl.expressions import (
     Coalesce, Col, Concat, Count, CountDistinct, Crc32, Day, Expr, ExpressionError, Hour, Lit, Max, Min, Sum)
+from logetl.diagnostics import nearest
+from logetl.expressions import UnknownName
 
 __all__ = [
     "Flow", "Pipe", "Expr", "AssemblyError", "ExpressionError", "read", "col", "lit", "asc", "desc",
@@ -117,3 +119,21 @@ def max(value) -> Max:  # noqa: A001
 
 def count_distinct(value) -> CountDistinct:
     return CountDistinct(value)
+
+
+# --- a name that is not in the API ---------------------------------------------------------------------------
+
+def _public_names() -> list[str]:
+    """What a flow can call on ``logetl.api``: ``__all__`` and every public function defined here."""
+    here = globals()
+    defined = [n for n, v in here.items() if not n.startswith("_") and callable(v)
+               and getattr(v, "__module__", None) == __name__]
+    return sorted(set(__all__) | set(defined))
+
+
+def __getattr__(name: str):
+    """``L.whn(...)``: one ``UnknownName`` error naming the nearest function of the API, not Python's
+    "module has no attribute" (an ``AttributeError`` still, for ``hasattr`` and ``from ... import``)."""
+    if name.startswith("_"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    raise UnknownName(f"logetl.api has no function {name!r}{nearest(name, _public_names())}")

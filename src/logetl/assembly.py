@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from logetl import contract, formats
+from logetl.diagnostics import nearest
 from logetl.expressions import BOOLEAN, STRING, Aggregate, Col, Expr, ExpressionError, field_name
 
 
@@ -97,7 +98,9 @@ class Pipe:
             self._resolve()
             self._check_names()
         except ExpressionError as exc:
-            raise AssemblyError(f"{self.kind} {self.label}: {exc}") from None
+            error = AssemblyError(f"{self.kind} {self.label}: {exc}")
+            error.origin = getattr(exc, "origin", None)     # where the expression at fault was written
+            raise error from None
 
     @property
     def label(self) -> str:
@@ -126,7 +129,8 @@ class Pipe:
         for n in names:
             field_name(n)
             if n not in self.fields:
-                raise AssemblyError(f"{self.kind} {self.label}: no field {n!r} in {', '.join(self.fields)}")
+                raise AssemblyError(f"{self.kind} {self.label}: no field {n!r} in {', '.join(self.fields)}"
+                                    f"{nearest(n, self.fields)}")
 
     def _resolve(self) -> None:
         self._inherit()
@@ -185,8 +189,12 @@ class Pipe:
     def checkpoint(self, name: str | None = None) -> "Checkpoint":
         return Checkpoint(name, self)
 
-    def write(self, tap: str = "output", format: str = "tsv", partition_by=(), name: str | None = None) -> "Sink":
-        return Sink(name, self, tap, format, partition_by)
+    def write(self, tap: str = "output", format: str = "tsv", partition_by=(), name: str | None = None,
+              header: bool | None = None) -> "Sink":
+        """The records, written to the output tap ``tap`` as ``format`` (``tsv``, ``csv``, ``parquet``,
+        ``jsonl``; see ``Sink``); ``header``: a first line of field names in each part file (TSV and CSV;
+        default: CSV has one, TSV none)."""
+        return Sink(name, self, tap, format, partition_by, header)
 
 
 class _Grouping:
@@ -473,9 +481,11 @@ class HashJoin(Pipe):
         field_name(self.stream_key)
         field_name(self.held_key)
         if self.stream_key not in stream.fields:
-            raise AssemblyError(f"hashjoin {self.label}: the streamed side has no field {self.stream_key!r}")
+            raise AssemblyError(f"hashjoin {self.label}: the streamed side has no field {self.stream_key!r}"
+                                f"{nearest(self.stream_key, stream.fields)}")
         if self.held_key not in held.fields:
-            raise AssemblyError(f"hashjoin {self.label}: the held side has no field {self.held_key!r}")
+            raise AssemblyError(f"hashjoin {self.label}: the held side has no field {self.held_key!r}"
+                                f"{nearest(self.held_key, held.fields)}")
         if held.types[self.held_key] != stream.types[self.stream_key]:
             raise AssemblyError(f"hashjoin {self.label}: key types differ: the streamed side's {self.stream_key} is "
                                 f"{stream.types[self.stream_key]}, the held side's {self.held_key} is "
@@ -587,8 +597,10 @@ class Top(Pipe):
         return f"first {self.n}{per} by {_describe_keys(self.by_keys)}"
 
 
-#: what a sink can write: the contract's TSV (the default), Parquet, JSON Lines
-SINK_FORMATS = ("tsv", "parquet", "jsonl")
+#: what a sink can write: the contract's TSV (the default), CSV, Parquet, JSON Lines
+SINK_FORMATS = ("tsv", "csv", "parquet", "jsonl")
+#: the formats that may start each part file with a header line (the field names): whether they do by default
+HEADERS = {"tsv": False, "csv": True}
 
 
 class Sink(Pipe):
@@ -597,12 +609,24 @@ class Sink(Pipe):
 
     - ``tsv`` (default): fields in order, no header, ``\\n`` line ends, integers in decimal, booleans
       ``true``/``false``, null as the empty field; no quoting (no field holds TAB, CR or LF);
+    - ``csv`` (RFC 4180): fields in order separated by ``,``, each record ending with CRLF (``\\r\\n``),
+      values rendered as in TSV; a field that holds ``,``, ``"``, CR or LF, and the empty string, is
+      enclosed in ``"`` with each ``"`` doubled; nothing else is quoted (spaces are data). Null is the
+      empty field, the empty string ``""``; a record of one field that is null is written ``""`` too
+      (an empty line, which readers skip, would lose the record). UTF-8, no byte order mark. A header
+      line by default;
     - ``parquet``: the fields as typed columns (strings, 64-bit integers, booleans), same names and order,
       compressed (zstd);
     - ``jsonl``: one JSON object per record, keys in field order, null as ``null``.
 
-    Part files are ``part-NNNNN`` plus ``.parquet`` / ``.jsonl``; concatenated (TSV, JSON Lines) or read
-    (Parquet) in name order they give the records in order.
+    ``header`` (TSV and CSV; None: the format's default, ``HEADERS``): every part file starts with a line
+    of the field names, as Spark's CSV writer and the readers of a directory of parts expect (DuckDB's
+    ``read_csv('out/part-*')``, pandas, Spark take the first line of each file for the header); an
+    output without records has one part holding the header alone.
+
+    Part files are ``part-NNNNN`` plus ``.csv`` / ``.parquet`` / ``.jsonl``; concatenated (TSV, JSON
+    Lines; CSV and TSV without a header) or read (Parquet; with a header, each file) in name order they
+    give the records in order.
 
     ``partition_by`` (fields): Hive-style partitions, ``FIELD=VALUE/part-…`` (nested in the order given),
     the partition fields left out of the files; each partition holds its records in input order. A run
@@ -614,12 +638,19 @@ class Sink(Pipe):
 
     kind = "sink"
 
-    def __init__(self, name: str | None, previous: Pipe, tap: str, format: str = "tsv", partition_by=()):
+    def __init__(self, name: str | None, previous: Pipe, tap: str, format: str = "tsv", partition_by=(),
+                 header: bool | None = None):
         if not isinstance(tap, str) or not tap.replace("_", "").replace("-", "").isalnum():
             raise AssemblyError(f"invalid output tap name {tap!r} (letters, digits, _ and -)")
         if format not in SINK_FORMATS:
             raise AssemblyError(f"sink format {format!r} is not one of {', '.join(SINK_FORMATS)}")
+        if header is not None and not isinstance(header, bool):
+            raise AssemblyError(f"sink {tap}: header is True or False, not {header!r}")
+        if header and format not in HEADERS:
+            raise AssemblyError(f"sink {tap}: a {format} output has no header line (tsv and csv have one)")
         self.tap, self.format = tap, format
+        #: the header asked for (None: the format's default); ``header`` is what is written
+        self.header_choice = header
         self.partition_by = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
         super().__init__(name, previous)
 
@@ -636,8 +667,17 @@ class Sink(Pipe):
         """The fields in the part files (the partition fields are in the directory names)."""
         return tuple(f for f in self.fields if f not in self.partition_by)
 
+    @property
+    def header(self) -> bool:
+        """Whether each part file starts with a line of the field names (``HEADERS``)."""
+        default = HEADERS.get(self.format)
+        return bool(default if self.header_choice is None else self.header_choice and default is not None)
+
     def describe(self) -> str:
-        kind = "" if self.format == "tsv" else f" ({self.format})"
+        notes = ["header" if self.header else "no header"] \
+            if self.format in HEADERS and self.header != HEADERS[self.format] else []
+        notes = [self.format, *notes] if self.format != "tsv" or notes else []
+        kind = f" ({', '.join(notes)})" if notes else ""
         parts = f", partitioned by {', '.join(self.partition_by)}" if self.partition_by else ""
         return f"tap {self.tap}{kind}{parts}: " + "\t".join(self.file_fields)
 
@@ -699,6 +739,16 @@ class Flow:
             raise AssemblyError(f"output format {format!r} is not one of {', '.join(SINK_FORMATS)}")
         for s in self.sinks:
             s.format = format
+
+    def set_header(self, header: bool) -> None:
+        """Gives every TSV and CSV sink a header line, or none (``--header`` / ``--no-header``); before the
+        flow runs, after ``set_output_format``."""
+        delimited = [s for s in self.sinks if s.format in HEADERS]
+        if not delimited:
+            kinds = ", ".join(dict.fromkeys(s.format for s in self.sinks))
+            raise AssemblyError(f"a header line is for TSV and CSV outputs: flow {self.name!r} writes {kinds}")
+        for s in delimited:
+            s.header_choice = header
 
     def _name_unnamed(self) -> None:
         """Names nodes defined without one after their kind, in flow order: ``filter``, ``filter_2``..."""

@@ -132,9 +132,12 @@ def _engine_options(f):
                      help="(local engine; flows of per-record operators) Read only the complete lines that are "
                           "new since the last run, rotated logs included, and add their records to the "
                           "outputs as new part files.")(f)
-    f = click.option("--output-format", type=click.Choice(["tsv", "parquet", "jsonl"]), default=None,
-                     help="Write every output as TSV (default: the contract's bytes), Parquet (typed columns) "
-                          "or JSON Lines.")(f)
+    f = click.option("--header/--no-header", "header", default=None,
+                     help="Start each TSV or CSV part file with a line of the field names, or not (default: "
+                          "CSV has one, TSV none).")(f)
+    f = click.option("--output-format", type=click.Choice(["tsv", "csv", "parquet", "jsonl"]), default=None,
+                     help="Write every output as TSV (default: the contract's bytes), CSV (RFC 4180, with a "
+                          "header), Parquet (typed columns) or JSON Lines.")(f)
     f = click.option("--trap", "trap", metavar="DIR", default=None,
                      help="Write malformed lines here, unchanged (DIR/part-00000).")(f)
     f = click.option("--conf", "confs", metavar="KEY=VALUE", multiple=True, callback=_parse_confs,
@@ -215,7 +218,7 @@ def _run(program: str | None, input_path: str, outputs: dict[str, str], opts: di
                      work_dir=work_dir, checkpoint_dir=checkpoint_dir, engine_options=engine_options,
                      application=opts["app_name"], tags=opts["tags"], quiet=quiet,
                      max_malformed=opts["max_malformed"], incremental=opts["incremental"],
-                     output_format=opts["output_format"])
+                     output_format=opts["output_format"], header=opts["header"])
     except errors.UsageError:
         raise
     except KeyboardInterrupt as exc:
@@ -241,8 +244,8 @@ def main():
 
     Parses access-log lines (Apache combined format by default), and runs the Branch, Filter and Join
     programs, or a flow of your own (logetl run FLOW.py), on the embedded local engine (default) or on
-    Apache Spark (--hdfs). Results are tab-separated files in an
-    output directory (part-* files, which concatenate in name order to the result, and _SUCCESS).
+    Apache Spark (--hdfs). Results are tab-separated files (or CSV, Parquet, JSON Lines: --output-format)
+    in an output directory (part-* files, which concatenate in name order to the result, and _SUCCESS).
 
     Exit codes: 0 success, 1 a failed run (nothing published), 2 a usage error, 130 interrupted (Ctrl-C),
     143 and 129 terminated by SIGTERM and SIGHUP (nothing published).

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+from logetl.diagnostics import Mistakes, closest
+
 STRING = "string"
 INTEGER = "integer"
 BOOLEAN = "boolean"
@@ -43,13 +45,21 @@ def field_name(name) -> str:
     return name
 
 
+# --- mistakes: names and Python operators that are not part of the expressions (logetl.diagnostics) ----------
+
+class UnknownName(ExpressionError, AttributeError):
+    """A name that is not there (a function of ``logetl.api``, a method of an expression); the message names
+    the nearest one that is. An ``AttributeError`` too, so that ``hasattr`` and ``getattr(..., default)``
+    keep their meaning."""
+
+
 def _wrap(value) -> "Expr":
     if isinstance(value, Expr):
         return value
     return Lit(value)
 
 
-class Expr:
+class Expr(Mistakes):
     """Base of all expressions. ``args`` are the sub-expressions; ``check`` returns the result type for
     the given field types, raising ``ExpressionError`` naming what is wrong."""
 
@@ -177,7 +187,9 @@ class Col(Expr):
 
     def check(self, types):
         if self.name not in types:
-            raise ExpressionError(f"no field {self.name!r} (fields: {', '.join(types)})")
+            near = closest(self.name, types)
+            hint = f"did you mean {near!r}? " if near else ""
+            raise ExpressionError(f"no field {self.name!r} ({hint}fields: {', '.join(types)})")
         return types[self.name]
 
     def describe(self):

@@ -356,11 +356,13 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
              engine_options: dict | None = None, application: str | None = None,
              tags: dict | None = None, monitor: bool | None = None, quiet: bool = False,
              max_malformed: float | None = None, incremental: bool = False,
-             output_format: str | None = None) -> FlowRun:
+             output_format: str | None = None, header: bool | None = None) -> FlowRun:
     """Runs a flow. Unless ``monitor`` is false (or LOGETL_MONITOR=off), the run's documents go to the
     monitor (``logetl.monitor.reporter``). ``incremental``: read only the complete lines that are new since
     the outputs' last run and add their records as new parts (``logetl.incremental``). ``output_format``:
-    every sink writes it (``tsv``, ``parquet``, ``jsonl``; as ``--output-format``). ``engine_options``: see
+    every sink writes it (``tsv``, ``csv``, ``parquet``, ``jsonl``; as ``--output-format``). ``header``: every TSV
+    and CSV sink starts its part files with the field names (True) or not (False; as ``--header`` /
+    ``--no-header``; None: each sink's own choice, else its format's default). ``engine_options``: see
     ``ENGINE_OPTIONS``. Every argument is checked before anything runs or is made (``UsageError``)."""
     get_engine(engine)          # an unknown engine, named
     input_path, trap, work_dir, checkpoint_dir = (_path(p) for p in (input_path, trap, work_dir, checkpoint_dir))
@@ -380,6 +382,13 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
             flow.set_output_format(output_format)
         except assembly.AssemblyError as exc:
             raise UsageError(str(exc)) from None
+    if header is not None:
+        if not isinstance(header, bool):
+            raise UsageError(f"header must be True or False, not {header!r}")
+        try:
+            flow.set_header(header)
+        except assembly.AssemblyError as exc:
+            raise UsageError(f"--header: {exc}" if header else f"--no-header: {exc}") from None
     if engine == "local" and any(s.format == "parquet" for s in flow.sinks):
         from logetl.engines.local import parquet_needs_arrow, start_parquet_import
 

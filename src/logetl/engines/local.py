@@ -32,7 +32,7 @@ from logetl.engines.spill import (
 from logetl.io import inputs
 from logetl.io import parquet as parquet_strings
 from logetl.io.fs import LOCAL
-from logetl.io.outputs import StagedOutput, partition_name
+from logetl.io.outputs import DELIMITED, StagedOutput, header_line, partition_name
 from logetl.listener import StepRun
 
 PARSE_THREADS = 2
@@ -100,18 +100,25 @@ class Batch:
             self._frame = pl.concat(frames, rechunk=False) if len(frames) > 1 else frames[0]
         return self._frame
 
-    def tsv(self):
-        """The records as TSV, in pieces (an iterator)."""
-        if self.parsed is not None and self._frame is None and all(p.tsv is not None for p in self.parsed):
+    def text(self, format: str):
+        """The records as ``format`` (``tsv`` or ``csv``: ``outputs.DELIMITED``), in pieces (an iterator):
+        TSV unquoted, CSV quoted as RFC 4180 (a field holding the separator, ``"``, CR or LF, and the empty
+        string), each value rendered the same way in both."""
+        if format == "tsv" and self.parsed is not None and self._frame is None \
+                and all(p.tsv is not None for p in self.parsed):
             yield from (p.tsv for p in self.parsed)
             return
         self.frame()     # parsed as kernel.STRINGS, without the TSV (no TSV sink reads this parse)
+        separator, end = DELIMITED[format]
+        options = {"quote_style": "never"} if format == "tsv" else {
+            # a record of one null field is "" (an empty line is a record readers skip)
+            "quote_style": "necessary", "null_value": '""' if len(self.fields) == 1 else ""}
         # slice by slice, made as they are written: a whole merged frame's text (and getvalue's copy of
         # it) would otherwise be held at once
         for start in range(0, self._frame.height, 65_536):
             buf = io.BytesIO()
-            self._frame.slice(start, 65_536).write_csv(buf, separator="\t", include_header=False,
-                                                       quote_style="never", line_terminator="\n")
+            self._frame.slice(start, 65_536).write_csv(buf, separator=separator, include_header=False,
+                                                       line_terminator=end, **options)
             yield buf.getvalue()
 
 
@@ -397,19 +404,30 @@ class HashJoinOp(Op):
 
 
 class TsvWriter:
-    """The contract's TSV: a kernel batch's bytes as they are, else Polars' CSV writer without quoting."""
+    """The contract's TSV: a kernel batch's bytes as they are, else Polars' CSV writer without quoting.
+    ``header``: the file starts with the field names (a file opened again to append has its header)."""
 
     suffix = ""
+    format = "tsv"
 
-    def __init__(self, file, fields, types):
+    def __init__(self, file, fields, types, header: bool = False):
         self.file = file
+        if header:
+            file.write(header_line(self.format, fields))
 
     def write(self, batch):
-        for piece in batch.tsv():
+        for piece in batch.text(self.format):
             self.file.write(piece)
 
     def close(self):
         pass
+
+
+class CsvWriter(TsvWriter):
+    """CSV as RFC 4180 has it (``assembly.Sink``), from Polars' CSV writer: values rendered as in TSV."""
+
+    suffix = ".csv"
+    format = "csv"
 
 
 def _arrow_parquet_writer():
@@ -736,7 +754,7 @@ class JsonLinesWriter:
 
 
 #: the sink formats of the local engine: one writer class per format of ``assembly.SINK_FORMATS``
-SINK_WRITERS = {"tsv": TsvWriter, "parquet": ParquetWriter, "jsonl": JsonLinesWriter}
+SINK_WRITERS = {"tsv": TsvWriter, "csv": CsvWriter, "parquet": ParquetWriter, "jsonl": JsonLinesWriter}
 
 
 class SinkOp(Op):
@@ -771,6 +789,8 @@ class SinkOp(Op):
     def _start(self, path: str, mode: str, background: bool = False):
         f = open(path, mode)
         extra = {"background": True} if background else {}
+        if issubclass(self.kind, TsvWriter):       # a file appended to has its header already
+            extra["header"] = self.node.header and mode == "wb"
         return f, self.kind(f, self.node.file_fields, self.node.types, **extra)
 
     def _writer(self, leaf: str):
@@ -1336,7 +1356,7 @@ class LocalEngine(Engine):
                 return None
             op = ops.get(id(node))
             if isinstance(node, assembly.Sink) and isinstance(op, SinkOp) and op.twin is None \
-                    and not node.partition_by and node.format == sink.format \
+                    and not node.partition_by and node.format == sink.format and node.header == sink.header \
                     and origin(node.previous[0]) is origin(sink.previous[0]):
                 return op
         return None

@@ -73,7 +73,7 @@ from logetl.engines.spark_progress import StepProgress
 from logetl.engines.spark_signals import between_java_calls, sigint_kept, stopping
 from logetl.io.fs import LOCAL, LocalFS, hadoop_local_path, local_path
 from logetl.io.inputs import InputReadError
-from logetl.io.outputs import NAME_MAX, partition_name
+from logetl.io.outputs import DELIMITED, NAME_MAX, PART, header_line, partition_name
 
 SPARK_PATTERN = "(?s)" + contract.PATTERN
 MASTER_ENV = "LOGETL_SPARK_MASTER"
@@ -414,6 +414,30 @@ class HadoopFS:
         fs, path = self._p(p)
         with _java_io(f"cannot write {p!r}"):
             fs.create(path, True).close()
+
+    def prepend(self, p: str, data: bytes) -> None:
+        """``LocalFS.prepend``: a local file by Python (Hadoop's local file system would write a checksum
+        file beside the copy), any other by a copy within the JVM."""
+        local = self.local(p)
+        if local is not None:
+            LOCAL.prepend(local, data)
+            return
+        tmp = f"{p}.tmp-{os.getpid()}"
+        fs, path = self._p(p)
+        _, tpath = self._p(tmp)
+        with _java_io(f"cannot write {p!r}"):
+            out = fs.create(tpath, True)
+            try:
+                out.write(bytearray(data))
+                source = fs.open(path)
+                try:
+                    self._IOUtils.copyLarge(source, out)
+                finally:
+                    source.close()
+            finally:
+                out.close()
+        self.remove(p)
+        self.rename(tmp, p)
 
     pid_alive = staticmethod(LocalFS.pid_alive)   # the driver runs here, whatever file system it writes
 
@@ -1621,7 +1645,7 @@ class SparkEngine(Engine):
                 and len(sinks) + len(step.writes) + (ctx.state.trap is not None) >= 2):
             return False
         if sinks:
-            return (all(s.format == "tsv" and not s.partition_by for s in sinks)
+            return (all(s.format == "tsv" and not s.partition_by and not s.header for s in sinks)
                     and all(type(n) in self.ONE_PASS_OPERATORS for n in nodes))
 
         def stored_unique(n) -> bool:   # a Unique this step stores, of per-record rows, read by no node here
@@ -1860,7 +1884,7 @@ class SparkEngine(Engine):
         else:
             def line(sink):   # the sink's TSV, as _sink writes it
                 cols = source(sink)[1]
-                return F.concat_ws("\t", *[F.coalesce(cols[f].cast("string"), F.lit("")) for f in sink.file_fields])
+                return self._delimited_line("tsv", [cols[f] for f in sink.file_fields])
 
             text = raw.cast("string")
             sample = self._sample_line(status, text)
@@ -2154,6 +2178,9 @@ class SparkEngine(Engine):
     #: how each sink format is written: (the DataFrameWriter method, its options, the part files' suffix)
     SINK_FORMATS = {
         "tsv": ("text", {}, ""),
+        # (the text writer: Spark's CSV writer turns an LF in a value into CRLF and leaves a record of one
+        # null field out; see _delimited_line)
+        "csv": ("text", {"lineSep": "\r\n"}, ".csv"),
         "parquet": ("parquet", {"compression": "zstd"}, ".parquet"),
         # a null is written as null, not left out: every object has every field, in field order
         # (written as text: the JSON of each record, from Spark's JSON writer's own generator, with its
@@ -2176,6 +2203,39 @@ class SparkEngine(Engine):
         for digit in "ABCDEF":
             line = F.regexp_replace(line, r"(?<!\\)((?:\\\\)*\\u00[01])" + digit, "$1" + digit.lower())
         return line
+
+    @staticmethod
+    def _delimited_line(format: str, values: list):
+        """A record as the local engine writes it in ``format`` (``outputs.DELIMITED``): each value cast to
+        a string (longs in decimal, booleans true/false), null as the empty field (concat_ws would leave
+        a null out, separator and all). TSV as it is; CSV quoted as RFC 4180 (``assembly.Sink``): a value
+        holding ``,``, ``"``, CR or LF, and the empty string, in ``"`` with ``"`` doubled; a record of one
+        null field is ``""``."""
+        from pyspark.sql import functions as F
+
+        texts = [v.cast("string") for v in values]
+        if format == "tsv":
+            return F.concat_ws("\t", *[F.coalesce(t, F.lit("")) for t in texts])
+        null = F.lit('""' if len(texts) == 1 else "")
+
+        def field(t):
+            quoted = (t == "") | t.contains(",") | t.contains('"') | t.contains("\r") | t.contains("\n")
+            return (F.when(t.isNull(), null)
+                    .when(quoted, F.concat(F.lit('"'), F.replace(t, F.lit('"'), F.lit('""')), F.lit('"')))
+                    .otherwise(t))
+        return F.concat_ws(",", *[field(t) for t in texts])
+
+    @staticmethod
+    def _head_parts(fs, directory: str, suffix: str, header: bytes, one_at_least: bool) -> None:
+        """Starts every part file in ``directory`` with ``header`` (after ``_name_parts``), as the local
+        engine writes them; ``one_at_least``: a directory without a part (no records) gets one holding the
+        header alone."""
+        parts = [n for n in fs.listdir(directory) if n.startswith("part-")]
+        if not parts and one_at_least:
+            parts = [f"{PART}{suffix}"]
+            fs.touch(fs.join(directory, parts[0]))
+        for name in parts:
+            fs.prepend(fs.join(directory, name), header)
 
     @staticmethod
     def _nullable(spark, selected, columns):
@@ -2201,10 +2261,8 @@ class SparkEngine(Engine):
         method, options, suffix = self.SINK_FORMATS[node.format]
         out.suffix = suffix
         by = list(node.partition_by)
-        if node.format == "tsv":
-            # the TSV of the fields: longs in decimal, booleans true/false (Spark's casts to string), null as
-            # the empty field (concat_ws would leave a null out, separator and all)
-            line = F.concat_ws("\t", *[F.coalesce(column(f).cast("string"), F.lit("")) for f in node.file_fields])
+        if node.format in DELIMITED:
+            line = self._delimited_line(node.format, [column(f) for f in node.file_fields])
             # (the text writer takes one column of any name: not "value", which a partition field may be)
             columns = [line.alias("__logetl_line")]
         elif node.format == "jsonl":
@@ -2239,6 +2297,8 @@ class SparkEngine(Engine):
             raise
         for leaf in self._leaves(run.fs, out.staging) if by else [out.staging]:
             self._name_parts(run.fs, leaf, suffix)
+            if node.header:
+                self._head_parts(run.fs, leaf, suffix, header_line(node.format, node.file_fields), not by)
         n = int(_metrics(obs).get("n") or 0)
         state.count(node.name, "in", n)
         state.count(node.name, "out", n)

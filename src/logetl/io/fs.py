@@ -147,6 +147,15 @@ class LocalFS:
     def touch(self, p: str) -> None:
         open(p, "wb").close()
 
+    def prepend(self, p: str, data: bytes) -> None:
+        """Puts ``data`` before the bytes of file ``p`` (a header line before a part Spark wrote): a copy
+        that replaces it in one rename."""
+        tmp = f"{p}.tmp-{os.getpid()}"
+        with open(p, "rb") as src, open(tmp, "wb") as dst:
+            dst.write(data)
+            shutil.copyfileobj(src, dst, 1 << 20)
+        os.replace(tmp, p)
+
     @staticmethod
     def pid_alive(pid: int) -> bool:
         """Whether process ``pid`` of this machine still runs (staging directories name their writer)."""

@@ -1,7 +1,8 @@
 """Output taps, committed atomically, on any file system of ``logetl.io.fs``.
 
 An output is a directory holding ``part-00000`` (Spark: ``part-00000``, ``part-00001``, ... whose
-concatenation in name order is the result) and an empty ``_SUCCESS``. It is staged in a hidden sibling
+concatenation in name order is the result; with a suffix for formats other than TSV; with a header line,
+each part starts with it) and an empty ``_SUCCESS``. It is staged in a hidden sibling
 directory (same file system) and moved into place with one rename: readers see either no result or the
 whole result with its ``_SUCCESS``, never a partial ``part-*``, whenever the process dies. Staging
 directories left by killed runs are removed by the next run on the same output.
@@ -67,7 +68,17 @@ def partition_name(field: str, value) -> str:
 
 
 #: the part files' suffix of each sink format
-SUFFIXES = {"tsv": "", "parquet": ".parquet", "jsonl": ".jsonl"}
+SUFFIXES = {"tsv": "", "csv": ".csv", "parquet": ".parquet", "jsonl": ".jsonl"}
+
+#: the text formats of fields in columns: (separator, line end). CSV is RFC 4180's: ``,`` and CRLF
+DELIMITED = {"tsv": ("\t", "\n"), "csv": (",", "\r\n")}
+
+
+def header_line(format: str, fields) -> bytes:
+    """The first line of a part file of ``format`` (``DELIMITED``) with a header: the field names. A field
+    name is ASCII letters, digits, ``_`` and ``-``: never quoted."""
+    separator, end = DELIMITED[format]
+    return (separator.join(fields) + end).encode("ascii")
 
 
 def _bare(name: str) -> str:
@@ -263,7 +274,8 @@ class StagedOutput:
         if create:
             fs.makedirs(self.staging)
         self.part = fs.join(self.staging, PART)
-        #: the part files' suffix (``.parquet``, ``.jsonl``): an output with no records gets an empty part
+        #: the part files' suffix (``.parquet``, ``.jsonl``, ``.csv``): an output with no records gets an empty
+        #: part (an engine writes the header line of an output that has one)
         self.suffix = ""
         self.listing: dict[str, int] = {}
 
