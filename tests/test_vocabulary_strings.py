@@ -339,9 +339,9 @@ def test_top_paths_and_referer_hosts_of_the_sample_match_urllib(engine, sample, 
         decoded.items(), key=lambda kv: (kv[0] is not None, (kv[0] or "").encode("utf-8"))))).decode()
 
 
-def test_first_and_last_of_the_sample_match_python(engine, sample, tmp_path, monkeypatch):
+def firsts_and_lasts(sample: str) -> tuple[L.Flow, bytes]:
     """Per client, the first and last request by time (the sample's times are one month's, so they sort as
-    written), equal times in input order; over small batches on the local engine."""
+    written), equal times in input order: the flow, and the result by plain Python."""
     with open(sample, encoding="utf-8") as f:
         rows = [(m.group(1), m.group(2), m.group(3)) for m in (LINE.fullmatch(x.rstrip("\n")) for x in f)
                 if m.group(5) != "-"]
@@ -353,13 +353,33 @@ def test_first_and_last_of_the_sample_match_python(engine, sample, tmp_path, mon
         if ip not in last or key >= last[ip][0]:
             last[ip] = (key, request)
     expected = lines(*(f"{ip}\t{first[ip][1]}\t{last[ip][1]}" for ip in sorted(first, key=str.encode)))
+    flow = L.Flow("firsts", [L.read(COMBINED).filter(c("size") != "-").derive(t=c("time").substring(1, 20))
+                             .group_by("ip", name="per_ip").agg(f=L.first("request", order_by="t"),
+                                                                l=L.last("request", order_by="t"))
+                             .sort("ip").write("out")])
+    return flow, expected
+
+
+def test_first_and_last_of_the_sample_match_python(engine, sample, tmp_path, monkeypatch):
+    """Over batches of 300 records on the local engine: partial states combine across batches."""
+    flow, expected = firsts_and_lasts(sample)
     if engine == "local":
         monkeypatch.setattr(local_engine.LocalEngine, "chunk_bytes", 50_000)
         monkeypatch.setattr(local_engine, "BATCH_ROWS", 300)
-    flow = L.Flow("firsts", [L.read(COMBINED).filter(c("size") != "-").derive(t=c("time").substring(1, 20))
-                             .group_by("ip").agg(f=L.first("request", order_by="t"),
-                                                 l=L.last("request", order_by="t")).sort("ip").write("out")])
     assert run_flow(flow, engine, sample, tmp_path)["out"].decode() == expected.decode()
+
+
+def test_first_and_last_keep_the_input_order_when_the_group_by_spills(sample, tmp_path, monkeypatch):
+    """The local engine's partial states written to disk and combined one partition at a time."""
+    from logetl.job import run_flow as run_job
+
+    flow, expected = firsts_and_lasts(sample)
+    monkeypatch.setattr(local_engine.LocalEngine, "chunk_bytes", 50_000)
+    monkeypatch.setattr(local_engine, "BATCH_ROWS", 100)
+    run = run_job(flow, sample, {"out": str(tmp_path / "out")}, engine_options={"spill_buffers": 16 * 1024},
+                  monitor=False)
+    assert "per_ip" in run.spilled and run.spilled["per_ip"]["files"] > 3, run.spilled
+    assert parts(tmp_path / "out").decode() == expected.decode()
 
 
 # --- definitions: what is refused, and the rewrites ---------------------------------------------------------
