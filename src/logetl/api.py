@@ -21,7 +21,9 @@ The operators, each documented with its memory and ordering contract (``logetl.a
 ``branch`` and ``write`` (a sink). The expressions (``logetl.expressions``) are the portable set both
 engines compile: comparisons, ``& | ~``, ``is_in``, ``starts_with``/``ends_with``/``contains``,
 ``matches`` (a portable regex subset), ``substring``, ``lower``/``upper``, ``split_part``, ``concat``,
-``to_int``, arithmetic, ``coalesce``, ``crc32``, ``day`` and ``hour``.
+``to_int``, arithmetic, ``coalesce``, ``crc32``, ``day`` and ``hour``; for strings and URLs, ``extract``
+(a regex group), ``matches``/``contains`` with ``ignore_case``, ``method``, ``path``, ``query_string``,
+``query_param``, ``url_host``, ``url_decode``, and the aggregates ``first``/``last`` in a given order.
 """
 from __future__ import annotations
 
@@ -119,6 +121,66 @@ def max(value) -> Max:  # noqa: A001
 
 def count_distinct(value) -> CountDistinct:
     return CountDistinct(value)
+
+
+# --- strings: capture, case-insensitive match, URL parts -----------------------------------------------
+
+from logetl.expressions import First, Last, Method, Path, QueryParam, QueryString, UrlDecode, UrlHost  # noqa: E402
+
+__all__ += ["method", "path", "query_string", "query_param", "url_host", "url_decode", "first", "last"]
+
+
+def method(request) -> Method:
+    """The method of a request line (``GET /a HTTP/1.1`` -> ``GET``); null unless the value is three
+    non-empty parts with one space between each."""
+    return Method(request)
+
+
+def path(url) -> Path:
+    """The path of a request line's target (a value with a space is read as a request line) or of a target
+    or URL: ``GET /a/b?q=1 HTTP/1.1`` -> ``/a/b``, ``http://h/a#f`` -> ``/a``, ``http://h`` -> ``/``; as
+    written (``url_decode`` decodes it); null for a malformed request line, ``*``, ``-`` or another form
+    (``logetl.expressions.Path``)."""
+    return Path(url)
+
+
+def query_string(url) -> QueryString:
+    """The text after the first ``?`` of a request line's target or of a URL, up to a ``#``: ``""`` after a
+    bare ``?``, null when there is none (``logetl.expressions.QueryString``)."""
+    return QueryString(url)
+
+
+def query_param(url, name: str, decode: bool = True) -> QueryParam:
+    """The first value of query parameter ``name`` (compared as written) of a request line or URL,
+    percent-decoded with ``+`` as a space (``decode=False``: as written); ``""`` for a bare ``name`` or
+    ``name=``; null when it is absent (``logetl.expressions.QueryParam``)."""
+    return QueryParam(url, name, decode)
+
+
+def url_host(url) -> UrlHost:
+    """The host of an absolute URL or absolute-form request target, without user, port or IP-literal
+    brackets, ASCII letters lower-cased: ``http://User@WWW.Example.com:8080/x`` -> ``www.example.com``;
+    null for a URL without one (``logetl.expressions.UrlHost``)."""
+    return UrlHost(url)
+
+
+def url_decode(value, plus_as_space: bool = False) -> UrlDecode:
+    """Percent-decoding (``%C3%A9`` -> ``é``); a ``%`` without two hex digits and escapes of control
+    characters stay as written, ``+`` is a space only with ``plus_as_space``; null when the bytes are not
+    UTF-8 (``logetl.expressions.UrlDecode``)."""
+    return UrlDecode(value, plus_as_space)
+
+
+def first(value, order_by=None) -> First:
+    """The value of the group's first record in the order of ``order_by`` (a field, or a list; ascending,
+    null first), equal keys in input order: ``first("request", order_by="ts")``."""
+    return First(value, order_by)
+
+
+def last(value, order_by=None) -> Last:
+    """The value of the group's last record in the order of ``order_by`` (the greatest keys; the last of
+    equal ones in input order)."""
+    return Last(value, order_by)
 
 
 # --- a name that is not in the API ---------------------------------------------------------------------------

@@ -10,6 +10,10 @@ fields are strings. Null (a missing value) follows SQL: a comparison or function
 keeps only records whose predicate is true, ``and``/``or`` are three-valued, a sink writes null as the
 empty field. Every expression's semantics is written in its docstring and is the same on every engine;
 ``tests/test_expressions.py`` runs each one on both engines and compares the bytes.
+
+Strings (the section at the end): regex capture (``extract``), matching ignoring ASCII case, the parts of
+a request line or URL (``Method``, ``Path``, ``QueryString``, ``QueryParam``, ``UrlHost``), percent-decoding
+(``UrlDecode``) and the aggregates ``first``/``last`` in a given order (``tests/test_vocabulary_strings.py``).
 """
 from __future__ import annotations
 
@@ -122,8 +126,13 @@ class Expr(Mistakes):
     def is_in(self, values) -> "IsIn": return IsIn(self, _values(values))
     def starts_with(self, prefix: str) -> "StartsWith": return StartsWith(self, prefix)
     def ends_with(self, suffix: str) -> "EndsWith": return EndsWith(self, suffix)
-    def contains(self, text: str) -> "Contains": return Contains(self, text)
-    def matches(self, pattern: str) -> "Matches": return Matches(self, pattern)
+    def contains(self, text: str, ignore_case: bool = False) -> "Contains":
+        return Contains(self, text, ignore_case)
+
+    def matches(self, pattern: str, ignore_case: bool = False) -> "Matches":
+        return Matches(self, pattern, ignore_case)
+
+    def extract(self, pattern: str, group: int = 1) -> "Extract": return Extract(self, pattern, group)
     def substring(self, start: int, length: int | None = None) -> "Substring": return Substring(self, start, length)
     def lower(self) -> "Lower": return Lower(self)
     def upper(self) -> "Upper": return Upper(self)
@@ -357,9 +366,18 @@ class EndsWith(_StringTest):
 
 
 class Contains(_StringTest):
-    """True when ``text`` occurs in the string (a literal, not a pattern)."""
+    """True when ``text`` occurs in the string (a literal, not a pattern). With ``ignore_case``, ASCII
+    letters match either case (``compiled``: the regex both engines run then, see ``fold_ascii_case``)."""
 
     word = "contains"
+
+    def __init__(self, arg: Expr, text: str, ignore_case: bool = False):
+        super().__init__(arg, text)
+        self.ignore_case = _flag(ignore_case, "contains' ignore_case")
+        self.compiled = portable_regex(fold_ascii_case(regex_escape(text))) if ignore_case else None
+
+    def describe(self):
+        return super().describe() + (" ignoring case" if self.ignore_case else "")
 
 
 # --- regular expressions: the subset Java and Rust (Polars) agree on ---------------------------------
@@ -470,18 +488,23 @@ def portable_regex(pattern: str) -> str:
 
 class Matches(Expr):
     """True when the regular expression ``pattern`` matches somewhere in the string (anchor it with ``^``
-    and ``$`` for a whole match). Only the portable subset (``portable_regex``) is accepted."""
+    and ``$`` for a whole match). Only the portable subset (``portable_regex``) is accepted. With
+    ``ignore_case``, ASCII letters match either case; other characters only themselves
+    (``fold_ascii_case``)."""
 
-    def __init__(self, arg: Expr, pattern: str):
+    def __init__(self, arg: Expr, pattern: str, ignore_case: bool = False):
         self.args, self.pattern = (arg,), _literal(pattern, str, "a regex")
+        self.ignore_case = _flag(ignore_case, "matches' ignore_case")
         self.compiled = portable_regex(pattern)
+        if ignore_case:
+            self.compiled = portable_regex(fold_ascii_case(pattern))
 
     def check(self, types):
         _need(self.args[0], types, STRING, "matches")
         return BOOLEAN
 
     def describe(self):
-        return f"{self.args[0].describe()} matches {self.pattern!r}"
+        return f"{self.args[0].describe()} matches {self.pattern!r}" + (" ignoring case" if self.ignore_case else "")
 
 
 # --- string functions ---------------------------------------------------------------------------------
@@ -778,3 +801,328 @@ class CountDistinct(Aggregate):
     def check(self, types):
         self.arg.check(types)
         return INTEGER
+
+
+# --- strings: capture, case-insensitive match, URL parts ----------------------------------------------
+
+def _flag(value, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise ExpressionError(f"{what} must be True or False, not {value!r}")
+    return value
+
+
+def regex_escape(text: str) -> str:
+    """A portable regex matching ``text`` literally (a backslash before each of the subset's escapable
+    characters)."""
+    return "".join("\\" + ch if ch in _ESCAPABLE else ch for ch in text)
+
+
+def _class_char(pattern: str, j: int) -> tuple[str, int]:
+    """The character at ``pattern[j]`` inside a class (an escape stands for its character), and where the
+    next one starts."""
+    if pattern[j] == "\\":
+        return pattern[j + 1], j + 2
+    return pattern[j], j + 1
+
+
+def _class_text(c: str) -> str:
+    return "\\" + c if c in _ESCAPABLE else c
+
+
+def _fold_class(pattern: str, i: int) -> tuple[str, int]:
+    """The class starting at ``pattern[i]`` (``[``) with the other case of every ASCII letter it holds
+    added, and the offset after it. The class is written again from its parsed ranges, every special
+    character escaped, so that what is added cannot join a range of the original."""
+    j = i + 1
+    negated = pattern[j] == "^"
+    j += negated
+    ranges = []
+    while pattern[j] != "]":
+        lo, j = _class_char(pattern, j)
+        hi = lo
+        if pattern[j] == "-" and pattern[j + 1] != "]":
+            hi, j = _class_char(pattern, j + 1)
+        ranges.append((lo, hi))
+    added = []
+    for lo, hi in ranges:
+        for first, last, shift in (("a", "z", -32), ("A", "Z", 32)):
+            a, b = max(lo, first), min(hi, last)
+            if a <= b:
+                added.append((chr(ord(a) + shift), chr(ord(b) + shift)))
+    body = "".join(_class_text(lo) if lo == hi else f"{_class_text(lo)}-{_class_text(hi)}"
+                   for lo, hi in ranges + added)
+    return "[" + "^" * negated + body + "]", j + 1
+
+
+def fold_ascii_case(pattern: str) -> str:
+    """A portable ``pattern`` (already checked by ``portable_regex``) rewritten to ignore the case of ASCII
+    letters: a letter becomes the class of both cases (``a`` -> ``[aA]``), a class gains the other case of
+    the letters it holds (``[^a-c_]`` -> ``[^a-c_A-C]``, so a negated class excludes both cases). Other
+    characters match only themselves: Java's ``(?i)`` folds ASCII alone while Rust's folds Unicode (even
+    ``k`` with the Kelvin sign), so neither flag is used and the rewrite is the one definition both run."""
+    out, i, n = [], 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            out.append(pattern[i:i + 2])
+            i += 2
+        elif c == "[":
+            text, i = _fold_class(pattern, i)
+            out.append(text)
+        elif c == "{":                       # a quantifier: digits and a comma
+            j = pattern.index("}", i) + 1
+            out.append(pattern[i:j])
+            i = j
+        elif c == "(" and pattern.startswith("(?:", i):
+            out.append("(?:")
+            i += 3
+        elif "a" <= c <= "z" or "A" <= c <= "Z":
+            out.append(f"[{c.lower()}{c.upper()}]")
+            i += 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _group_shape(pattern: str) -> tuple[int, set[int]]:
+    """(the number of capturing groups of a portable ``pattern``, the groups that take part in every match
+    of it): a group does unless it, or a group around it, is repeated with a minimum of 0 (``? * {0,n}``),
+    or an alternative ``|`` is written beside it (at the level of any group around it, or the top)."""
+    frames = [[None, False, []]]          # per open group: [its number or None, holds a |, groups inside]
+    optional = set()
+    count, i, n = 0, 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            i = _fold_class(pattern, i)[1]
+            continue
+        if c == "(":
+            number = None
+            if not pattern.startswith("(?:", i):
+                count += 1
+                number = count
+            frames.append([number, False, []])
+            i += 3 if number is None else 1
+            continue
+        if c == ")":
+            number, alternated, inside = frames.pop()
+            mine = inside + ([number] if number else [])
+            if re.match(r"[?*]|\{0+[,}]", pattern[i + 1:]):     # repeated with a minimum of 0
+                optional.update(mine)
+            if alternated:                                        # the groups of one alternative
+                optional.update(inside)
+            frames[-1][2].extend(mine)
+            i += 1
+            continue
+        if c == "|":
+            frames[-1][1] = True
+        i += 1
+    if frames[0][1]:
+        optional.update(frames[0][2])
+    return count, {g for g in range(count + 1) if g not in optional}
+
+
+class Extract(Expr):
+    """The text of capturing group ``group`` (counted from 1 by opening parenthesis; 0: the whole match)
+    of the first match of ``pattern`` (the portable subset, as ``matches``). Null when the value is null or
+    the pattern does not match; the empty string when the group matched empty or did not take part in
+    the match (``(a)?b`` on ``b``: Spark cannot tell these apart, so neither engine does)."""
+
+    def __init__(self, arg: Expr, pattern: str, group: int = 1):
+        self.args, self.pattern = (_wrap(arg),), _literal(pattern, str, "extract's regex")
+        self.compiled = portable_regex(pattern)
+        self.group = _literal(group, int, "extract's group")
+        groups, certain = _group_shape(pattern)
+        if not 0 <= group <= groups:
+            raise ExpressionError(f"extract: regex {pattern!r} has {groups} group{'s' * (groups != 1)}, "
+                                  f"not a group {group}")
+        #: the group takes part in every match, so no match is the only null (one regex pass locally)
+        self.certain = group in certain
+
+    def check(self, types):
+        _need(self.args[0], types, STRING, "extract")
+        return STRING
+
+    def describe(self):
+        return f"extract({self.args[0].describe()}, {self.pattern!r}, {self.group})"
+
+
+# A request line is ``METHOD TARGET PROTOCOL``: three non-empty parts, one space between each (a line
+# with more or fewer parts, ``-``, or the empty string is no request line). The URL functions take a
+# request line (its target) or a target or URL written alone: a value with a space is read as a request
+# line. A target is origin-form (``/path?query``), absolute-form (``scheme://authority/path?query``),
+# or neither (``*``, ``host:443``, ``-``): the URL parts of a value that is neither are null.
+SCHEME = r"[A-Za-z][A-Za-z0-9+.\-]*://"
+REQUEST_LINE = portable_regex(r"^([^ ]+) ([^ ]+) ([^ ]+)$")
+#: the path of an origin-form target, or of an absolute-form one whose path is not empty (group 1)
+URL_PATH = portable_regex("^(?:" + SCHEME + r"[^/?#]*)?(/[^?#]*)")
+#: an absolute-form target whose path is empty (its path is then ``/``)
+URL_EMPTY_PATH = portable_regex("^" + SCHEME + r"[^/?#]*(?:[?#]|$)")
+#: the query string (group 1): after the first ``?``, up to a ``#``
+URL_QUERY = portable_regex("^(?:" + SCHEME + r"[^/?#]*(?:/[^?#]*)?|/[^?#]*)\?([^#]*)")
+#: the host of an absolute-form target: after the authority's last ``@``, an IP literal in brackets
+#: (group 1) or a name (group 2), before an optional ``:port``
+URL_HOST = portable_regex("^" + SCHEME + r"(?:[^/?#]*@)?(?:\[([^\]/?#@]+)\]|([^:/?#@\[\]]+))(?:[:/?#]|$)")
+#: percent-decoding: the two hex digits after a ``%`` that are decoded (a byte that is not a control
+#: character: 20-7E, 80-FF), and the UTF-8 byte sequences (RFC 3629) of a decoded value, on its bytes in
+#: lower-case hex (every alternative consumes whole bytes from the start, so the pairs stay aligned)
+DECODED_ESCAPE = portable_regex(r"^(?:[2-6][0-9A-Fa-f]|7[0-9A-Ea-e]|[89A-Fa-f][0-9A-Fa-f])")
+UTF8_HEX = portable_regex(
+    r"^(?:[0-7][0-9a-f]|c[2-9a-f][89ab][0-9a-f]|d[0-9a-f][89ab][0-9a-f]|e0[ab][0-9a-f][89ab][0-9a-f]"
+    r"|e[1-9a-cef][89ab][0-9a-f][89ab][0-9a-f]|ed[89][0-9a-f][89ab][0-9a-f]"
+    r"|f0[9ab][0-9a-f](?:[89ab][0-9a-f]){2}|f[1-3][89ab][0-9a-f](?:[89ab][0-9a-f]){2}"
+    r"|f48[0-9a-f](?:[89ab][0-9a-f]){2})*$")
+
+
+class Method(_StringMap):
+    """The method of a request line (``GET`` in ``GET /a HTTP/1.1``), as written; null when the value is
+    not a request line (three non-empty parts, one space between each)."""
+
+    word = "method"
+
+    def __init__(self, arg: Expr):
+        super().__init__(_wrap(arg))
+
+
+class Path(_StringMap):
+    """The path of a request line's target, or of a target or URL written alone (a value with a space is
+    read as a request line): from the first ``/`` of an origin-form target (``/a/b?q`` -> ``/a/b``), or
+    after the authority of an absolute-form one (``http://h/a?q`` -> ``/a``; ``/`` when it is empty:
+    ``http://h?q`` -> ``/``), up to the first ``?`` or ``#``, as written (``%3F`` stays encoded: see
+    ``url_decode``). Null when the value is null, a malformed request line, or a target of another form
+    (``*``, ``host:443``, ``-``, the empty string)."""
+
+    word = "path"
+
+    def __init__(self, arg: Expr):
+        super().__init__(_wrap(arg))
+
+
+class QueryString(_StringMap):
+    """The query string of a request line's target, or of a target or URL (read as ``path`` reads them):
+    the text after the first ``?`` up to a ``#`` or the end, as written; the empty string after a bare
+    ``?``; null when there is no ``?`` or the value is not such a target."""
+
+    word = "query_string"
+
+    def __init__(self, arg: Expr):
+        super().__init__(_wrap(arg))
+
+
+class QueryParam(Expr):
+    """The value of the first parameter named ``name`` in the query string (``query_string``): the
+    parameters are the pieces between ``&``, each ``name=value`` or a bare ``name`` (whose value is the
+    empty string); the name is compared with the text before its ``=`` exactly, as written (case and
+    percent-escapes count). The value is percent-decoded with ``+`` as a space, as in a form
+    (``url_decode``, null when the decoded bytes are not UTF-8), or as written with ``decode=False``.
+    Null when there is no query string or no parameter of that name."""
+
+    def __init__(self, arg: Expr, name: str, decode: bool = True):
+        self.args = (_wrap(arg),)
+        self.name = _literal(name, str, "query_param's name")
+        if not name or set(name) & set("&=#"):
+            raise ExpressionError(f"query_param's name must be non-empty, without & = or #, not {name!r}")
+        self.decode = _flag(decode, "query_param's decode")
+        #: group 1: ``=value`` or the empty string of a bare name (it takes part in every match)
+        self.compiled = portable_regex("(?:^|&)" + regex_escape(name) + "(=[^&]*|)(?:&|$)")
+
+    def check(self, types):
+        _need(self.args[0], types, STRING, "query_param")
+        return STRING
+
+    def describe(self):
+        tail = "" if self.decode else ", decode=False"
+        return f"query_param({self.args[0].describe()}, {self.name!r}{tail})"
+
+
+class UrlHost(_StringMap):
+    """The host of an absolute-form URL or request target (``scheme://authority...``; a value with a space
+    is read as a request line): the authority's part after its last ``@``, without a ``:port``, an IP
+    literal without its brackets (``http://[::1]:80/`` -> ``::1``), ASCII letters in lower case (other
+    characters as written). Null when the value is not absolute-form or the host is empty or malformed
+    (``http:///x``, ``http://[::1``)."""
+
+    word = "url_host"
+
+    def __init__(self, arg: Expr):
+        super().__init__(_wrap(arg))
+
+
+class UrlDecode(Expr):
+    """Percent-decoding: each ``%`` and two hex digits (either case) is the byte they write, and the bytes
+    are read as UTF-8. A ``%`` not followed by two hex digits stays as written, and so does the escape of
+    a control character (``%00``-``%1F``, ``%7F``: a decoded value never holds a TAB, CR or LF). With
+    ``plus_as_space`` (a form's query string), ``+`` is a space (``%2B`` stays a plus). Null when the
+    value is null or its decoded bytes are not UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing
+    past U+10FFFF); ``coalesce(url_decode(x), x)`` keeps those as written."""
+
+    def __init__(self, arg: Expr, plus_as_space: bool = False):
+        self.args = (_wrap(arg),)
+        self.plus_as_space = _flag(plus_as_space, "url_decode's plus_as_space")
+
+    def check(self, types):
+        _need(self.args[0], types, STRING, "url_decode")
+        return STRING
+
+    def describe(self):
+        return f"url_decode({self.args[0].describe()}{', plus_as_space' if self.plus_as_space else ''})"
+
+
+def _order_keys(order_by, word: str) -> tuple[str, ...]:
+    """``first``/``last``'s ``order_by``: None, a field name or ``asc(name)``, or a list of those."""
+    if order_by is None:
+        return ()
+    one = isinstance(order_by, str) or (isinstance(order_by, tuple) and len(order_by) == 2
+                                        and isinstance(order_by[1], bool))
+    keys = []
+    for key in [order_by] if one else order_by if isinstance(order_by, (list, tuple)) else [order_by]:
+        if isinstance(key, tuple) and len(key) == 2 and isinstance(key[1], bool):
+            if key[1]:
+                raise ExpressionError(f"{word}: order_by is ascending only, not desc({key[0]!r}) "
+                                      f"(use {'first' if word == 'last' else 'last'} for the other end)")
+            key = key[0]
+        if not isinstance(key, str):
+            raise ExpressionError(f"{word}: order_by takes field names, not {key!r}")
+        keys.append(field_name(key))
+    if not keys:
+        raise ExpressionError(f"{word}: order_by names no field")
+    return tuple(keys)
+
+
+class _Ordered(Aggregate):
+    """What ``first`` and ``last`` share: the value of one record of the group, in the order of the
+    ``order_by`` fields (ascending, null first as ``sort`` puts it), then of the input."""
+
+    def __init__(self, arg, order_by=None):
+        super().__init__(arg)
+        self.order_by = _order_keys(order_by, self.word)
+
+    def check(self, types):
+        for key in self.order_by:
+            Col(key).check(types)
+        return self.arg.check(types)
+
+    def describe(self):
+        order = f", order_by={', '.join(self.order_by)}" if self.order_by else ""
+        return f"{self.word}({self.arg.describe()}{order})"
+
+
+class First(_Ordered):
+    """The value (null included) of the group's first record in the order of ``order_by`` (ascending,
+    null first), records with equal keys in input order; with no ``order_by``, the first in input order.
+    After ``unique`` or ``group_by`` the input order is not defined: give keys that tell records apart."""
+
+    word = "first"
+
+
+class Last(_Ordered):
+    """The value (null included) of the group's last record in the order of ``order_by`` (ascending, null
+    first: the greatest keys), records with equal keys in input order (the last of them); with no
+    ``order_by``, the last in input order (see ``First`` after ``unique`` or ``group_by``)."""
+
+    word = "last"
+

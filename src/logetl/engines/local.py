@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from logetl import assembly, contract
 from logetl import expressions as E
 from logetl.engines import kernel
-from logetl.engines.local_expressions import AGGREGATES, COMPILE, Compiler, _dtype
+from logetl.engines.local_expressions import AGGREGATES, COMPILE, Compiler, _dtype, aggregate_input
 from logetl.engines.base import Engine, RunState, StepContext, partitioned_taps
 from logetl.engines.spill import (
     DEFAULT_LIMIT, ExternalSort, HashPartitions, MemoryBudget, MemoryLimitExceeded, SpillDir, frame_bytes)
@@ -276,16 +276,16 @@ class GroupByOp(Op):
         for i, (field, agg) in enumerate(node.aggregates.items()):
             value = f"__logetl_v{i}"
             if agg.arg is not None:
-                self.inputs.append(compile_(agg.arg).alias(value))
+                self.inputs.append(aggregate_input(compile_, agg).alias(value))
             if isinstance(agg, E.CountDistinct):
                 distinct.append(value)
                 self.finals.append(pl.col(value).drop_nulls().n_unique().cast(pl.Int64).alias(field))
                 continue
-            partial, combine = AGGREGATES[type(agg)]
+            partial, combine, *final = AGGREGATES[type(agg)]    # final: combine unless given
             p = f"__logetl_p{i}"
             self.partials.append(partial(agg, pl.col(value)).alias(p))
             self.combines.append(combine(agg, pl.col(p)).alias(p))
-            self.finals.append(combine(agg, pl.col(p)).alias(field))
+            self.finals.append((final[0] if final else combine)(agg, pl.col(p)).alias(field))
         self.out_types = [pl.col(f).cast(_dtype(t)) for f, t in node.types.items()]
         self.partial_keys = self.keys + distinct
         self.groups = HashPartitions(local.memory, local.spill_dir(node.name), hash_on=self.keys,

@@ -1,7 +1,9 @@
 """The local engine's table of expressions and aggregates: each ``logetl.expressions`` class compiles to
 a Polars expression here, one entry per class (``COMPILE`` and ``AGGREGATES``). Semantics are those the
 classes' docstrings state; where Polars differs from them by default (nulls in ``is_in``, division by
-zero) the entry says how it is made to agree.
+zero) the entry says how it is made to agree. The string section (capture, URL parts, percent-decoding,
+``first``/``last``) is at the end, with the hooks ``GroupByOp`` calls for aggregates that read more than
+one value (``aggregate_input``).
 """
 from __future__ import annotations
 
@@ -107,7 +109,8 @@ COMPILE = {
     E.IsIn: lambda c, e: c(e.args[0]).is_in(list(e.values)),     # null stays null in Polars >= 1.0
     E.StartsWith: lambda c, e: c(e.args[0]).str.starts_with(e.text),
     E.EndsWith: lambda c, e: c(e.args[0]).str.ends_with(e.text),
-    E.Contains: lambda c, e: c(e.args[0]).str.contains(e.text, literal=True),
+    E.Contains: lambda c, e: c(e.args[0]).str.contains(e.compiled) if e.ignore_case else
+    c(e.args[0]).str.contains(e.text, literal=True),
     E.Matches: lambda c, e: c(e.args[0]).str.contains(e.compiled),
     E.Substring: lambda c, e: c(e.args[0]).str.slice(e.start - 1, e.length),
     E.Lower: lambda c, e: c(e.args[0]).str.to_lowercase(),
@@ -156,3 +159,126 @@ def _combine(agg, p):
 
 AGGREGATES = {E.Count: (_partial, _combine), E.Sum: (_partial, _combine), E.Min: (_partial, _combine),
               E.Max: (_partial, _combine), E.CountDistinct: None}
+
+
+# --- strings: capture, case-insensitive match, URL parts ---------------------------------------------------
+
+_UPPER, _LOWER = [chr(c) for c in range(65, 91)], [chr(c) for c in range(97, 123)]
+
+
+def _extract(c, e):
+    pl = _pl()
+    x = c(e.args[0])
+    value = x.str.extract(e.compiled, e.group)       # null: no match, or the group did not take part
+    if e.certain:
+        return value
+    # a group that did not take part is "" (Spark cannot tell it from an empty match): a second pass
+    # tells the records that match apart from those that do not
+    return pl.when(x.str.contains(e.compiled)).then(value.fill_null(""))
+
+
+def _capture(x, regex: str, group: int):
+    """Group ``group`` of ``regex``'s first match, null when it does not match (the URL regexes' groups
+    take part in every match, or are not empty when they do)."""
+    return x.str.extract(regex, group)
+
+
+def _target(x):
+    """A request line's target (null unless it is one), or the value itself when it has no space."""
+    pl = _pl()
+    return pl.when(x.str.contains(" ", literal=True)).then(_capture(x, E.REQUEST_LINE, 2)).otherwise(x)
+
+
+def _path(c, e):
+    pl = _pl()
+    t = _target(c(e.args[0]))
+    return pl.coalesce([_capture(t, E.URL_PATH, 1), pl.when(t.str.contains(E.URL_EMPTY_PATH)).then(pl.lit("/"))])
+
+
+def _query_param(c, e):
+    query = _capture(_target(c(e.args[0])), E.URL_QUERY, 1)
+    value = _capture(query, e.compiled, 1).str.strip_prefix("=")
+    return _url_decode(value, plus_as_space=True) if e.decode else value
+
+
+def _url_host(c, e):
+    pl = _pl()
+    t = _target(c(e.args[0]))
+    host = pl.coalesce([_capture(t, E.URL_HOST, 1), _capture(t, E.URL_HOST, 2)])
+    return host.str.replace_many(_UPPER, _LOWER)                # ASCII letters only
+
+
+def _hex_decoded(x):
+    """Percent-decoding of values that hold a ``%``, with Polars' string kernels: split at ``%``; the first
+    piece, and a piece that does not start with a decoded escape (``DECODED_ESCAPE``) after its ``%``, go
+    to hex as their UTF-8 bytes (``25`` for the ``%``); a piece that does gives its two hex digits as
+    they are, then its rest in hex. The joined hex is the decoded bytes: decoded when they are UTF-8
+    (``UTF8_HEX``), else null."""
+    pl = _pl()
+    pieces, e = x.str.split("%"), pl.element()
+    rest = pieces.list.slice(1).list.eval(
+        pl.when(e.str.contains(E.DECODED_ESCAPE))
+        .then(pl.concat_str([e.str.slice(0, 2).str.to_lowercase(), e.str.slice(2).str.encode("hex")]))
+        .otherwise(pl.concat_str([pl.lit("25"), e.str.encode("hex")]))).list.join("")
+    hexed = pl.concat_str([pieces.list.first().str.encode("hex"), rest])
+    utf8 = hexed.str.contains(E.UTF8_HEX)
+    # the bytes that are not UTF-8 are not decoded at all (Polars' cast would fail the whole column)
+    return pl.when(utf8).then(pl.when(utf8).then(hexed).otherwise(pl.lit("")).str.decode("hex").cast(pl.String))
+
+
+def _decode_batch(series):
+    """The values of ``series`` decoded: only those holding a ``%`` go through ``_hex_decoded``."""
+    pl = _pl()
+    has = series.str.contains("%", literal=True).fill_null(False)
+    if not has.any():
+        return series
+    where = has.arg_true()
+    decoded = pl.DataFrame({"x": series.gather(where)}).select(_hex_decoded(pl.col("x"))).to_series()
+    out = series.clone()
+    out.scatter(where, decoded)
+    return out
+
+
+def _url_decode(x, plus_as_space: bool):
+    pl = _pl()
+    if plus_as_space:
+        x = x.str.replace_all("+", " ", literal=True)
+    # elementwise: a constant is decoded once and broadcast
+    return x.map_batches(_decode_batch, return_dtype=pl.String, is_elementwise=True)
+
+
+COMPILE.update({
+    E.Extract: _extract,
+    E.Method: lambda c, e: _capture(c(e.args[0]), E.REQUEST_LINE, 1),
+    E.Path: _path,
+    E.QueryString: lambda c, e: _capture(_target(c(e.args[0])), E.URL_QUERY, 1),
+    E.QueryParam: _query_param,
+    E.UrlHost: _url_host,
+    E.UrlDecode: lambda c, e: _url_decode(c(e.args[0]), e.plus_as_space),
+})
+
+
+def aggregate_input(c, agg):
+    """The column ``GroupByOp`` aggregates for ``agg``: its argument, or for ``first``/``last`` a struct of
+    the order keys (``k0``, ``k1``, ...) and the value (``v``)."""
+    pl = _pl()
+    if not isinstance(agg, (E.First, E.Last)):
+        return c(agg.arg)
+    return pl.struct([c(E.Col(k)).alias(f"k{i}") for i, k in enumerate(agg.order_by)] + [c(agg.arg).alias("v")])
+
+
+def _pick(agg, s):
+    """The first or last struct of ``s`` in the order of its keys, stable: partial states are combined in
+    input order (batches arrive in order, and the spill keeps the order of what it combines), so equal
+    keys resolve by input order within a batch and across them."""
+    if agg.order_by:
+        s = s.sort_by([s.struct.field(f"k{i}") for i in range(len(agg.order_by))], maintain_order=True,
+                      nulls_last=False)
+    return s.first() if isinstance(agg, E.First) else s.last()
+
+
+#: (partial, combine, final): the state is the chosen record's struct; the final stage takes its value
+AGGREGATES.update({
+    E.First: (_pick, _pick, lambda agg, p: _pick(agg, p).struct.field("v")),
+    E.Last: (_pick, _pick, lambda agg, p: _pick(agg, p).struct.field("v")),
+})

@@ -903,7 +903,7 @@ def _unique(node, inputs):
 
 
 def _group_by(node, inputs):
-    compile_ = Compiler(node.previous[0].types)
+    compile_ = Compiler(node.previous[0].types, order=column(ORDER) if ORDER in inputs[0].columns else None)
     aggs = [AGGREGATES[type(a)](compile_, a).alias(f) for f, a in node.aggregates.items()]
     return inputs[0].groupBy(*[column(k) for k in node.keys]).agg(*aggs)   # nulls form one group
 

@@ -6,7 +6,8 @@ Semantics are those the classes' docstrings state, byte for byte the local engin
 by default the entry says how it is made to agree. Spark 4 runs with ANSI mode on, where an invalid cast,
 a division by zero or a map lookup of a missing key fails the query: every such step here is guarded
 (``when`` a regex or a test says it is valid), and the casts are ``try_cast`` besides, so no record can
-fail a run (only 64-bit overflow does, which the docstrings leave undefined).
+fail a run (only 64-bit overflow does, which the docstrings leave undefined). The string section (capture,
+URL parts, percent-decoding, ``first``/``last``) is at the end.
 """
 from __future__ import annotations
 
@@ -142,7 +143,7 @@ COMPILE = {
     E.IsIn: lambda c, e: c(e.args[0]).isin(*[_value(v) for v in e.values]),
     E.StartsWith: lambda c, e: c(e.args[0]).startswith(e.text),
     E.EndsWith: lambda c, e: c(e.args[0]).endswith(e.text),
-    E.Contains: lambda c, e: c(e.args[0]).contains(e.text),
+    E.Contains: lambda c, e: c(e.args[0]).rlike(e.compiled) if e.ignore_case else c(e.args[0]).contains(e.text),
     # rlike is Java's find(): a match anywhere, as Polars' contains
     E.Matches: lambda c, e: c(e.args[0]).rlike(e.compiled),
     # characters are code points on both engines
@@ -169,9 +170,11 @@ class Compiler(E.Compiler):
 
     table = COMPILE
 
-    def __init__(self, types: dict[str, str], fields: dict | None = None):
+    def __init__(self, types: dict[str, str], fields: dict | None = None, order=None):
         super().__init__(types)
         self.fields = fields
+        #: the input order's Column (``_order``) where the input has one: ``first``/``last`` break ties by it
+        self.order = order
 
     def field(self, name: str):
         return column(name) if self.fields is None else self.fields[name]
@@ -191,3 +194,88 @@ AGGREGATES = {
     E.Max: lambda c, agg: _F().max(c(agg.arg)),
     E.CountDistinct: lambda c, agg: _F().count_distinct(c(agg.arg)),
 }
+
+
+# --- strings: capture, case-insensitive match, URL parts ---------------------------------------------------
+
+_UPPER, _LOWER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz"
+
+
+def _capture(x, regex: str, group: int):
+    """Group ``group`` of ``regex``'s first match, null when it does not match: ``regexp_extract`` alone
+    gives "" for no match (and for a group that did not take part: ``Extract``'s documented "")."""
+    F = _F()
+    return F.when(x.rlike(regex), F.regexp_extract(x, regex, group))
+
+
+def _target(x):
+    """A request line's target (null unless it is one), or the value itself when it has no space."""
+    F = _F()
+    return F.when(x.contains(" "), _capture(x, E.REQUEST_LINE, 2)).otherwise(x)
+
+
+def _path(c, e):
+    F = _F()
+    t = _target(c(e.args[0]))
+    return F.coalesce(_capture(t, E.URL_PATH, 1), F.when(t.rlike(E.URL_EMPTY_PATH), F.lit("/")))
+
+
+def _query_param(c, e):
+    F = _F()
+    value = _capture(_capture(_target(c(e.args[0])), E.URL_QUERY, 1), e.compiled, 1)
+    value = F.when(value.startswith("="), value.substr(F.lit(2), F.lit(REST))).otherwise(value)
+    return _url_decode(value, plus_as_space=True) if e.decode else value
+
+
+def _url_host(c, e):
+    F = _F()
+    t = _target(c(e.args[0]))
+    # either group is "" when the other alternative matched (neither can match empty): "" is no host
+    host = F.coalesce(*[F.nullif(F.regexp_extract(t, E.URL_HOST, g), F.lit("")) for g in (1, 2)])
+    return F.translate(host, _UPPER, _LOWER)                 # ASCII letters only
+
+
+def _url_decode(x, plus_as_space: bool):
+    """As the local engine decodes (``local_expressions._hex_decoded``), with Spark's built-ins: pieces
+    split at ``%`` go to hex, the decoded escapes' digits as they are; decoded when the hex is UTF-8. Not
+    ``url_decode``: it takes ``+`` for a space everywhere, fails on a ``%`` without two hex digits, and
+    replaces bytes that are not UTF-8 with U+FFFD. Only values holding a ``%`` are split (CASE is lazy)."""
+    F = _F()
+    if plus_as_space:
+        x = F.translate(x, "+", " ")
+
+    def hexed(s):
+        return F.lower(F.hex(F.encode(s, "UTF-8")))
+
+    pieces = F.transform(F.split(x, "%", -1), lambda p, i: F.when(i == 0, hexed(p)).when(
+        p.rlike(E.DECODED_ESCAPE), F.concat(F.lower(p.substr(1, 2)), hexed(p.substr(3, REST)))).otherwise(
+        F.concat(F.lit("25"), hexed(p))))
+    joined = F.array_join(pieces, "")
+    decoded = F.when(joined.rlike(E.UTF8_HEX), F.decode(F.unhex(joined), "UTF-8"))
+    return F.when(x.contains("%"), decoded).otherwise(x)
+
+
+COMPILE.update({
+    # rlike first: regexp_extract gives "" where nothing matches
+    E.Extract: lambda c, e: _capture(c(e.args[0]), e.compiled, e.group),
+    E.Method: lambda c, e: _capture(c(e.args[0]), E.REQUEST_LINE, 1),
+    E.Path: _path,
+    E.QueryString: lambda c, e: _capture(_target(c(e.args[0])), E.URL_QUERY, 1),
+    E.QueryParam: _query_param,
+    E.UrlHost: _url_host,
+    E.UrlDecode: lambda c, e: _url_decode(c(e.args[0]), e.plus_as_space),
+})
+
+
+def _ordered(c, agg):
+    """``first``/``last``: the value at the least/greatest (order keys, input order); a struct compares
+    field by field, null first, as ``sort`` orders; ``min_by``/``max_by`` keep a null value."""
+    F = _F()
+    keys = [c(E.Col(k)) for k in agg.order_by] + ([c.order] if c.order is not None else [])
+    value = c(agg.arg)
+    if not keys:   # an input with no defined order (after unique or group_by): some record's value
+        return F.first(value) if isinstance(agg, E.First) else F.last(value)
+    return (F.min_by if isinstance(agg, E.First) else F.max_by)(value, F.struct(*keys))
+
+
+AGGREGATES.update({E.First: _ordered, E.Last: _ordered})
