@@ -22,6 +22,11 @@ The operators, each documented with its memory and ordering contract (``logetl.a
 engines compile: comparisons, ``& | ~``, ``is_in``, ``starts_with``/``ends_with``/``contains``,
 ``matches`` (a portable regex subset), ``substring``, ``lower``/``upper``, ``split_part``, ``concat``,
 ``to_int``, arithmetic, ``coalesce``, ``crc32``, ``day`` and ``hour``.
+
+Times: ``timestamp(time)`` makes a log time a UTC instant (a ``timestamp``, written
+``2015-05-17T10:05:03Z``); ``epoch``, ``from_epoch``, ``trunc`` (UTC) and ``trunc_local`` (as written),
+``day_of_week`` and ``hour_of_day``; ``min``/``max``, sorts, joins and comparisons take timestamps. The
+``visits`` operator numbers each client's visits (a new one after a gap of inactivity).
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ from logetl import formats
 from logetl.assembly import AssemblyError, Flow, Parse, Pipe, Source
 from logetl.expressions import (
     Coalesce, Col, Concat, Count, CountDistinct, Crc32, Day, Expr, ExpressionError, Hour, Lit, Max, Min, Sum)
+from logetl.expressions import DayOfWeek, Epoch, FromEpoch, HourOfDay, Timestamp, Trunc, TruncLocal
 
 __all__ = [
     "Flow", "Pipe", "Expr", "AssemblyError", "ExpressionError", "read", "col", "lit", "asc", "desc",
@@ -117,3 +123,52 @@ def max(value) -> Max:  # noqa: A001
 
 def count_distinct(value) -> CountDistinct:
     return CountDistinct(value)
+
+
+# --- times: UTC instants, truncation ------------------------------------------------------------------------
+
+__all__ += ["timestamp", "from_epoch", "epoch", "trunc", "trunc_local", "day_of_week", "hour_of_day"]
+
+
+def timestamp(time) -> Timestamp:
+    """The UTC instant of an access-log time field (``17/May/2015:10:05:03 +0200`` is
+    ``2015-05-17T08:05:03Z``), a timestamp; null when the time is not valid (the rule of ``day``)."""
+    return Timestamp(_field(time))
+
+
+def from_epoch(seconds) -> FromEpoch:
+    """The timestamp ``seconds`` (an integer) after 1970-01-01T00:00:00Z; null outside years 0001-9999."""
+    return FromEpoch(_field(seconds))
+
+
+def epoch(instant) -> Epoch:
+    """Seconds from 1970-01-01T00:00:00Z to a timestamp: an integer."""
+    return Epoch(_field(instant))
+
+
+def trunc(instant, unit: str) -> Trunc:
+    """A timestamp truncated in UTC to the start of its ``unit``: ``minute``, ``hour``, ``day``, ``week``
+    (Monday, ISO 8601) or ``month``."""
+    return Trunc(_field(instant), unit)
+
+
+def trunc_local(time, unit: str) -> TruncLocal:
+    """An access-log time truncated as written (in its own zone) to ``unit``, as a string:
+    ``2015-05-17T10:05`` (minute), ``2015-05-17T10`` (hour), ``2015-05-17`` (day), the Monday's
+    ``2015-05-11`` (week), ``2015-05`` (month); null when the time is not valid."""
+    return TruncLocal(_field(time), unit)
+
+
+def day_of_week(time) -> DayOfWeek:
+    """1 (Monday) to 7 (Sunday): of a timestamp in UTC, of an access-log time as written."""
+    return DayOfWeek(_field(time))
+
+
+def hour_of_day(time) -> HourOfDay:
+    """0 to 23: of a timestamp in UTC, of an access-log time as written."""
+    return HourOfDay(_field(time))
+
+
+def _field(value):
+    """A field name as its column (``trunc("ts", "day")``), an expression as it is."""
+    return Col(value) if isinstance(value, str) else value

@@ -18,9 +18,12 @@ def _pl():
     return pl
 
 
+#: type -> its Polars dtype (a function of the polars module, imported on first use)
+DTYPES = {E.STRING: lambda pl: pl.String, E.INTEGER: lambda pl: pl.Int64, E.BOOLEAN: lambda pl: pl.Boolean}
+
+
 def _dtype(kind: str):
-    pl = _pl()
-    return {E.STRING: pl.String, E.INTEGER: pl.Int64, E.BOOLEAN: pl.Boolean}[kind]
+    return DTYPES[kind](_pl())
 
 
 
@@ -156,3 +159,73 @@ def _combine(agg, p):
 
 AGGREGATES = {E.Count: (_partial, _combine), E.Sum: (_partial, _combine), E.Min: (_partial, _combine),
               E.Max: (_partial, _combine), E.CountDistinct: None}
+
+
+# --- times: UTC instants, truncation ------------------------------------------------------------------------
+# A log time's parts are read by position once the validity regex (the calendar folded in) has passed; its
+# wall clock, as written, is a naive Datetime; the instant is that minus the zone, a Datetime in UTC.
+# Polars' dt functions on a UTC or naive Datetime depend on no zone of the machine's.
+
+#: dt.truncate's interval of each unit; ISO weeks: Polars' "1w" starts on Monday
+_EVERY = {"minute": "1m", "hour": "1h", "day": "1d", "week": "1w", "month": "1mo"}
+TIMESTAMP_TEXT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def _written(c, e):
+    """(the wall clock as written, a naive Datetime; the zone's offset in seconds) of a log time, both
+    null unless it is valid."""
+    pl = _pl()
+    t = c(e.args[0])
+    t = pl.when(t.str.contains(E.LOG_TIME_VALID)).then(t)
+    part = lambda start, n: t.str.slice(start, n).cast(pl.Int32)      # noqa: E731
+    month = t.str.slice(3, 3).replace_strict(list(E.MONTHS), list(range(1, 13)), default=None,
+                                              return_dtype=pl.Int32)
+    clock = pl.datetime(part(7, 4), month, part(0, 2), part(12, 2), part(15, 2), part(18, 2), time_unit="us")
+    offset = (part(22, 2).cast(pl.Int64) * 3600 + part(24, 2) * 60) * pl.when(
+        t.str.slice(21, 1) == "-").then(-1).otherwise(1)
+    return clock, offset
+
+
+def _in_range(seconds):
+    """A Datetime in UTC of epoch ``seconds``, null outside years 0001-9999."""
+    pl = _pl()
+    kept = pl.when(seconds.is_between(E.MIN_EPOCH, E.MAX_EPOCH)).then(seconds)
+    return (kept * 1_000_000).cast(pl.Datetime("us", "UTC"))
+
+
+def _timestamp(c, e):
+    clock, offset = _written(c, e)
+    return _in_range(clock.dt.epoch("s") - offset)
+
+
+def _trunc_local(c, e):
+    clock, _ = _written(c, e)
+    return clock.dt.truncate(_EVERY[e.unit]).dt.strftime("%Y-%m-%dT%H:%M").str.slice(0, E.LOCAL_WIDTH[e.unit])
+
+
+def _time_part(c, e, part):
+    """``part`` (a function of a Datetime) of a timestamp in UTC, or of a log time as written."""
+    t = c(e.args[0]) if c.type_of(e.args[0]) == E.TIMESTAMP else _written(c, e)[0]
+    return part(t).cast(_pl().Int64)
+
+
+def _text(kind: str, value):
+    """How a value of type ``kind`` is written as text (TSV, JSON Lines): a timestamp as
+    ``2015-05-17T10:05:03Z``; the other types as they are."""
+    render = TEXT.get(kind)
+    return value if render is None else render(value)
+
+
+#: type -> how a value of it is written in TSV and JSON Lines (the types not here: as Polars writes them)
+TEXT = {E.TIMESTAMP: lambda value: value.dt.strftime(TIMESTAMP_TEXT)}
+
+COMPILE.update({
+    E.Timestamp: _timestamp,
+    E.FromEpoch: lambda c, e: _in_range(c(e.args[0])),
+    E.Epoch: lambda c, e: c(e.args[0]).dt.epoch("s"),
+    E.Trunc: lambda c, e: c(e.args[0]).dt.truncate(_EVERY[e.unit]),
+    E.TruncLocal: _trunc_local,
+    E.DayOfWeek: lambda c, e: _time_part(c, e, lambda t: t.dt.weekday()),      # ISO: Monday 1
+    E.HourOfDay: lambda c, e: _time_part(c, e, lambda t: t.dt.hour()),
+})
+DTYPES[E.TIMESTAMP] = lambda pl: pl.Datetime("us", "UTC")

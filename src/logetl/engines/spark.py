@@ -67,7 +67,7 @@ from itertools import count
 from logetl import __version__, assembly, contract
 from logetl.errors import RunFailed, UsageError
 from logetl.engines.base import Engine, EngineUnavailable, RunState, StepContext, partitioned_taps
-from logetl.engines.spark_expressions import AGGREGATES, COMPILE, Compiler, column
+from logetl.engines.spark_expressions import AGGREGATES, COMPILE, Compiler, column, text
 from logetl.engines.spark_native import DASH, INPUT, KEPT, SAMPLE, SAMPLES, STATUS, TAG
 from logetl.engines.spark_progress import StepProgress
 from logetl.engines.spark_signals import between_java_calls, sigint_kept, stopping
@@ -949,6 +949,27 @@ def _top(node, inputs):
     return _renumbered(kept.orderBy(*[_sort_key(p, False) for p in node.per], *by))
 
 
+# --- times: visits
+
+
+def _visits(node, inputs):
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    df = inputs[0]
+    order = [column(o).asc() for o in _keep_order(df)]
+    t = column(node.time)
+    # a window per client in time order, ties in input order: the previous record's time (lag), and the
+    # visit as the running count of the records that start one
+    window = Window.partitionBy(*[column(f) for f in node.by]).orderBy(t.asc_nulls_first(), *order)
+    gap = F.unix_seconds(t) - F.unix_seconds(F.lag(t).over(window))
+    starts = t.isNotNull() & F.coalesce(gap > node.gap_minutes * 60, F.lit(True))
+    running = window.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    visit = F.when(t.isNotNull(), F.sum(starts.cast("long")).over(running))
+    numbered = df.withColumn(node.field, visit)
+    return _renumbered(numbered.orderBy(*[_sort_key(f, d) for f, d in node.keys], *order))
+
+
 #: the Spark engine's operator table: one entry per assembly node class (Source, Parse and Sink are the
 #: step's roots and actions, handled by ``execute_step``)
 OPERATORS = {
@@ -965,6 +986,7 @@ OPERATORS = {
     assembly.Limit: _limit,
     assembly.Top: _top,
 }
+OPERATORS[assembly.Visits] = _visits
 
 
 class SparkRun(RunState):
@@ -1860,7 +1882,8 @@ class SparkEngine(Engine):
         else:
             def line(sink):   # the sink's TSV, as _sink writes it
                 cols = source(sink)[1]
-                return F.concat_ws("\t", *[F.coalesce(cols[f].cast("string"), F.lit("")) for f in sink.file_fields])
+                return F.concat_ws("\t", *[F.coalesce(text(sink.types[f], cols[f]).cast("string"), F.lit(""))
+                                           for f in sink.file_fields])
 
             text = raw.cast("string")
             sample = self._sample_line(status, text)
@@ -2161,6 +2184,10 @@ class SparkEngine(Engine):
         "jsonl": ("text", {}, ".jsonl"),
     }
 
+    #: the settings of a Parquet sink's write: a timestamp as Parquet's timestamp in microseconds, adjusted
+    #: to UTC, as the local engine writes it (Spark's default is the legacy INT96)
+    PARQUET_SETTINGS = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
+
     @staticmethod
     def _json_line(fields):
         r"""A record as the JSON Lines writer's object (``to_json`` is Spark's JSON writer's generator: the
@@ -2204,11 +2231,14 @@ class SparkEngine(Engine):
         if node.format == "tsv":
             # the TSV of the fields: longs in decimal, booleans true/false (Spark's casts to string), null as
             # the empty field (concat_ws would leave a null out, separator and all)
-            line = F.concat_ws("\t", *[F.coalesce(column(f).cast("string"), F.lit("")) for f in node.file_fields])
+            # a timestamp as spark_expressions.text writes it
+            line = F.concat_ws("\t", *[F.coalesce(text(node.types[f], column(f)).cast("string"), F.lit(""))
+                                       for f in node.file_fields])
             # (the text writer takes one column of any name: not "value", which a partition field may be)
             columns = [line.alias("__logetl_line")]
         elif node.format == "jsonl":
-            columns = [self._json_line([column(f) for f in node.file_fields]).alias("__logetl_line")]
+            columns = [self._json_line([text(node.types[f], column(f)).alias(f) for f in node.file_fields])
+                       .alias("__logetl_line")]
         else:
             columns = [column(f) for f in node.file_fields]
             if not all(f.nullable for f in df.select(*columns).schema.fields):
@@ -2232,7 +2262,8 @@ class SparkEngine(Engine):
         if by:
             writer = writer.partitionBy(*by)
         try:
-            getattr(writer, method)(out.staging)
+            with _session_conf(df.sparkSession, self.PARQUET_SETTINGS if node.format == "parquet" else {}):
+                getattr(writer, method)(out.staging)
         except Exception as exc:
             if by and PARTITION_REFUSED in str(exc):
                 self._refuse_partition(df, by)
