@@ -182,14 +182,30 @@ def case_group_sort_compare(p):
 
 def case_join_checkpoint(p):
     t = stamped(p)
+    # two stores of one step (Spark writes them in one pass, as one Parquet file of both's columns)
     stored = t.select("ts", "n").checkpoint("cp")
+    weeks = t.derive(w=L.trunc("ts", "week")).select("w").checkpoint("cp_weeks")
     # a timestamp join key: R3 and R4 share one instant; a null key matches nothing
     held = stored.filter(col("n") >= 3).filter(col("n") <= 4, name="held").rename(n="m")
     joined = stored.join(held, on="ts").select("n", "m", "ts")
-    return [joined.write("joined"), stored.select("ts").limit(3).write("first")], {
+    return [joined.write("joined"), stored.select("ts").limit(3).write("first"),
+            weeks.unique().sort("w").write("weeks")], {
         "joined": lines("3\t3\t2015-05-17T11:05:04Z", "3\t4\t2015-05-17T11:05:04Z",
                         "4\t3\t2015-05-17T11:05:04Z", "4\t4\t2015-05-17T11:05:04Z"),
-        "first": lines("2015-05-17T10:05:03Z", "2015-05-17T10:35:03Z", "2015-05-17T11:05:04Z")}
+        "first": lines("2015-05-17T10:05:03Z", "2015-05-17T10:35:03Z", "2015-05-17T11:05:04Z"),
+        "weeks": lines("", "1969-12-29T00:00:00Z", "2015-05-11T00:00:00Z", "2015-12-28T00:00:00Z",
+                       "2016-02-29T00:00:00Z", "2020-12-28T00:00:00Z", "9999-12-27T00:00:00Z")}
+
+
+def case_two_sinks(p):
+    # two TSV sinks of per-record operators: Spark writes both in one pass over the parse
+    t = stamped(p)
+    days = t.derive(d=L.trunc("ts", "day")).filter(col("ip") == "2.2.2.2").select("n", "d")
+    local = t.derive(m=L.trunc_local("time", "month"), h=L.hour_of_day("time")).filter(
+        col("ip") == "3.3.3.3", name="f3").select("n", "m", "h")
+    return [days.write("days"), local.write("local")], {
+        "days": lines("5\t2015-12-31T00:00:00Z", "6\t2016-03-01T00:00:00Z"),
+        "local": lines("7\t2020-12\t23", "8\t\t", "9\t0001-01\t0")}
 
 
 def case_visits(p):
@@ -339,12 +355,24 @@ def test_visits_on_the_real_sample_equal_plain_python(engine, sample, tmp_path):
     assert run_flow(sample_visits(), engine, tmp_path, log=sample)["out"] == expected
 
 
-def test_visits_spilled_to_disk_carry_each_client_across_sorted_blocks(sample, tmp_path):
-    """A memory budget of a few KB: the sort spills and merges in small blocks, so most clients span
-    several; the numbering carries over and gives the same bytes."""
+def test_visits_spilled_to_disk_carry_each_client_across_sorted_blocks(sample, tmp_path, monkeypatch):
+    """A memory budget of a few KB and blocks of 4 KB: the sort spills, and its result comes in blocks of
+    a few dozen records, so that many clients span two or more; the numbering carries over from block to
+    block and gives the same bytes."""
+    from logetl.engines import local, spill
+
+    monkeypatch.setattr(spill, "BLOCK_BYTES", 4096)
+    frames, numbered = [], local.VisitsOp._numbered
+
+    def counted(op, frame):
+        frames.append((frame.height, op.carry is not None and frame.row(0, named=True)["ip"] == op.carry[0][0]))
+        return numbered(op, frame)
+
+    monkeypatch.setattr(local.VisitsOp, "_numbered", counted)
     got = run_flow(sample_visits(gap_minutes=5), "local", tmp_path, log=sample, memory_limit=400 << 20,
                    spill_buffers=16 * 1024)
     assert got["out"] == python_visits(sample, gap_minutes=5)
+    assert len(frames) > 50 and sum(continued for _, continued in frames) > 20, frames
 
 
 # --- mistakes, refused when the flow is defined -----------------------------------------------------------------

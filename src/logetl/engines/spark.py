@@ -67,7 +67,9 @@ from itertools import count
 from logetl import __version__, assembly, contract
 from logetl.errors import RunFailed, UsageError
 from logetl.engines.base import Engine, EngineUnavailable, RunState, StepContext, partitioned_taps
-from logetl.engines.spark_expressions import AGGREGATES, COMPILE, Compiler, column, text
+from logetl.engines.spark_expressions import AGGREGATES, COMPILE, Compiler, column
+from logetl.engines.spark_expressions import SESSION
+from logetl.engines.spark_expressions import text as text_of
 from logetl.engines.spark_native import DASH, INPUT, KEPT, SAMPLE, SAMPLES, STATUS, TAG
 from logetl.engines.spark_progress import StepProgress
 from logetl.engines.spark_signals import between_java_calls, sigint_kept, stopping
@@ -1882,7 +1884,7 @@ class SparkEngine(Engine):
         else:
             def line(sink):   # the sink's TSV, as _sink writes it
                 cols = source(sink)[1]
-                return F.concat_ws("\t", *[F.coalesce(text(sink.types[f], cols[f]).cast("string"), F.lit(""))
+                return F.concat_ws("\t", *[F.coalesce(text_of(sink.types[f], cols[f]).cast("string"), F.lit(""))
                                            for f in sink.file_fields])
 
             text = raw.cast("string")
@@ -2039,7 +2041,8 @@ class SparkEngine(Engine):
     def execute_step(self, ctx: StepContext, step: assembly.Step, state) -> None:
         try:
             with between_java_calls():   # an interrupt cancels the step's jobs, and is raised when they end
-                with _session_conf(self.session(), self._split_settings(ctx, step)):
+                # (the expressions' session settings: spark_expressions.SESSION, UTC for times)
+                with _session_conf(self.session(), {**self._split_settings(ctx, step), **SESSION}):
                     self._execute_step(ctx, step, state)
         except BaseException as exc:
             if any(isinstance(n, assembly.Parse) for n in step.nodes) and state.name not in ctx.state.accounted:
@@ -2232,12 +2235,12 @@ class SparkEngine(Engine):
             # the TSV of the fields: longs in decimal, booleans true/false (Spark's casts to string), null as
             # the empty field (concat_ws would leave a null out, separator and all)
             # a timestamp as spark_expressions.text writes it
-            line = F.concat_ws("\t", *[F.coalesce(text(node.types[f], column(f)).cast("string"), F.lit(""))
+            line = F.concat_ws("\t", *[F.coalesce(text_of(node.types[f], column(f)).cast("string"), F.lit(""))
                                        for f in node.file_fields])
             # (the text writer takes one column of any name: not "value", which a partition field may be)
             columns = [line.alias("__logetl_line")]
         elif node.format == "jsonl":
-            columns = [self._json_line([text(node.types[f], column(f)).alias(f) for f in node.file_fields])
+            columns = [self._json_line([text_of(node.types[f], column(f)).alias(f) for f in node.file_fields])
                        .alias("__logetl_line")]
         else:
             columns = [column(f) for f in node.file_fields]

@@ -193,39 +193,37 @@ AGGREGATES = {
 }
 
 
+
 # --- times: UTC instants, truncation ------------------------------------------------------------------------
-# Every conversion is arithmetic on epoch seconds (``timestamp_seconds``, ``unix_seconds``) and on day
-# numbers (``make_date``/``unix_date``/``date_from_unix_date``, dates having no zone): nothing reads the
-# session's time zone, so the results are the same whatever zone the machine or the session is in. Each
-# step that could fail under ANSI (``make_date`` of a day that does not exist, a map lookup of a missing
-# month) is inside ``when`` the time is valid.
+# The engine runs every step with the session's time zone set to UTC (``SESSION``): Spark's time functions
+# (``date_trunc``, ``date_format``, ``hour``, ``weekday``) then work in UTC, whatever zone the machine or the
+# user's session is in, and each reads its argument once (the one-pass write composes a chain of operators
+# into one expression per output, where every use of an argument is a copy of its whole expression). A log
+# time's wall clock is made as the timestamp of that wall clock in UTC (``make_timestamp`` in zone "UTC"),
+# its instant that minus the zone's offset, in seconds (a zone from -2359 to +2359: more than Java's zones
+# take). Each step that could fail under ANSI (``make_timestamp`` of a day that does not exist, a map
+# lookup of a missing month) is inside ``when`` the time is valid.
 
-DAY, WEEK = 86_400, 7 * 86_400
-#: 1970-01-01 was a Thursday: the Monday of its ISO week is 3 days before it
-MONDAY = -3 * DAY
-
-
-def _long(value):
-    return _F().lit(value).cast("long")
-
-
-def _div(a, b: int):
-    """Floor division by a positive constant (Spark's ``div`` truncates toward zero)."""
-    return _F().call_function("div", a - _F().pmod(a, _long(b)), _long(b))
+#: the session settings every step runs with (``SparkEngine.execute_step``)
+SESSION = {"spark.sql.session.timeZone": "UTC"}
+#: ``date_format``'s pattern of a timestamp's text, and of each unit of ``trunc_local``
+TIMESTAMP_PATTERN = "yyyy-MM-dd'T'HH:mm:ss'Z'"
+LOCAL_PATTERN = {"minute": "yyyy-MM-dd'T'HH:mm", "hour": "yyyy-MM-dd'T'HH", "day": "yyyy-MM-dd",
+                 "week": "yyyy-MM-dd", "month": "yyyy-MM"}
 
 
-def _written(c, e):
-    """(the wall clock as written, in seconds from 1970-01-01T00:00 of its own zone; the zone's offset in
-    seconds) of a log time, both null unless it is valid."""
+def _clock(c, e):
+    """(the wall clock as written, as the timestamp of that wall clock in UTC; the zone's offset in seconds)
+    of a log time; the clock is null unless the time is valid."""
     F = _F()
     valid, y, mon, d, h = _log_time(c, e)
     t = c(e.args[0])
-    num = lambda col: col.try_cast("long")      # noqa: E731
-    days = F.unix_date(F.make_date(num(y).cast("int"), num(mon).cast("int"), num(d).cast("int")))
-    clock = days.cast("long") * DAY + num(h) * 3600 + num(t.substr(16, 2)) * 60 + num(t.substr(19, 2))
-    offset = ((num(t.substr(23, 2)) * 3600 + num(t.substr(25, 2)) * 60)
-              * F.when(t.substr(22, 1) == "-", _long(-1)).otherwise(_long(1)))
-    return F.when(valid, clock), F.when(valid, offset)
+    num = lambda col: col.try_cast("int")      # noqa: E731
+    clock = F.make_timestamp(num(y), num(mon), num(d), num(h), num(t.substr(16, 2)), num(t.substr(19, 2)),
+                             F.lit("UTC"))
+    offset = ((t.substr(23, 2).try_cast("long") * 3600 + t.substr(25, 2).try_cast("long") * 60)
+              * F.when(t.substr(22, 1) == "-", F.lit(-1)).otherwise(F.lit(1)))
+    return F.when(valid, clock), offset
 
 
 def _instant(seconds):
@@ -234,40 +232,14 @@ def _instant(seconds):
     return F.when(seconds.between(E.MIN_EPOCH, E.MAX_EPOCH), F.timestamp_seconds(seconds))
 
 
-def _truncate(seconds, unit: str):
-    """Epoch ``seconds`` (of UTC, or of a wall clock) truncated to the start of ``unit``."""
-    F = _F()
-    if unit == "month":     # the 1st of the day's month: of a date, which has no zone
-        first = F.trunc(F.date_from_unix_date(_div(seconds, DAY).cast("int")), "month")
-        return F.unix_date(first).cast("long") * DAY
-    size = {"minute": 60, "hour": 3600, "day": DAY, "week": WEEK}[unit]
-    start = MONDAY if unit == "week" else 0
-    return seconds - F.pmod(seconds - _long(start), _long(size))
-
-
-def _clock_text(seconds, width: int = 19):
-    """``YYYY-MM-DDTHH:MM:SS`` of epoch ``seconds``, its first ``width`` characters (the date's parts from
-    a date, which has no zone; the time's from the seconds of the day)."""
-    F = _F()
-    date = F.date_from_unix_date(_div(seconds, DAY).cast("int"))
-    of_day = F.pmod(seconds, _long(DAY))
-    pad = lambda value, n: F.lpad(value.cast("string"), n, "0")      # noqa: E731
-    text = F.concat(pad(F.year(date), 4), F.lit("-"), pad(F.month(date), 2), F.lit("-"), pad(F.dayofmonth(date), 2),
-                    F.lit("T"), pad(_div(of_day, 3600), 2), F.lit(":"), pad(_div(F.pmod(of_day, _long(3600)), 60), 2),
-                    F.lit(":"), pad(F.pmod(of_day, _long(60)), 2))
-    return text if width == 19 else F.substring(text, 1, width)
-
-
-def _seconds_of(c, e):
-    """Epoch seconds of a timestamp (UTC), or of a log time's wall clock as written."""
-    if c.type_of(e.args[0]) == E.TIMESTAMP:
-        return _F().unix_seconds(c(e.args[0]))
-    return _written(c, e)[0]
-
-
 def _timestamp(c, e):
-    clock, offset = _written(c, e)
-    return _instant(clock - offset)
+    clock, offset = _clock(c, e)
+    return _instant(_F().unix_seconds(clock) - offset)
+
+
+def _time_of(c, e):
+    """A timestamp as it is (UTC), or a log time's wall clock (``_clock``)."""
+    return c(e.args[0]) if c.type_of(e.args[0]) == E.TIMESTAMP else _clock(c, e)[0]
 
 
 def text(kind: str, value):
@@ -278,15 +250,15 @@ def text(kind: str, value):
 
 
 #: type -> how a value of it is written in TSV and JSON Lines (the types not here: Spark's cast to string)
-TEXT = {E.TIMESTAMP: lambda value: _F().concat(_clock_text(_F().unix_seconds(value)), _F().lit("Z"))}
+TEXT = {E.TIMESTAMP: lambda value: _F().date_format(value, TIMESTAMP_PATTERN)}
 
 COMPILE.update({
     E.Timestamp: _timestamp,
     E.FromEpoch: lambda c, e: _instant(c(e.args[0])),
     E.Epoch: lambda c, e: _F().unix_seconds(c(e.args[0])),
-    E.Trunc: lambda c, e: _F().timestamp_seconds(_truncate(_F().unix_seconds(c(e.args[0])), e.unit)),
-    E.TruncLocal: lambda c, e: _clock_text(_truncate(_written(c, e)[0], e.unit), E.LOCAL_WIDTH[e.unit]),
-    # ISO: Monday 1 (1970-01-01, day 0, a Thursday: 4)
-    E.DayOfWeek: lambda c, e: _F().pmod(_div(_seconds_of(c, e), DAY) + _long(3), _long(7)) + _long(1),
-    E.HourOfDay: lambda c, e: _div(_F().pmod(_seconds_of(c, e), _long(DAY)), 3600),
+    # in the session's zone, UTC; "week": the Monday of the ISO week
+    E.Trunc: lambda c, e: _F().date_trunc(e.unit, c(e.args[0])),
+    E.TruncLocal: lambda c, e: _F().date_format(_F().date_trunc(e.unit, _clock(c, e)[0]), LOCAL_PATTERN[e.unit]),
+    E.DayOfWeek: lambda c, e: _F().weekday(_time_of(c, e)).cast("long") + 1,      # weekday: Monday 0
+    E.HourOfDay: lambda c, e: _F().hour(_time_of(c, e)).cast("long"),
 })
