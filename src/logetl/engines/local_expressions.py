@@ -1,7 +1,8 @@
 """The local engine's table of expressions and aggregates: each ``logetl.expressions`` class compiles to
 a Polars expression here, one entry per class (``COMPILE`` and ``AGGREGATES``). Semantics are those the
 classes' docstrings state; where Polars differs from them by default (nulls in ``is_in``, division by
-zero) the entry says how it is made to agree.
+zero) the entry says how it is made to agree. A type's Polars dtype is in ``DTYPES``; a type with a text of
+its own in TSV and JSON Lines (a timestamp) in ``TEXT``.
 """
 from __future__ import annotations
 

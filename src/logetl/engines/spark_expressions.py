@@ -7,6 +7,9 @@ by default the entry says how it is made to agree. Spark 4 runs with ANSI mode o
 a division by zero or a map lookup of a missing key fails the query: every such step here is guarded
 (``when`` a regex or a test says it is valid), and the casts are ``try_cast`` besides, so no record can
 fail a run (only 64-bit overflow does, which the docstrings leave undefined).
+
+Times are computed in the session time zone UTC, which the engine sets for every step (``SESSION``), and
+a timestamp is written as text by ``text`` (``TEXT``, by type), so that no result depends on a zone.
 """
 from __future__ import annotations
 
@@ -191,7 +194,6 @@ AGGREGATES = {
     E.Max: lambda c, agg: _F().max(c(agg.arg)),
     E.CountDistinct: lambda c, agg: _F().count_distinct(c(agg.arg)),
 }
-
 
 
 # --- times: UTC instants, truncation ------------------------------------------------------------------------
