@@ -24,6 +24,11 @@ engines compile: comparisons, ``& | ~``, ``is_in``, ``starts_with``/``ends_with`
 ``to_int``, arithmetic, ``coalesce``, ``crc32``, ``day`` and ``hour``; for strings and URLs, ``extract``
 (a regex group), ``matches``/``contains`` with ``ignore_case``, ``method``, ``path``, ``query_string``,
 ``query_param``, ``url_host``, ``url_decode``, and the aggregates ``first``/``last`` in a given order.
+
+Times: ``timestamp(time)`` makes a log time a UTC instant (a ``timestamp``, written
+``2015-05-17T10:05:03Z``); ``epoch``, ``from_epoch``, ``trunc`` (UTC) and ``trunc_local`` (as written),
+``day_of_week`` and ``hour_of_day``; ``min``/``max``, sorts, joins and comparisons take timestamps. The
+``visits`` operator numbers each client's visits (a new one after a gap of inactivity).
 """
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ from logetl.expressions import (
     Coalesce, Col, Concat, Count, CountDistinct, Crc32, Day, Expr, ExpressionError, Hour, Lit, Max, Min, Sum)
 from logetl.diagnostics import nearest
 from logetl.expressions import UnknownName
+from logetl.expressions import DayOfWeek, Epoch, FromEpoch, HourOfDay, Timestamp, Trunc, TruncLocal
 
 __all__ = [
     "Flow", "Pipe", "Expr", "AssemblyError", "ExpressionError", "read", "col", "lit", "asc", "desc",
@@ -181,6 +187,55 @@ def last(value, order_by=None) -> Last:
     """The value of the group's last record in the order of ``order_by`` (the greatest keys; the last of
     equal ones in input order)."""
     return Last(value, order_by)
+
+
+# --- times: UTC instants, truncation ------------------------------------------------------------------------
+
+__all__ += ["timestamp", "from_epoch", "epoch", "trunc", "trunc_local", "day_of_week", "hour_of_day"]
+
+
+def timestamp(time) -> Timestamp:
+    """The UTC instant of an access-log time field (``17/May/2015:10:05:03 +0200`` is
+    ``2015-05-17T08:05:03Z``), a timestamp; null when the time is not valid (the rule of ``day``)."""
+    return Timestamp(_field(time))
+
+
+def from_epoch(seconds) -> FromEpoch:
+    """The timestamp ``seconds`` (an integer) after 1970-01-01T00:00:00Z; null outside years 0001-9999."""
+    return FromEpoch(_field(seconds))
+
+
+def epoch(instant) -> Epoch:
+    """Seconds from 1970-01-01T00:00:00Z to a timestamp: an integer."""
+    return Epoch(_field(instant))
+
+
+def trunc(instant, unit: str) -> Trunc:
+    """A timestamp truncated in UTC to the start of its ``unit``: ``minute``, ``hour``, ``day``, ``week``
+    (Monday, ISO 8601) or ``month``."""
+    return Trunc(_field(instant), unit)
+
+
+def trunc_local(time, unit: str) -> TruncLocal:
+    """An access-log time truncated as written (in its own zone) to ``unit``, as a string:
+    ``2015-05-17T10:05`` (minute), ``2015-05-17T10`` (hour), ``2015-05-17`` (day), the Monday's
+    ``2015-05-11`` (week), ``2015-05`` (month); null when the time is not valid."""
+    return TruncLocal(_field(time), unit)
+
+
+def day_of_week(time) -> DayOfWeek:
+    """1 (Monday) to 7 (Sunday): of a timestamp in UTC, of an access-log time as written."""
+    return DayOfWeek(_field(time))
+
+
+def hour_of_day(time) -> HourOfDay:
+    """0 to 23: of a timestamp in UTC, of an access-log time as written."""
+    return HourOfDay(_field(time))
+
+
+def _field(value):
+    """A field name as its column (``trunc("ts", "day")``), an expression as it is."""
+    return Col(value) if isinstance(value, str) else value
 
 
 # --- a name that is not in the API ---------------------------------------------------------------------------

@@ -7,6 +7,10 @@ program fails before any data is read.
 
 Memory and ordering contracts are part of each node's docstring; every engine honours them, so that the
 bytes a program writes do not depend on the engine.
+
+A field's type is one of ``logetl.expressions``' types; a ``timestamp`` flows through every node (sorts,
+joins, group keys, ``min``/``max``, checkpoints, every sink format) but is refused as a partition field.
+``Visits`` (``pipe.visits``) numbers each client's visits in time order.
 """
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from dataclasses import dataclass
 
 from logetl import contract, formats
 from logetl.diagnostics import nearest
-from logetl.expressions import BOOLEAN, STRING, Aggregate, Col, Expr, ExpressionError, field_name
+from logetl.expressions import BOOLEAN, INTEGER, STRING, TIMESTAMP, Aggregate, Col, Expr, ExpressionError, field_name
 
 
 class AssemblyError(ValueError):
@@ -188,6 +192,12 @@ class Pipe:
 
     def checkpoint(self, name: str | None = None) -> "Checkpoint":
         return Checkpoint(name, self)
+
+    def visits(self, by, time: str, gap_minutes: int = 30, field: str = "visit",
+               name: str | None = None) -> "Visits":
+        """Numbers each client's visits (``Visits``): ``by`` the client's fields, ``time`` a timestamp
+        field, a new visit after more than ``gap_minutes`` of inactivity, numbered in field ``field``."""
+        return Visits(name, self, by, time, gap_minutes, field)
 
     def write(self, tap: str = "output", format: str = "tsv", partition_by=(), name: str | None = None,
               header: bool | None = None) -> "Sink":
@@ -597,6 +607,76 @@ class Top(Pipe):
         return f"first {self.n}{per} by {_describe_keys(self.by_keys)}"
 
 
+# --- times: visits -----------------------------------------------------------------------------------------
+
+class Visits(Pipe):
+    """Cuts each client's requests into visits, as web analytics tools do: the records of each group of
+    equal ``by`` fields (the client: one field or a list; nulls form one group) in ``time`` order (a
+    timestamp field; equal times in input order), a visit starting at the group's first record with a
+    time and again at every record more than ``gap_minutes`` minutes after the one before it (exactly
+    ``gap_minutes`` later is the same visit; equal times, a gap of 0, too). Appends the integer field
+    ``field`` (default ``visit``): 1, 2, ... within each group; null for a record whose time is null
+    (those come first in their group, and the group's first visit is the first record with a time).
+
+    Output: sorted by ``by`` ascending, then ``time`` ascending (null first), ties in input order (when
+    the input's order is defined: not after ``unique`` or ``group_by``). Blocking: a stable sort within
+    the run's memory budget (spilling as ``Sort``), then one streaming pass that carries the last record's
+    group, time and visit from one sorted block to the next; on Spark a window per group (a hash shuffle
+    by ``by``), then a global sort."""
+
+    kind = "visits"
+
+    def __init__(self, name: str | None, previous: Pipe, by, time: str, gap_minutes: int = 30,
+                 field: str = "visit"):
+        self.by = _field_names(by, "visits: by")
+        if not self.by:
+            raise AssemblyError("visits: by names at least one field (the client: by='ip')")
+        if not isinstance(time, str):
+            raise AssemblyError(f"visits: time is a field name, not {time!r}")
+        if not isinstance(gap_minutes, int) or isinstance(gap_minutes, bool) or gap_minutes < 1:
+            raise AssemblyError(f"visits: gap_minutes is a whole number of minutes >= 1, not {gap_minutes!r}")
+        if not isinstance(field, str):
+            raise AssemblyError(f"visits: field is a field name, not {field!r}")
+        self.time, self.gap_minutes, self.field = time, gap_minutes, field
+        super().__init__(name, previous)
+
+    @property
+    def keys(self) -> tuple[tuple[str, bool], ...]:
+        """The order of the output (and of the numbering): ``by`` then ``time``, ascending."""
+        return tuple((f, False) for f in (*self.by, self.time))
+
+    def _resolve(self) -> None:
+        self._inherit()
+        self._require(*self.by, self.time)
+        twice = [f for i, f in enumerate(self.by) if f in self.by[:i]]
+        if twice:
+            raise AssemblyError(f"visits {self.label}: field {twice[0]!r} is named twice in by")
+        if self.time in self.by:
+            raise AssemblyError(f"visits {self.label}: the time field {self.time!r} is also in by")
+        kind = self.types[self.time]
+        if kind != TIMESTAMP:
+            hint = f" (derive one: ts=timestamp({self.time!r}))" if kind == STRING else ""
+            raise AssemblyError(f"visits {self.label}: the time field {self.time!r} is {kind}, not timestamp{hint}")
+        field_name(self.field)
+        if self.field in self.fields:
+            raise AssemblyError(f"visits {self.label}: field {self.field!r} exists (rename it, or name the visit "
+                                "field: field='...')")
+        self.fields = self.fields + (self.field,)
+        self.types[self.field] = INTEGER
+
+    @property
+    def blocking(self) -> bool:
+        return True
+
+    def describe(self) -> str:
+        return (f"{self.field} per {', '.join(self.by)} in {self.time} order, a new one after a gap of more "
+                f"than {self.gap_minutes} min")
+
+
+#: the types a sink does not partition by: type -> what to do instead (a directory name per second, with
+#: ``:`` escaped, is no use to anyone)
+UNPARTITIONED = {TIMESTAMP: "partition by a string of it (trunc_local(time, 'day'), day(time), ...)"}
+
 #: what a sink can write: the contract's TSV (the default), CSV, Parquet, JSON Lines
 SINK_FORMATS = ("tsv", "csv", "parquet", "jsonl")
 #: the formats that may start each part file with a header line (the field names): whether they do by default
@@ -608,16 +688,18 @@ class Sink(Pipe):
     ``format``:
 
     - ``tsv`` (default): fields in order, no header, ``\\n`` line ends, integers in decimal, booleans
-      ``true``/``false``, null as the empty field; no quoting (no field holds TAB, CR or LF);
+      ``true``/``false``, timestamps ``2015-05-17T10:05:03Z``, null as the empty field; no quoting (no
+      field holds TAB, CR or LF);
     - ``csv`` (RFC 4180): fields in order separated by ``,``, each record ending with CRLF (``\\r\\n``),
       values rendered as in TSV; a field that holds ``,``, ``"``, CR or LF, and the empty string, is
       enclosed in ``"`` with each ``"`` doubled; nothing else is quoted (spaces are data). Null is the
       empty field, the empty string ``""``; a record of one field that is null is written ``""`` too
       (an empty line, which readers skip, would lose the record). UTF-8, no byte order mark. A header
       line by default;
-    - ``parquet``: the fields as typed columns (strings, 64-bit integers, booleans), same names and order,
-      compressed (zstd);
-    - ``jsonl``: one JSON object per record, keys in field order, null as ``null``.
+    - ``parquet``: the fields as typed columns (strings, 64-bit integers, booleans, timestamps in
+      microseconds adjusted to UTC), same names and order, compressed (zstd);
+    - ``jsonl``: one JSON object per record, keys in field order, a timestamp as its TSV text, null as
+      ``null``.
 
     ``header`` (TSV and CSV; None: the format's default, ``HEADERS``): every part file starts with a line
     of the field names, as Spark's CSV writer and the readers of a directory of parts expect (DuckDB's
@@ -634,7 +716,8 @@ class Sink(Pipe):
     rename, and keeps the others of its fields and format; what an earlier output of another shape left
     (``part-*`` beside the partitions, partitions by other fields) is removed (``io.outputs.layout_scan``).
     Values are escaped as Hive and Spark do (``%XX`` for control characters
-    and ``"#%'*/:=?\\{[]^``); null and the empty string are ``__HIVE_DEFAULT_PARTITION__``."""
+    and ``"#%'*/:=?\\{[]^``); null and the empty string are ``__HIVE_DEFAULT_PARTITION__``. A timestamp
+    field is refused as a partition field (``UNPARTITIONED``)."""
 
     kind = "sink"
 
@@ -661,6 +744,10 @@ class Sink(Pipe):
             raise AssemblyError(f"sink {self.label}: a partition field is named twice")
         if self.partition_by and not self.file_fields:
             raise AssemblyError(f"sink {self.label}: partitioned by every field, its files would hold nothing")
+        for f in self.partition_by:
+            if self.types[f] in UNPARTITIONED:
+                raise AssemblyError(f"sink {self.label}: cannot partition by {f!r}, a {self.types[f]}: "
+                                    f"{UNPARTITIONED[self.types[f]]}")
 
     @property
     def file_fields(self) -> tuple[str, ...]:

@@ -5,8 +5,9 @@ its own table (``logetl.engines.local_expressions.COMPILE``, ``logetl.engines.sp
 one entry per class, so adding an expression is one class here plus one entry per engine. An engine that
 lacks an entry refuses the flow before running, naming the expression.
 
-Types are checked when the flow is defined: ``string``, ``integer`` (64-bit) and ``boolean``. Parsed
-fields are strings. Null (a missing value) follows SQL: a comparison or function of null is null, a filter
+Types are checked when the flow is defined: ``string``, ``integer`` (64-bit), ``boolean`` and
+``timestamp`` (an instant in UTC, to the second: ``timestamp`` of a log time, ``trunc``, ``epoch``,
+``day_of_week``, ``hour_of_day``; see the section on times). Parsed fields are strings. Null (a missing value) follows SQL: a comparison or function of null is null, a filter
 keeps only records whose predicate is true, ``and``/``or`` are three-valued, a sink writes null as the
 empty field. Every expression's semantics is written in its docstring and is the same on every engine;
 ``tests/test_expressions.py`` runs each one on both engines and compares the bytes.
@@ -723,6 +724,146 @@ class Hour(_LogTime):
     word = "hour"
 
 
+# --- times: UTC instants, truncation ------------------------------------------------------------------
+# A ``timestamp`` is an instant in UTC, to the second (held as microseconds: Polars' Datetime("us", "UTC"),
+# Spark's TimestampType; no operation makes a fraction of a second). Written as ``2015-05-17T10:05:03Z``
+# in TSV and JSON Lines, as Parquet's timestamp (microseconds, adjusted to UTC).
+
+TIMESTAMP = "timestamp"
+
+#: the instants a timestamp holds: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z, in epoch seconds
+MIN_EPOCH, MAX_EPOCH = -62135596800, 253402300799
+#: the units of ``trunc`` and ``trunc_local``
+TIME_UNITS = ("minute", "hour", "day", "week", "month")
+#: how ``trunc_local`` writes each unit: the first characters of ``YYYY-MM-DDTHH:MM`` (``day`` and
+#: ``hour`` as ``day()`` and ``hour()`` write them)
+LOCAL_WIDTH = {"minute": 16, "hour": 13, "day": 10, "week": 10, "month": 7}
+
+
+def _unit(unit, what: str) -> str:
+    if unit not in TIME_UNITS:
+        raise ExpressionError(f"{what}: unit {unit!r} is not one of {', '.join(TIME_UNITS)}")
+    return unit
+
+
+class Timestamp(Expr):
+    """The UTC instant of an access-log time ``dd/Mon/yyyy:HH:MM:SS ±hhmm``: the time as written minus
+    its zone (``10:05:03 +0200`` is ``08:05:03Z``; across a day, month or year when the zone says so).
+    Null unless the time is valid (see ``_LogTime``: the rule of ``day`` and ``hour``) and its instant
+    falls in years 0001-9999 in UTC (``01/Jan/0001:00:30:00 +0100`` is null)."""
+
+    def __init__(self, arg: Expr):
+        self.args = (_wrap(arg),)
+
+    def check(self, types):
+        _need(self.args[0], types, STRING, "timestamp")
+        return TIMESTAMP
+
+    def describe(self):
+        return f"timestamp({self.args[0].describe()})"
+
+
+class FromEpoch(Expr):
+    """The instant ``n`` seconds after 1970-01-01T00:00:00Z (before it when negative); null outside
+    years 0001-9999 (``MIN_EPOCH`` to ``MAX_EPOCH``)."""
+
+    def __init__(self, arg: Expr):
+        self.args = (_wrap(arg),)
+
+    def check(self, types):
+        _need(self.args[0], types, INTEGER, "from_epoch")
+        return TIMESTAMP
+
+    def describe(self):
+        return f"from_epoch({self.args[0].describe()})"
+
+
+class Epoch(Expr):
+    """Seconds from 1970-01-01T00:00:00Z to the instant (negative before it): an integer."""
+
+    def __init__(self, arg: Expr):
+        self.args = (_wrap(arg),)
+
+    def check(self, types):
+        t = self.args[0].check(types)
+        if t != TIMESTAMP:
+            raise ExpressionError(f"epoch: {self.args[0].describe()} is {t}, not timestamp"
+                                  + (" (timestamp() makes one of a log time)" if t == STRING else ""))
+        return INTEGER
+
+    def describe(self):
+        return f"epoch({self.args[0].describe()})"
+
+
+class Trunc(Expr):
+    """The instant truncated in UTC to the start of its ``unit``: ``minute``, ``hour``, ``day``, ``week``
+    (Monday 00:00Z, ISO 8601 weeks: a week may start in the year before) or ``month`` (the 1st, 00:00Z).
+    A timestamp."""
+
+    def __init__(self, arg: Expr, unit: str):
+        self.args, self.unit = (_wrap(arg),), _unit(unit, "trunc")
+
+    def check(self, types):
+        t = self.args[0].check(types)
+        if t != TIMESTAMP:
+            raise ExpressionError(f"trunc: {self.args[0].describe()} is {t}, not timestamp"
+                                  + (" (timestamp() for UTC, or trunc_local() for the time as written)"
+                                     if t == STRING else ""))
+        return TIMESTAMP
+
+    def describe(self):
+        return f"trunc({self.args[0].describe()}, {self.unit!r})"
+
+
+class TruncLocal(Expr):
+    """An access-log time truncated *as written* (in its own zone, the zone left out) to the start of its
+    ``unit``, as a string: ``minute`` ``YYYY-MM-DDTHH:MM``, ``hour`` ``YYYY-MM-DDTHH`` (as ``hour``),
+    ``day`` ``YYYY-MM-DD`` (as ``day``), ``week`` the ``YYYY-MM-DD`` of its Monday (ISO 8601 weeks),
+    ``month`` ``YYYY-MM``. Null unless the time is valid (see ``_LogTime``)."""
+
+    def __init__(self, arg: Expr, unit: str):
+        self.args, self.unit = (_wrap(arg),), _unit(unit, "trunc_local")
+
+    def check(self, types):
+        _need(self.args[0], types, STRING, "trunc_local")
+        return STRING
+
+    def describe(self):
+        return f"trunc_local({self.args[0].describe()}, {self.unit!r})"
+
+
+class _TimePart(Expr):
+    """A part of a time: of a timestamp in UTC, of an access-log time (a string) as written, null unless
+    the time is valid (see ``_LogTime``). An integer."""
+
+    word = ""
+
+    def __init__(self, arg: Expr):
+        self.args = (_wrap(arg),)
+
+    def check(self, types):
+        t = self.args[0].check(types)
+        if t not in (TIMESTAMP, STRING):
+            raise ExpressionError(f"{self.word}: {self.args[0].describe()} is {t}, not a timestamp or a log time")
+        return INTEGER
+
+    def describe(self):
+        return f"{self.word}({self.args[0].describe()})"
+
+
+class DayOfWeek(_TimePart):
+    """The ISO 8601 day of the week: 1 Monday to 7 Sunday (of a timestamp in UTC, of a log time as
+    written)."""
+
+    word = "day_of_week"
+
+
+class HourOfDay(_TimePart):
+    """The hour of the day, 0 to 23 (of a timestamp in UTC, of a log time as written)."""
+
+    word = "hour_of_day"
+
+
 # --- aggregates (group_by) ----------------------------------------------------------------------------
 
 class Aggregate:
@@ -779,7 +920,8 @@ class _Extreme(Aggregate):
 
 
 class Min(_Extreme):
-    """The smallest value that is not null (strings in byte order); null when all are null."""
+    """The smallest value that is not null (strings in byte order, timestamps in time order); null when
+    all are null."""
 
     word = "min"
 

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from logetl import assembly, contract
 from logetl import expressions as E
 from logetl.engines import kernel
-from logetl.engines.local_expressions import AGGREGATES, COMPILE, Compiler, _dtype, aggregate_input
+from logetl.engines.local_expressions import AGGREGATES, COMPILE, TEXT, Compiler, _dtype, _text, aggregate_input
 from logetl.engines.base import Engine, RunState, StepContext, partitioned_taps
 from logetl.engines.spill import (
     DEFAULT_LIMIT, ExternalSort, HashPartitions, MemoryBudget, MemoryLimitExceeded, SpillDir, frame_bytes)
@@ -350,6 +350,59 @@ class TopOp(Op):
         self.sorter.spill.report(self.ctx.run, node.name)
 
 
+# --- times: visits -------------------------------------------------------------------------------------------
+
+class VisitsOp(Op):
+    """A stable sort by the client's fields then the time (``spill.ExternalSort``, within the run's memory
+    budget), then one pass over the sorted frames that numbers the visits. A client's records may span
+    several frames: the last record's client, time and visit carry over to the next frame's first."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        local, node = self.ctx.state, self.node
+        self.sorter = ExternalSort([f for f, _ in node.keys], [d for _, d in node.keys], local.memory,
+                                   local.spill_dir(node.name))
+        self.carry = None           # (the last record's client fields, its time, its visit or 0)
+
+    def process(self, batch, port):
+        self.sorter.add(batch.kept())
+
+    def _numbered(self, frame):
+        pl = _pl()
+        node, by = self.node, list(self.node.by)
+        t = pl.col(node.time)
+        first = pl.int_range(pl.len()) == 0
+        prev_time = t.shift(1)
+        same = [pl.col(f).eq_missing(pl.col(f).shift(1)) for f in by]
+        carried = 0
+        if self.carry is not None:
+            key, time, carried = self.carry
+            prev_time = pl.when(first).then(pl.lit(time, dtype=frame.schema[node.time])).otherwise(prev_time)
+            same = [pl.when(first).then(pl.col(f).eq_missing(pl.lit(v, dtype=frame.schema[f]))).otherwise(s)
+                    for f, v, s in zip(by, key, same)]
+        else:
+            same = [pl.when(first).then(False).otherwise(s) for s in same]
+        new_client = ~pl.all_horizontal(same)
+        gap = t.dt.epoch("s") - prev_time.dt.epoch("s")
+        # a visit starts at a client's first record with a time, and after more than the gap (null
+        # comparisons are null: fill_null(True) where there is no previous time)
+        starts = t.is_not_null() & (new_client | (gap > node.gap_minutes * 60).fill_null(True))
+        client = new_client.cum_sum()
+        visit = starts.cast(pl.Int64).cum_sum().over(client)
+        # the first client continues the previous frame's when it is the same one (its number 0)
+        visit = visit + pl.when(client == 0).then(carried).otherwise(0)
+        numbered = frame.with_columns(pl.when(t.is_not_null()).then(visit).cast(pl.Int64).alias(node.field))
+        last = numbered.row(-1, named=True)
+        self.carry = (tuple(last[f] for f in by), last[node.time], last[node.field] or 0)
+        return numbered
+
+    def finish(self):
+        for frame in self.sorter.result():
+            if frame.height:
+                self.emit(Batch(self.node.fields, self._numbered(frame)))
+        self.sorter.spill.report(self.ctx.run, self.node.name)
+
+
 class HashJoinOp(Op):
     """Port 0 is the held (accumulated) side, port 1 the streamed side. The held side is in memory by
     contract: past the run's memory budget the run fails, naming the operator and the limit."""
@@ -403,20 +456,29 @@ class HashJoinOp(Op):
         self.ctx.state.memory.release(self)
 
 
+def as_text(batch: Batch, types: dict) -> Batch:
+    """The batch with each field of a type that has a text form of its own (``local_expressions.TEXT``: a
+    timestamp) as that text, for TSV and JSON Lines; the batch itself when it has none."""
+    rendered = [_text(types[f], _pl().col(f)).alias(f) for f in batch.fields if types.get(f) in TEXT]
+    return batch.derive(batch.fields, batch.frame().with_columns(rendered)) if rendered else batch
+
+
 class TsvWriter:
-    """The contract's TSV: a kernel batch's bytes as they are, else Polars' CSV writer without quoting.
-    ``header``: the file starts with the field names (a file opened again to append has its header)."""
+    """The contract's TSV: a kernel batch's bytes as they are, else Polars' CSV writer without quoting
+    (a timestamp as ``as_text`` writes it). ``header``: the file starts with the field names (a file
+    opened again to append has its header)."""
 
     suffix = ""
     format = "tsv"
 
     def __init__(self, file, fields, types, header: bool = False):
         self.file = file
+        self.types = types
         if header:
             file.write(header_line(self.format, fields))
 
     def write(self, batch):
-        for piece in batch.text(self.format):
+        for piece in as_text(batch, self.types).text(self.format):
             self.file.write(piece)
 
     def close(self):
@@ -522,9 +584,15 @@ def _cast_to(target):
     return CastOptions.safe(target)
 
 
+#: type -> its Parquet column's Arrow type (a function of the pyarrow module, imported on first use)
+PARQUET_TYPES = {"string": lambda pa: pa.string(), "integer": lambda pa: pa.int64(), "boolean": lambda pa: pa.bool_()}
+# --- times: a timestamp is Parquet's timestamp in microseconds, adjusted to UTC
+PARQUET_TYPES[E.TIMESTAMP] = lambda pa: pa.timestamp("us", tz="UTC")
+
+
 class ParquetWriter:
     """Parquet with the sink's field names, in order, typed by the flow (strings, 64-bit integers,
-    booleans), zstd-compressed; one row group per batch, so memory holds one batch. An empty output is a
+    booleans, timestamps in microseconds adjusted to UTC: ``PARQUET_TYPES``), zstd-compressed; one row group per batch, so memory holds one batch. An empty output is a
     file with the schema and no rows.
 
     Two encoders, chosen on the first batch: logetl's own (``io.parquet``, C) when the batches are the parse
@@ -581,10 +649,9 @@ class ParquetWriter:
         strings or string views (Parquet's type is the same), so that it needs no cast."""
         import pyarrow as pa
 
-        kinds = {"string": pa.string(), "integer": pa.int64(), "boolean": pa.bool_()}
         fields = []
         for f in self.fields:
-            kind = kinds[self.types[f]]
+            kind = PARQUET_TYPES[self.types[f]](pa)
             if first is not None and kind == pa.string() and first.schema.field(f).type == pa.string_view():
                 kind = pa.string_view()
             fields.append((f, kind))
@@ -616,7 +683,7 @@ class ParquetWriter:
             if pa.types.is_boolean(column.type):
                 continue
             distinct = call("unique", [column])
-            if pa.types.is_integer(column.type):
+            if pa.types.is_integer(column.type) or pa.types.is_temporal(column.type):
                 size = 8 * len(distinct)
             else:
                 lengths = call("binary_length", [call("cast", [distinct], _cast_to(pa.large_string()))])
@@ -737,16 +804,17 @@ class ParquetWriter:
 
 class JsonLinesWriter:
     """JSON Lines: one object per record, keys in field order, integers and booleans as JSON values,
-    null as ``null`` (Polars' NDJSON writer)."""
+    a timestamp as its text (``as_text``), null as ``null`` (Polars' NDJSON writer)."""
 
     suffix = ".jsonl"
 
     def __init__(self, file, fields, types):
         self.file = file
+        self.types = types
 
     def write(self, batch):
         buf = io.BytesIO()
-        batch.frame().write_ndjson(buf)
+        as_text(batch, self.types).frame().write_ndjson(buf)
         self.file.write(buf.getvalue())
 
     def close(self):
@@ -1061,6 +1129,7 @@ OPS = {
     assembly.Limit: LimitOp,
     assembly.HashJoin: HashJoinOp,
 }
+OPS[assembly.Visits] = VisitsOp
 
 
 class Scan:

@@ -68,6 +68,8 @@ from logetl import __version__, assembly, contract
 from logetl.errors import RunFailed, UsageError
 from logetl.engines.base import Engine, EngineUnavailable, RunState, StepContext, partitioned_taps
 from logetl.engines.spark_expressions import AGGREGATES, COMPILE, Compiler, column
+from logetl.engines.spark_expressions import SESSION
+from logetl.engines.spark_expressions import text as text_of
 from logetl.engines.spark_native import DASH, INPUT, KEPT, SAMPLE, SAMPLES, STATUS, TAG
 from logetl.engines.spark_progress import StepProgress
 from logetl.engines.spark_signals import between_java_calls, sigint_kept, stopping
@@ -973,6 +975,27 @@ def _top(node, inputs):
     return _renumbered(kept.orderBy(*[_sort_key(p, False) for p in node.per], *by))
 
 
+# --- times: visits
+
+
+def _visits(node, inputs):
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    df = inputs[0]
+    order = [column(o).asc() for o in _keep_order(df)]
+    t = column(node.time)
+    # a window per client in time order, ties in input order: the previous record's time (lag), and the
+    # visit as the running count of the records that start one
+    window = Window.partitionBy(*[column(f) for f in node.by]).orderBy(t.asc_nulls_first(), *order)
+    gap = F.unix_seconds(t) - F.unix_seconds(F.lag(t).over(window))
+    starts = t.isNotNull() & F.coalesce(gap > node.gap_minutes * 60, F.lit(True))
+    running = window.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    visit = F.when(t.isNotNull(), F.sum(starts.cast("long")).over(running))
+    numbered = df.withColumn(node.field, visit)
+    return _renumbered(numbered.orderBy(*[_sort_key(f, d) for f, d in node.keys], *order))
+
+
 #: the Spark engine's operator table: one entry per assembly node class (Source, Parse and Sink are the
 #: step's roots and actions, handled by ``execute_step``)
 OPERATORS = {
@@ -989,6 +1012,7 @@ OPERATORS = {
     assembly.Limit: _limit,
     assembly.Top: _top,
 }
+OPERATORS[assembly.Visits] = _visits
 
 
 class SparkRun(RunState):
@@ -1884,7 +1908,7 @@ class SparkEngine(Engine):
         else:
             def line(sink):   # the sink's TSV, as _sink writes it
                 cols = source(sink)[1]
-                return self._delimited_line("tsv", [cols[f] for f in sink.file_fields])
+                return self._delimited_line("tsv", [text_of(sink.types[f], cols[f]) for f in sink.file_fields])
 
             text = raw.cast("string")
             sample = self._sample_line(status, text)
@@ -2040,7 +2064,8 @@ class SparkEngine(Engine):
     def execute_step(self, ctx: StepContext, step: assembly.Step, state) -> None:
         try:
             with between_java_calls():   # an interrupt cancels the step's jobs, and is raised when they end
-                with _session_conf(self.session(), self._split_settings(ctx, step)):
+                # (the expressions' session settings: spark_expressions.SESSION, UTC for times)
+                with _session_conf(self.session(), {**self._split_settings(ctx, step), **SESSION}):
                     self._execute_step(ctx, step, state)
         except BaseException as exc:
             if any(isinstance(n, assembly.Parse) for n in step.nodes) and state.name not in ctx.state.accounted:
@@ -2188,6 +2213,10 @@ class SparkEngine(Engine):
         "jsonl": ("text", {}, ".jsonl"),
     }
 
+    #: the settings of a Parquet sink's write: a timestamp as Parquet's timestamp in microseconds, adjusted
+    #: to UTC, as the local engine writes it (Spark's default is the legacy INT96)
+    PARQUET_SETTINGS = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
+
     @staticmethod
     def _json_line(fields):
         r"""A record as the JSON Lines writer's object (``to_json`` is Spark's JSON writer's generator: the
@@ -2262,11 +2291,13 @@ class SparkEngine(Engine):
         out.suffix = suffix
         by = list(node.partition_by)
         if node.format in DELIMITED:
-            line = self._delimited_line(node.format, [column(f) for f in node.file_fields])
+            # a timestamp as spark_expressions.text writes it
+            line = self._delimited_line(node.format, [text_of(node.types[f], column(f)) for f in node.file_fields])
             # (the text writer takes one column of any name: not "value", which a partition field may be)
             columns = [line.alias("__logetl_line")]
         elif node.format == "jsonl":
-            columns = [self._json_line([column(f) for f in node.file_fields]).alias("__logetl_line")]
+            columns = [self._json_line([text_of(node.types[f], column(f)).alias(f) for f in node.file_fields])
+                       .alias("__logetl_line")]
         else:
             columns = [column(f) for f in node.file_fields]
             if not all(f.nullable for f in df.select(*columns).schema.fields):
@@ -2290,7 +2321,8 @@ class SparkEngine(Engine):
         if by:
             writer = writer.partitionBy(*by)
         try:
-            getattr(writer, method)(out.staging)
+            with _session_conf(df.sparkSession, self.PARQUET_SETTINGS if node.format == "parquet" else {}):
+                getattr(writer, method)(out.staging)
         except Exception as exc:
             if by and PARTITION_REFUSED in str(exc):
                 self._refuse_partition(df, by)

@@ -8,6 +8,9 @@ a division by zero or a map lookup of a missing key fails the query: every such 
 (``when`` a regex or a test says it is valid), and the casts are ``try_cast`` besides, so no record can
 fail a run (only 64-bit overflow does, which the docstrings leave undefined). The string section (capture,
 URL parts, percent-decoding, ``first``/``last``) is at the end.
+
+Times are computed in the session time zone UTC, which the engine sets for every step (``SESSION``), and
+a timestamp is written as text by ``text`` (``TEXT``, by type), so that no result depends on a zone.
 """
 from __future__ import annotations
 
@@ -279,3 +282,73 @@ def _ordered(c, agg):
 
 
 AGGREGATES.update({E.First: _ordered, E.Last: _ordered})
+
+
+# --- times: UTC instants, truncation ------------------------------------------------------------------------
+# The engine runs every step with the session's time zone set to UTC (``SESSION``): Spark's time functions
+# (``date_trunc``, ``date_format``, ``hour``, ``weekday``) then work in UTC, whatever zone the machine or the
+# user's session is in, and each reads its argument once (the one-pass write composes a chain of operators
+# into one expression per output, where every use of an argument is a copy of its whole expression). A log
+# time's wall clock is made as the timestamp of that wall clock in UTC (``make_timestamp`` in zone "UTC"),
+# its instant that minus the zone's offset, in seconds (a zone from -2359 to +2359: more than Java's zones
+# take). Each step that could fail under ANSI (``make_timestamp`` of a day that does not exist, a map
+# lookup of a missing month) is inside ``when`` the time is valid.
+
+#: the session settings every step runs with (``SparkEngine.execute_step``)
+SESSION = {"spark.sql.session.timeZone": "UTC"}
+#: ``date_format``'s pattern of a timestamp's text, and of each unit of ``trunc_local``
+TIMESTAMP_PATTERN = "yyyy-MM-dd'T'HH:mm:ss'Z'"
+LOCAL_PATTERN = {"minute": "yyyy-MM-dd'T'HH:mm", "hour": "yyyy-MM-dd'T'HH", "day": "yyyy-MM-dd",
+                 "week": "yyyy-MM-dd", "month": "yyyy-MM"}
+
+
+def _clock(c, e):
+    """(the wall clock as written, as the timestamp of that wall clock in UTC; the zone's offset in seconds)
+    of a log time; the clock is null unless the time is valid."""
+    F = _F()
+    valid, y, mon, d, h = _log_time(c, e)
+    t = c(e.args[0])
+    num = lambda col: col.try_cast("int")      # noqa: E731
+    clock = F.make_timestamp(num(y), num(mon), num(d), num(h), num(t.substr(16, 2)), num(t.substr(19, 2)),
+                             F.lit("UTC"))
+    offset = ((t.substr(23, 2).try_cast("long") * 3600 + t.substr(25, 2).try_cast("long") * 60)
+              * F.when(t.substr(22, 1) == "-", F.lit(-1)).otherwise(F.lit(1)))
+    return F.when(valid, clock), offset
+
+
+def _instant(seconds):
+    """A timestamp of epoch ``seconds``, null outside years 0001-9999."""
+    F = _F()
+    return F.when(seconds.between(E.MIN_EPOCH, E.MAX_EPOCH), F.timestamp_seconds(seconds))
+
+
+def _timestamp(c, e):
+    clock, offset = _clock(c, e)
+    return _instant(_F().unix_seconds(clock) - offset)
+
+
+def _time_of(c, e):
+    """A timestamp as it is (UTC), or a log time's wall clock (``_clock``)."""
+    return c(e.args[0]) if c.type_of(e.args[0]) == E.TIMESTAMP else _clock(c, e)[0]
+
+
+def text(kind: str, value):
+    """How a value of type ``kind`` is written as text (TSV, JSON Lines): a timestamp as
+    ``2015-05-17T10:05:03Z``; the other types as they are (TSV casts them to string)."""
+    render = TEXT.get(kind)
+    return value if render is None else render(value)
+
+
+#: type -> how a value of it is written in TSV and JSON Lines (the types not here: Spark's cast to string)
+TEXT = {E.TIMESTAMP: lambda value: _F().date_format(value, TIMESTAMP_PATTERN)}
+
+COMPILE.update({
+    E.Timestamp: _timestamp,
+    E.FromEpoch: lambda c, e: _instant(c(e.args[0])),
+    E.Epoch: lambda c, e: _F().unix_seconds(c(e.args[0])),
+    # in the session's zone, UTC; "week": the Monday of the ISO week
+    E.Trunc: lambda c, e: _F().date_trunc(e.unit, c(e.args[0])),
+    E.TruncLocal: lambda c, e: _F().date_format(_F().date_trunc(e.unit, _clock(c, e)[0]), LOCAL_PATTERN[e.unit]),
+    E.DayOfWeek: lambda c, e: _F().weekday(_time_of(c, e)).cast("long") + 1,      # weekday: Monday 0
+    E.HourOfDay: lambda c, e: _F().hour(_time_of(c, e)).cast("long"),
+})
