@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from logetl import contract, formats
-from logetl.expressions import BOOLEAN, STRING, Aggregate, Col, Expr, ExpressionError, field_name
+from logetl.expressions import BOOLEAN, FLOAT, STRING, Aggregate, Col, Expr, ExpressionError, field_name
 
 
 class AssemblyError(ValueError):
@@ -595,11 +595,13 @@ class Sink(Pipe):
     """Writes its input to the output tap named ``tap``, in input order, committed atomically, as
     ``format``:
 
-    - ``tsv`` (default): fields in order, no header, ``\\n`` line ends, integers in decimal, booleans
-      ``true``/``false``, null as the empty field; no quoting (no field holds TAB, CR or LF);
-    - ``parquet``: the fields as typed columns (strings, 64-bit integers, booleans), same names and order,
-      compressed (zstd);
-    - ``jsonl``: one JSON object per record, keys in field order, null as ``null``.
+    - ``tsv`` (default): fields in order, no header, ``\\n`` line ends, integers in decimal, floats as
+      ``expressions.render_float`` (``0.5``, ``3.0``, no exponent), booleans ``true``/``false``, null as
+      the empty field; no quoting (no field holds TAB, CR or LF);
+    - ``parquet``: the fields as typed columns (strings, 64-bit integers, doubles, booleans), same names
+      and order, compressed (zstd);
+    - ``jsonl``: one JSON object per record, keys in field order, floats as numbers written as in TSV,
+      null as ``null``.
 
     Part files are ``part-NNNNN`` plus ``.parquet`` / ``.jsonl``; concatenated (TSV, JSON Lines) or read
     (Parquet) in name order they give the records in order.
@@ -630,6 +632,10 @@ class Sink(Pipe):
             raise AssemblyError(f"sink {self.label}: a partition field is named twice")
         if self.partition_by and not self.file_fields:
             raise AssemblyError(f"sink {self.label}: partitioned by every field, its files would hold nothing")
+        floats = [f for f in self.partition_by if self.types[f] == FLOAT]
+        if floats:
+            raise AssemblyError(f"sink {self.label}: cannot partition by {floats[0]}, a float (partition by a "
+                                "string or an integer: round(...).to_int() or to_string())")
 
     @property
     def file_fields(self) -> tuple[str, ...]:

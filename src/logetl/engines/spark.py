@@ -67,7 +67,8 @@ from itertools import count
 from logetl import __version__, assembly, contract
 from logetl.errors import RunFailed, UsageError
 from logetl.engines.base import Engine, EngineUnavailable, RunState, StepContext, partitioned_taps
-from logetl.engines.spark_expressions import AGGREGATES, COMPILE, Compiler, column
+from logetl import expressions as E
+from logetl.engines.spark_expressions import AGGREGATES, COMPILE, Compiler, column, float_text
 from logetl.engines.spark_native import DASH, INPUT, KEPT, SAMPLE, SAMPLES, STATUS, TAG
 from logetl.engines.spark_progress import StepProgress
 from logetl.engines.spark_signals import between_java_calls, sigint_kept, stopping
@@ -110,6 +111,23 @@ _FS_PREFIX = re.compile(r"(?:[^/:]*:)?(?://[^/]+)?")
 #: column (request, time: 2M-line Join, local[*]: the parse-and-store job 7.9 s of executor CPU against
 #: 11.3 s, and the step that reads it 1.2 s against 2.2 s); bigger files on the working directory's disk
 STORE_OPTIONS = {"parquet.enable.dictionary": "false"}
+
+#: the text a TSV sink writes for the values of a type whose text is not Spark's cast to string, by type
+#: (function(Column) -> string Column): floats as ``expressions.render_float``
+TSV_TEXT = {E.FLOAT: float_text}
+#: the types a JSON Lines sink writes as JSON numbers from their text (by type, as TSV_TEXT): the text is
+#: made a string first, then the quotes around it are taken off (``SparkEngine._json_line``)
+JSON_NUMBERS = {E.FLOAT: float_text}
+
+
+def _tsv_field(value, kind: str):
+    """A field's TSV text (a string Column): longs in decimal, booleans true/false (Spark's casts to
+    string), the types of ``TSV_TEXT`` as their text, null as the empty field (``concat_ws`` would leave a
+    null out, separator and all)."""
+    from pyspark.sql import functions as F
+
+    text = TSV_TEXT[kind](value) if kind in TSV_TEXT else value.cast("string")
+    return F.coalesce(text, F.lit(""))
 _OBSERVATIONS = count()     # observation names are unique within the session: numbered, whatever the run
 
 
@@ -1860,7 +1878,7 @@ class SparkEngine(Engine):
         else:
             def line(sink):   # the sink's TSV, as _sink writes it
                 cols = source(sink)[1]
-                return F.concat_ws("\t", *[F.coalesce(cols[f].cast("string"), F.lit("")) for f in sink.file_fields])
+                return F.concat_ws("\t", *[_tsv_field(cols[f], sink.types[f]) for f in sink.file_fields])
 
             text = raw.cast("string")
             sample = self._sample_line(status, text)
@@ -2162,19 +2180,27 @@ class SparkEngine(Engine):
     }
 
     @staticmethod
-    def _json_line(fields):
+    def _json_line(fields, types):
         r"""A record as the JSON Lines writer's object (``to_json`` is Spark's JSON writer's generator: the
         same text), with a null written as null, not left out (every object has every field, in field
         order), and the escapes of control characters in lower-case hex (``\u001b``) as the local engine,
         Python's json and most tools write them: Jackson writes ``\u001B``. The only upper-case hex Jackson
         writes is the last digit of ``\u000B``-``\u001F``. An escape's backslash follows an even run of
         backslashes (none, or escaped backslashes ``\\``), so a user's text ``\u001B``, written
-        ``\\u001B``, stays as it is."""
+        ``\\u001B``, stays as it is. A field of a type in ``JSON_NUMBERS`` is written as a string of its
+        text, whose quotes are then taken off (its value follows its key, ``{"f":`` or ``,"f":``, which no
+        string's text holds unescaped)."""
         from pyspark.sql import functions as F
 
-        line = F.to_json(F.struct(*fields), {"ignoreNullFields": "false"})
+        values = [(JSON_NUMBERS[types[f]](column(f)) if types[f] in JSON_NUMBERS else column(f)).alias(f)
+                  for f in fields]
+        line = F.to_json(F.struct(*values), {"ignoreNullFields": "false"})
         for digit in "ABCDEF":
             line = F.regexp_replace(line, r"(?<!\\)((?:\\\\)*\\u00[01])" + digit, "$1" + digit.lower())
+        numbers = [f for f in fields if types[f] in JSON_NUMBERS]
+        if numbers:
+            line = F.regexp_replace(line, r'([{,]"(?:' + "|".join(re.escape(f) for f in numbers)
+                                    + r')":)"(-?[0-9]+\.[0-9]+)"', "$1$2")
         return line
 
     @staticmethod
@@ -2202,13 +2228,11 @@ class SparkEngine(Engine):
         out.suffix = suffix
         by = list(node.partition_by)
         if node.format == "tsv":
-            # the TSV of the fields: longs in decimal, booleans true/false (Spark's casts to string), null as
-            # the empty field (concat_ws would leave a null out, separator and all)
-            line = F.concat_ws("\t", *[F.coalesce(column(f).cast("string"), F.lit("")) for f in node.file_fields])
+            line = F.concat_ws("\t", *[_tsv_field(column(f), node.types[f]) for f in node.file_fields])
             # (the text writer takes one column of any name: not "value", which a partition field may be)
             columns = [line.alias("__logetl_line")]
         elif node.format == "jsonl":
-            columns = [self._json_line([column(f) for f in node.file_fields]).alias("__logetl_line")]
+            columns = [self._json_line(node.file_fields, node.types).alias("__logetl_line")]
         else:
             columns = [column(f) for f in node.file_fields]
             if not all(f.nullable for f in df.select(*columns).schema.fields):

@@ -44,7 +44,7 @@ def _value(value):
 
 
 def _compare(c, e):
-    a, b = (c(x) for x in e.args)
+    a, b = _operands(c, e)
     # Spark compares strings by their UTF-8 bytes (the default UTF8_BINARY collation), longs numerically
     return {"==": a.__eq__, "!=": a.__ne__, "<": a.__lt__, "<=": a.__le__, ">": a.__gt__,
             ">=": a.__ge__}[e.op](b)
@@ -58,7 +58,12 @@ def _floor_adjust(r, b):
 
 def _arithmetic(c, e):
     F = _F()
-    a, b = (c(x) for x in e.args)
+    a, b = _operands(c, e)
+    if e.op == "/":
+        # the divisor is tested first: ANSI mode fails a division by zero, and a CASE branch is lazy
+        return float_result(F.when(b != 0, a.cast("double") / b.cast("double")))
+    if c.type_of(e) == E.FLOAT:
+        return float_result({"+": a.__add__, "-": a.__sub__, "*": a.__mul__}[e.op](b))
     if e.op in ("+", "-", "*"):
         return {"+": a.__add__, "-": a.__sub__, "*": a.__mul__}[e.op](b)
     # Spark's ``div`` and ``%`` truncate toward zero and fail on a zero divisor under ANSI: the divisor is
@@ -77,6 +82,8 @@ def _to_int(c, e):
     a = c(e.args[0])
     if c.type_of(e.args[0]) == E.INTEGER:
         return a
+    if c.type_of(e.args[0]) == E.FLOAT:
+        return a.try_cast("long")       # truncated toward zero; null outside 64 bits
     # the pattern first: Spark's cast would also accept " 5", "+5" and "5\n" (it trims)
     return F.when(a.rlike(INT_REGEX), a.try_cast("long"))
 
@@ -162,6 +169,135 @@ COMPILE = {
 }
 
 
+# --- numbers: float, casts, rounding, conditionals ------------------------------------------------------
+
+FLOAT_REGEX = E.portable_regex(E.FLOAT_PATTERN)
+#: Java's Double.toString in scientific notation (what a cast to string writes below 1e-3 and from 1e7)
+_SCIENTIFIC = r"^(-?)([0-9])\.([0-9]+)E(-?[0-9]+)$"
+
+
+def float_result(x):
+    """A float expression's value as the portable float (``expressions.FLOAT_LIMIT``): null unless below
+    the limit in magnitude (NaN compares above every number in Spark, so it is left out too), 0.0 below
+    the smallest normal float (so ``-0.0`` is ``0.0``)."""
+    F = _F()
+    size = F.abs(x)
+    return F.when(size < E.FLOAT_LIMIT, F.when(size >= E.FLOAT_MIN_NORMAL, x).otherwise(F.lit(0.0)))
+
+
+def _operands(c, e):
+    """The two sides of a comparison or an arithmetic operation, both as doubles when one is a float."""
+    kinds = [c.type_of(x) for x in e.args]
+    values = [c(x) for x in e.args]
+    if E.FLOAT in kinds and all(k in E.NUMBERS for k in kinds):
+        values = [v.cast("double") for v in values]
+    return values
+
+
+def _integral_digits(ax):
+    """The shortest decimal digits of a float ``ax`` from 2**53 to 2**121 (an integer), padded with zeros
+    to an integer: its exact value ``N`` (a multiple of a power of two below 2**63, shifted), then ``N``
+    rounded half up to 15, 16, then 17 significant digits, the first that reads back as ``ax``. Java
+    before 19 writes some of these floats with a digit too many (``1.23456789012345677E18`` for
+    1.2345678901234568e18)."""
+    F = _F()
+    shift = F.greatest(F.floor(F.log2(ax)) - 60, F.lit(0)).cast("int")
+    mantissa = (ax / F.pow(F.lit(2.0), shift)).cast("long")          # exact: an integer below 2**63
+    exact = (mantissa.cast("decimal(20,0)") * F.call_function("shiftleft", F.lit(1).cast("long"), shift).cast("decimal(20,0)"))
+    digits = exact.cast("decimal(38,0)").cast("string")
+    n = F.length(digits)
+    chosen = digits
+    for p in (17, 16, 15):
+        up = F.when(digits.substr(F.lit(p + 1), F.lit(1)) >= "5", F.lit(1)).otherwise(F.lit(0)).cast("long")
+        text = F.concat((digits.substr(F.lit(1), F.lit(p)).try_cast("long") + up).cast("string"),
+                        F.repeat(F.lit("0"), n - p))
+        chosen = F.when((n > p) & (text.try_cast("double") == ax), text).otherwise(chosen)
+    return chosen
+
+
+def float_text(x):
+    """A float Column's text (``expressions.render_float``): Spark's cast to string (Java's
+    ``Double.toString``: the digits that read back as the same double), from scientific notation
+    (``1.0E20``, ``-1.5E-5``) into positional (``100000000000000000000.0``, ``-0.000015``); from 2**53 to
+    ``FLOAT_LIMIT`` the digits of ``_integral_digits``."""
+    F = _F()
+    t = x.cast("string")
+    sign = F.regexp_extract(t, _SCIENTIFIC, 1)
+    digits = F.concat(F.regexp_extract(t, _SCIENTIFIC, 2),
+                      F.regexp_replace(F.regexp_extract(t, _SCIENTIFIC, 3), "0+$", ""))
+    point = F.regexp_extract(t, _SCIENTIFIC, 4).try_cast("int") + 1     # digits before the point
+    n = F.length(digits)
+    positional = (F.when(point <= 0, F.concat(sign, F.lit("0."), F.repeat(F.lit("0"), -point), digits))
+                  .when(point >= n, F.concat(sign, digits, F.repeat(F.lit("0"), point - n), F.lit(".0")))
+                  .otherwise(F.concat(sign, digits.substr(F.lit(1), point), F.lit("."),
+                                      digits.substr(point + 1, F.lit(REST)))))
+    ax = F.abs(x)
+    integral = F.concat(F.when(x < 0, F.lit("-")).otherwise(F.lit("")), _integral_digits(ax), F.lit(".0"))
+    return (F.when((ax >= E.FLOAT_INTEGRAL * 2) & (ax < E.FLOAT_LIMIT), integral)
+            .when(t.rlike(_SCIENTIFIC), positional).otherwise(t))
+
+
+#: the text of a value of each type that is not a string, as ``to_string`` and the TSV and JSON Lines sinks
+#: write it (integers in decimal, booleans true/false: Spark's casts to string)
+TEXT = {
+    E.INTEGER: lambda x: x.cast("string"),
+    E.BOOLEAN: lambda x: x.cast("string"),
+    E.FLOAT: float_text,
+}
+
+
+def _to_float(c, e):
+    F = _F()
+    a, kind = c(e.args[0]), c.type_of(e.args[0])
+    if kind == E.FLOAT:
+        return a
+    if kind == E.INTEGER:
+        return a.cast("double")
+    # the pattern first: Spark's cast would also accept " 5", "5d", "Infinity" and "NaN"
+    return float_result(F.when(a.rlike(FLOAT_REGEX), a.try_cast("double")))
+
+
+def _to_string(c, e):
+    kind = c.type_of(e.args[0])
+    return c(e.args[0]) if kind == E.STRING else TEXT[kind](c(e.args[0]))
+
+
+def _round(c, e):
+    F = _F()
+    x = c(e.args[0])
+    if c.type_of(e.args[0]) == E.INTEGER:
+        return x
+    scale = float(10 ** e.digits)
+    y = x * F.lit(scale)
+    # Spark's own round goes through the decimal text of the double: the steps of the local engine instead
+    whole = F.when(y >= 0, F.floor(y)).otherwise(F.ceil(y)).cast("double")     # toward zero
+    frac = y - whole                                                             # exact
+    step = F.when(frac >= 0.5, F.lit(1.0)).when(frac <= -0.5, F.lit(-1.0)).otherwise(F.lit(0.0))
+    return float_result(F.when(F.abs(y) >= E.FLOAT_INTEGRAL, x).otherwise((whole + step) / F.lit(scale)))
+
+
+def _case(c, e):
+    F = _F()
+    floats = c.type_of(e) == E.FLOAT
+
+    def value(v):
+        return c(v).cast("double") if floats else c(v)
+
+    (first, v0), *rest = e.branches
+    chain = F.when(c(first), value(v0))
+    for cond, v in rest:
+        chain = chain.when(c(cond), value(v))
+    return chain if e.otherwise_value is None else chain.otherwise(value(e.otherwise_value))
+
+
+COMPILE.update({
+    E.ToFloat: _to_float,
+    E.ToString: _to_string,
+    E.Round: _round,
+    E.Case: _case,
+})
+
+
 class Compiler(E.Compiler):
     """Compiles one operator's expressions to a Spark Column (``logetl.expressions.Compiler``). A field is
     its column by name, or, given ``fields`` (name -> Column), that Column: how the engine composes a chain
@@ -191,3 +327,25 @@ AGGREGATES = {
     E.Max: lambda c, agg: _F().max(c(agg.arg)),
     E.CountDistinct: lambda c, agg: _F().count_distinct(c(agg.arg)),
 }
+
+
+# --- numbers: avg, median, percentile -----------------------------------------------------------------------
+
+def _avg(c, agg):
+    F = _F()
+    v = c(agg.arg)
+    # the exact 64-bit sum, then one division (Spark's avg would sum the values as doubles)
+    return F.when(F.count(v) > 0, F.sum(v).cast("double") / F.count(v).cast("double"))
+
+
+def _percentile(c, agg):
+    F = _F()
+    # Spark's exact percentile (a map of each distinct value to its count), not percentile_approx
+    return float_result(F.percentile(c(agg.arg), F.lit(agg.p)))
+
+
+AGGREGATES.update({
+    E.Avg: _avg,
+    E.Percentile: _percentile,
+    E.Median: _percentile,
+})
