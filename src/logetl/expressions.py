@@ -922,9 +922,11 @@ class Round(Expr):
     """A float rounded to ``digits`` decimal places (0 to ``ROUND_DIGITS``), ties away from zero:
     ``x * 10**digits`` (one floating-point multiplication) is rounded to the nearest integer, a half going
     away from zero (``0.5`` -> 1, ``1.5`` -> 2, ``2.5`` -> 3, ``-0.5`` -> -1), then divided by
-    ``10**digits``. Ties are those of that product as a float: ``2.675`` is stored as 2.67499999…, so
-    ``round(2.675, 2)`` is ``2.67``, as in Python. A float whose product is ``2**52`` or more has no
-    fraction to round and stays as it is. An integer stays as it is (an integer)."""
+    ``10**digits``. Ties are those of that product as a float: ``1.005 * 100`` is 100.49999999999999, so
+    ``round(1.005, 2)`` is ``1.0``; ``2.675 * 100`` is exactly 267.5, so ``round(2.675, 2)`` is ``2.68``
+    (Python's ``round``, which looks at the stored value 2.67499999…, gives 2.67). A float whose product
+    is ``2**52`` or more has no fraction to round and stays as it is. An integer stays as it is (an
+    integer)."""
 
     def __init__(self, arg: Expr, digits: int = 0):
         self.args = (_wrap(arg),)
