@@ -57,15 +57,18 @@ def numbers():
     return L.read().derive(v=L.to_float(c("size")))
 
 
-def run_flow(flow, engine: str, where, runner=None) -> dict[str, bytes]:
-    """Output tap -> its bytes (a Parquet output: its part files' bytes) of ``flow`` on ``engine``."""
+def run_flow(flow, engine: str, where, runner=None, log: str = LOG, runs: list | None = None) -> dict[str, bytes]:
+    """Output tap -> its bytes (a Parquet output: its part files' bytes) of ``flow`` on ``engine`` over
+    ``log``; the FlowRun is appended to ``runs`` when given."""
     runner = runner or get_engine(engine)()
     outs = {s.tap: str(where / s.tap) for s in flow.sinks}
     try:
-        taps = bind(flow, LOG, outs, engine=engine, fs=runner.filesystem())
-        runner.run(flow, taps, FlowListener())
+        taps = bind(flow, log, outs, engine=engine, fs=runner.filesystem())
+        run = runner.run(flow, taps, FlowListener())
     finally:
         runner.shutdown()
+    if runs is not None:
+        runs.append(run)
     return {tap: parts(path) for tap, path in outs.items()}
 
 
@@ -199,3 +202,179 @@ def test_floats_record_by_record(engine, tmp_path):
     types, values = parquet_values(tmp_path / "parquet")
     assert types == {"double"} and values == FLOATS
     assert all(str(x) != "-0.0" for x in values)
+
+
+# --- aggregates: avg, median, percentile, where=; floats through a checkpoint, as group and join keys ---------
+
+def aggregates_flow(join: bool = True):
+    stored = numbers().derive(k=(c("v") * 2).to_int()).checkpoint("cp")
+    per_response = stored.group_by("response").agg(
+        n=L.count(), a=L.avg("k"), md=L.median("v"), p90=L.percentile("v", 0.9), p0=L.percentile("v", 0),
+        p1=L.percentile(c("v"), 1), mk=L.median("k"), cw=L.count(where=c("v") > 1), sw=L.sum("k", where=c("v") > 1),
+        mn=L.min("v"), mx=L.max("v"), cd=L.count_distinct("v"), mw=L.median("v", where=c("v") > 0)).sort("response")
+    per_value = stored.group_by("v").agg(hn=L.count())
+    joined = stored.select("ip", "v").join(per_value, on="v")
+    return L.Flow("numbers_aggregates", [per_response.write("agg")] + ([joined.write("joined")] if join else []))
+
+
+AGGREGATES = {
+    # response, n, avg(k), median(v), p90, p0, p1, median(k), count(where v > 1), sum(k, where v > 1), min(v),
+    # max(v), count_distinct(v), median(v, where v > 0); k = to_int(v * 2)
+    "agg": lines(
+        # v 0.5 1.5 7 1000, k 1 3 14 2000: p90 at (4 - 1) * 0.9 = 2.7000000000000002, between 7 and 1000:
+        # (3 - 2.7000000000000002) * 7 + (2.7000000000000002 - 2) * 1000 = 702.1000000000003
+        "200\t4\t504.5\t4.25\t702.1000000000003\t0.5\t1000.0\t8.5\t3\t2017\t0.5\t1000.0\t4\t4.25",
+        "201\t1\t18014398509481984.0\t9007199254740992.0\t9007199254740992.0\t9007199254740992.0"
+        "\t9007199254740992.0\t18014398509481984.0\t1\t18014398509481984\t9007199254740992.0\t9007199254740992.0"
+        "\t1\t9007199254740992.0",
+        # every value null: null, and 0 counted
+        "304\t3\t\t\t\t\t\t\t0\t\t\t\t0\t",
+        # v -0.5 0 2.5 2.675, k -1 0 5 5
+        "404\t4\t2.25\t1.25\t2.6224999999999996\t-0.5\t2.675\t2.5\t2\t10\t-0.5\t2.675\t4\t2.5875",
+        # v -2.5 0 1.2345678901234568e29, k -5 0 (and null): the one k where v > 1 is null, so is its sum
+        "500\t3\t-2.5\t0.0\t98765431209876550000000000000.0\t-2.5\t123456789012345680000000000000.0\t-2.5\t1\t"
+        "\t-2.5\t123456789012345680000000000000.0\t3\t123456789012345680000000000000.0"),
+    "joined": lines(    # a null key matches nothing; the two 0.0 (one written -0.0) are one key
+        "10.0.0.1\t0.5\t1", "10.0.0.1\t1.5\t1", "10.0.0.2\t2.5\t1", "10.0.0.2\t-0.5\t1", "10.0.0.3\t-2.5\t1",
+        "10.0.0.3\t7.0\t1", "10.0.0.4\t1000.0\t1", "10.0.0.6\t2.675\t1",
+        "10.0.0.6\t123456789012345680000000000000.0\t1", "10.0.0.7\t9007199254740992.0\t1", "10.0.0.8\t0.0\t2",
+        "10.0.0.8\t0.0\t2"),
+}
+
+
+def test_aggregates_of_numbers(engine, tmp_path):
+    got = run_flow(aggregates_flow(), engine, tmp_path)
+    assert {tap: data.decode() for tap, data in got.items()} == {tap: data.decode() for tap, data in AGGREGATES.items()}
+
+
+def test_median_and_percentile_spilled_give_the_same_bytes(tmp_path):
+    """With a memory budget of a few bytes the partial states spill to disk, partitioned by the keys."""
+    runs = []
+    got = run_flow(aggregates_flow(join=False), "local", tmp_path, runner=LocalEngine(spill_buffers=64), runs=runs)
+    assert got == {"agg": AGGREGATES["agg"]}
+    assert "groupby" in runs[0].spilled, runs[0].spilled
+
+
+# --- mistakes: one line naming the expression and the types ----------------------------------------------------
+
+def _float_v():
+    return L.read().derive(v=L.to_float(c("size")))
+
+
+MISTAKES = [
+    (lambda: L.read().derive(x=c("size") / "x"),
+     "derive (unnamed): size / 'x': / takes integers and floats; size is string, 'x' is string"),
+    (lambda: L.read().derive(x=c("size").to_int() * "x"),
+     "derive (unnamed): to_int(size) * 'x': * takes integers and floats; to_int(size) is integer, 'x' is string"),
+    (lambda: L.read().group_by("ip").agg(a=L.avg("size")), "groupby (unnamed): avg(size): size is string, not integer"),
+    (lambda: _float_v().group_by("ip").agg(a=L.avg("v")),
+     "groupby (unnamed): avg(v): v is float; a float sum depends on the order of its additions, which engines do "
+     "not share: sum integers (e.g. (x * 1000).round().to_int()), or use median/percentile"),
+    (lambda: _float_v().group_by("ip").agg(a=L.sum("v", where=c("v") > 0)),
+     "groupby (unnamed): sum(v, where v > 0): v is float; a float sum depends on the order of its additions, which "
+     "engines do not share: sum integers (e.g. (x * 1000).round().to_int()), or use median/percentile"),
+    (lambda: L.read().group_by("ip").agg(p=L.percentile("size", 0.5)),
+     "groupby (unnamed): percentile(size, 0.5): size is string, not a number (integer or float)"),
+    (lambda: L.percentile("size", 1.5), "percentile: p must be a literal number from 0 to 1, not 1.5"),
+    (lambda: L.read().derive(x=L.when(c("ip") == "a").then(1).otherwise("one")),
+     "derive (unnamed): case when ip == 'a' then 1 otherwise 'one' end: the values are of different types: "
+     "1 (integer), 'one' (string)"),
+    (lambda: L.read().derive(x=L.when(c("ip")).then(1)), "derive (unnamed): when: ip is string, not boolean"),
+    (lambda: L.when(c("ip") == "a").otherwise(1), "when(ip == 'a') needs .then(value) before .otherwise"),
+    (lambda: L.when(c("ip") == "a").then(1).otherwise(2).otherwise(3),
+     "case when ip == 'a' then 1 otherwise 2 end: otherwise given twice"),
+    (lambda: L.cast("size", "double"), "cast: no type 'double' (types: string, integer, float)"),
+    (lambda: c("size").round(16), "round's digits go from 0 to 15, not 16"),
+    (lambda: L.read().derive(x=L.round("ip", 2)), "derive (unnamed): round: ip is string, not a number (integer or float)"),
+    (lambda: L.lit(float("nan")), "a float literal must be finite and below 2**121 in magnitude, not nan"),
+    (lambda: L.lit(1e300), "a float literal must be finite and below 2**121 in magnitude, not 1e+300"),
+    (lambda: _float_v().derive(x=c("v") // 2), "derive (unnamed): v // 2: v is float, not integer (use / for a float quotient)"),
+    (lambda: L.read().derive(x=c("ip") < 1.5),
+     "derive (unnamed): cannot compare ip (string) with 1.5 (float): use to_int() or a string literal"),
+    (lambda: _float_v().write("out", partition_by="v"),
+     "sink (unnamed): cannot partition by v, a float (partition by a string or an integer: round(...).to_int() or "
+     "to_string())"),
+]
+
+
+@pytest.mark.parametrize("make, message", MISTAKES, ids=[m for _, m in MISTAKES])
+def test_a_mistake_is_one_line_naming_the_expression_and_types(make, message):
+    with pytest.raises((E.ExpressionError, AssemblyError)) as caught:
+        make()
+    assert str(caught.value) == message
+
+
+def test_what_is_well_typed():
+    """Integers and floats mix in arithmetic, comparisons and conditionals; each result's type."""
+    p = _float_v().derive(n=c("size").to_int())
+    derived = p.derive(a=c("n") + c("v"), b=c("n") / c("n"), d=c("n") * 2, e=c("n") < c("v"), f=L.round("n"),
+                       i=L.to_string(c("v")), j=c("v").to_int(), k=L.lit(-0.0)).derive(
+        g=L.when(c("e")).then(c("n")).otherwise(c("v")), h=L.when(c("e")).then(c("n")))
+    assert {f: derived.types[f] for f in "abdefghijk"} == {
+        "a": "float", "b": "float", "d": "integer", "e": "boolean", "f": "integer", "g": "float", "h": "integer",
+        "i": "string", "j": "integer", "k": "float"}
+    assert L.lit(-0.0).value == 0.0 and str(L.lit(-0.0).value) == "0.0"
+    assert L.lit(5e-324).value == 0.0         # no subnormal float
+    aggs = derived.group_by("ip").agg(a=L.avg("n"), m=L.median("v"), q=L.percentile("n", 1), c=L.count(where=c("e")))
+    assert aggs.types == {"ip": "string", "a": "float", "m": "float", "q": "float", "c": "integer"}
+
+
+@pytest.mark.parametrize("value, text", [
+    (0.5, "0.5"), (3.0, "3.0"), (-2.25, "-2.25"), (0.0001, "0.0001"), (1e-7, "0.0000001"), (1e20, "100000000000000000000.0"),
+    (0.1 + 0.2, "0.30000000000000004"), (123456789.125, "123456789.125"), (1.2345678901234568e18, "1234567890123456800.0"),
+    (2.2250738585072014e-308, "0." + "0" * 307 + "22250738585072014")])
+def test_the_text_of_a_float(value, text):
+    assert E.render_float(value) == text
+
+
+# --- the real sample: avg, median and percentiles of the sizes against plain Python -----------------------------
+
+def sample_flow():
+    # the records of size "-" left out here as in the independent computation, whatever read keeps
+    sizes = L.read().filter(c("size") != "-").derive(n=c("size").to_int(), f=L.to_float(c("size")) / 1024)
+    per_status = sizes.group_by("response").agg(
+        n=L.count("n"), a=L.avg("n"), md=L.median("n"), p95=L.percentile("n", 0.95), p10=L.percentile("f", 0.1),
+        big=L.count(where=c("n") > 10_000), kb=L.sum(c("n") // 1024, where=c("n") > 10_000)).sort("response")
+    return L.Flow("numbers_sample", [per_status.write("out")])
+
+
+def _quantile(values: list, p: float) -> float:
+    """The documented rule (``expressions.Percentile``), step by step in Python's floats."""
+    v = sorted(values)
+    pos = (len(v) - 1) * p
+    lo, hi = int(pos // 1), -int(-pos // 1)
+    return float(v[lo]) if v[lo] == v[hi] else (hi - pos) * v[lo] + (pos - lo) * v[hi]
+
+
+def _sample_expected(path: str) -> bytes:
+    """The sample's answer computed with plain Python from the log's lines (a regex of its own, not the kernel)."""
+    import re
+
+    line = re.compile(r'^\S+ \S+ \S+ \[[^\]]*\] "[^"]*" (\d{3}) (\S+)')
+    groups: dict[str, list] = {}
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for text in f:
+            m = line.match(text)
+            if m and m.group(2) != "-":
+                groups.setdefault(m.group(1), []).append(int(m.group(2)) if m.group(2).isdigit() else None)
+    rows = []
+    for status in sorted(groups):
+        n = [x for x in groups[status] if x is not None]
+        if not n:
+            rows.append(f"{status}\t0\t\t\t\t\t0\t")
+            continue
+        assert statistics.median(n) == _quantile(n, 0.5)      # the rule's median is statistics.median
+        assert abs(_quantile(n, 0.95) - statistics.quantiles(n, n=20, method="inclusive")[-1]) <= 1e-9 * max(n) \
+            if len(n) > 1 else True
+        big = [x for x in n if x > 10_000]
+        a = sum(n) / len(n)
+        assert a == statistics.fmean(n) or abs(a - statistics.fmean(n)) <= 1e-12 * abs(a)
+        rows.append("\t".join([status, str(len(n)), E.render_float(a), E.render_float(float(statistics.median(n))),
+                               E.render_float(_quantile(n, 0.95)), E.render_float(_quantile([x / 1024 for x in n], 0.1)),
+                               str(len(big)), str(sum(x // 1024 for x in big)) if big else ""]))
+    return lines(*rows)
+
+
+def test_the_sample_against_plain_python(engine, sample, tmp_path):
+    got = run_flow(sample_flow(), engine, tmp_path, log=sample)
+    assert got["out"].decode() == _sample_expected(sample).decode()

@@ -617,11 +617,9 @@ class Arithmetic(Expr):
                     hint = " (use / for a float quotient)" if t == FLOAT else ""
                     raise ExpressionError(f"{self.describe()}: {a.describe()} is {t}, not integer{hint}")
             return INTEGER
-        for a, t in zip(self.args, kinds):
-            if t not in NUMBERS:
-                raise ExpressionError(f"{self.describe()}: {a.describe()} is {t}, not a number "
-                                      f"(integer or float): {self.args[0].describe()} is {kinds[0]}, "
-                                      f"{self.args[1].describe()} is {kinds[1]}")
+        if not all(t in NUMBERS for t in kinds):
+            raise ExpressionError(f"{self.describe()}: {self.op} takes integers and floats; "
+                                  f"{self.args[0].describe()} is {kinds[0]}, {self.args[1].describe()} is {kinds[1]}")
         return FLOAT if self.op == "/" or FLOAT in kinds else INTEGER
 
     def describe(self):
@@ -1042,7 +1040,10 @@ class Percentile(Aggregate):
         self.p = float(p)
 
     def check(self, types):
-        _number(self.arg, types, self.word)
+        t = self.arg.check(types)
+        if t not in NUMBERS:
+            raise ExpressionError(f"{self.describe()}: {self.value.describe()} is {t}, not a number "
+                                  "(integer or float)")
         return FLOAT
 
     def describe(self):
