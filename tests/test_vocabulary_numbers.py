@@ -266,7 +266,7 @@ MISTAKES = [
      "derive (unnamed): size / 'x': / takes integers and floats; size is string, 'x' is string"),
     (lambda: L.read().derive(x=c("size").to_int() * "x"),
      "derive (unnamed): to_int(size) * 'x': * takes integers and floats; to_int(size) is integer, 'x' is string"),
-    (lambda: L.read().group_by("ip").agg(a=L.avg("size")), "groupby (unnamed): avg(size): size is string, not integer"),
+    (lambda: L.read().group_by("ip").agg(a=L.avg("size")), "groupby (unnamed): avg: size is string, not integer"),
     (lambda: _float_v().group_by("ip").agg(a=L.avg("v")),
      "groupby (unnamed): avg(v): v is float; a float sum depends on the order of its additions, which engines do "
      "not share: sum integers (e.g. (x * 1000).round().to_int()), or use median/percentile"),
@@ -378,3 +378,7 @@ def _sample_expected(path: str) -> bytes:
 def test_the_sample_against_plain_python(engine, sample, tmp_path):
     got = run_flow(sample_flow(), engine, tmp_path, log=sample)
     assert got["out"].decode() == _sample_expected(sample).decode()
+
+
+#: the flows that run every expression and aggregate of this module on both engines
+FLOWS = [values_flow, aggregates_flow]

@@ -867,7 +867,7 @@ def _exact_sum(agg: "Aggregate", types: dict) -> None:
                               "order of its additions, which engines do not share: sum integers (e.g. "
                               "(x * 1000).round().to_int()), or use median/percentile")
     if t != INTEGER:
-        raise ExpressionError(f"{agg.describe()}: {agg.value.describe()} is {t}, not integer")
+        raise ExpressionError(f"{agg.word}: {agg.value.describe()} is {t}, not integer")
 
 
 class ToFloat(Expr):
