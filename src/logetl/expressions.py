@@ -5,8 +5,11 @@ its own table (``logetl.engines.local_expressions.COMPILE``, ``logetl.engines.sp
 one entry per class, so adding an expression is one class here plus one entry per engine. An engine that
 lacks an entry refuses the flow before running, naming the expression.
 
-Types are checked when the flow is defined: ``string``, ``integer`` (64-bit) and ``boolean``. Parsed
-fields are strings. Null (a missing value) follows SQL: a comparison or function of null is null, a filter
+Types are checked when the flow is defined: ``string``, ``integer`` (64-bit), ``float`` (64-bit, always
+finite, see ``FLOAT_LIMIT``) and ``boolean``. Parsed fields are strings; ``to_int``, ``to_float`` and
+``to_string`` (or ``cast``) convert. Integers and floats mix in ``+ - *``, comparisons and conditionals
+(the integer becomes the nearest float); ``/`` is always a float. A float is written as the shortest
+decimal that reads back as the same float, without an exponent (``render_float``). Null (a missing value) follows SQL: a comparison or function of null is null, a filter
 keeps only records whose predicate is true, ``and``/``or`` are three-valued, a sink writes null as the
 empty field. Every expression's semantics is written in its docstring and is the same on every engine;
 ``tests/test_expressions.py`` runs each one on both engines and compares the bytes.
@@ -996,6 +999,9 @@ class When:
     def then(self, value) -> Case:
         """The value when the condition is true."""
         return Case(self.branches + ((self.condition, value),))
+
+    def __repr__(self) -> str:
+        return f"<when({self.condition.describe()}) without .then(value)>"
 
     def __getattr__(self, name):
         if name.startswith("__"):
