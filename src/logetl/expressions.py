@@ -1033,8 +1033,9 @@ class Percentile(Aggregate):
     """The ``p``-th quantile (``0 <= p <= 1``) of a number over the group, nulls left out, as a float,
     exact (from every value, not a sketch): with the ``n`` values sorted ``v[0] <= ... <= v[n-1]`` and
     ``pos = (n - 1) * p``, ``lo = floor(pos)``, ``hi = ceil(pos)``, it is ``v[lo]`` when ``v[lo] == v[hi]``,
-    else ``(hi - pos) * v[lo] + (pos - lo) * v[hi]`` (linear interpolation, as Spark's ``percentile``,
-    numpy's default and ``statistics.quantiles(method='inclusive')``); every step a float operation.
+    else ``v[lo] + (pos - lo) * (v[hi] - v[lo])`` (linear interpolation, as Spark's ``percentile``,
+    numpy's default and ``statistics.quantiles(method='inclusive')``); every step a float operation, in
+    that order (the last digit depends on it).
     Null when every value is null. The engine keeps each group's distinct values with their counts."""
 
     word = "percentile"

@@ -309,7 +309,7 @@ def percentile(agg, v, n):
     lo_rank, hi_rank = pos.floor(), pos.ceil()
     lo = ordered.filter(below > lo_rank).first().cast(pl.Float64)
     hi = ordered.filter(below > hi_rank).first().cast(pl.Float64)
-    between = (hi_rank - pos) * lo + (pos - lo_rank) * hi
+    between = lo + (pos - lo_rank) * (hi - lo)
     return float_result(pl.when(total > 0).then(pl.when(lo == hi).then(lo).otherwise(between)))
 
 
