@@ -194,25 +194,44 @@ def _operands(c, e):
     return values
 
 
+def _let(value, body):
+    """``body(v)`` with ``v`` bound to ``value``, computed once: the variable of a higher-order function's
+    lambda. Written out, the text of a float repeats its parts so often that four float columns make a
+    generated method beyond the JVM's 64 KB (Spark then logs the compiler's failure and runs the stage
+    without code generation)."""
+    F = _F()
+    return F.transform(F.array(value), body).getItem(0)
+
+
 def _integral_digits(ax):
-    """The shortest decimal digits of a float ``ax`` from 2**53 to 2**121 (an integer), padded with zeros
-    to an integer: its exact value ``N`` (a multiple of a power of two below 2**63, shifted), then ``N``
-    rounded half up to 15, 16, then 17 significant digits, the first that reads back as ``ax``. Java
+    """The shortest decimal digits of a float ``ax`` from 2**53 to ``FLOAT_LIMIT`` (an integer), padded with
+    zeros to an integer: its exact value ``N`` (a multiple of a power of two below 2**63, shifted), then
+    ``N`` rounded half up to 15, 16, then 17 significant digits, the first that reads back as ``ax``. Java
     before 19 writes some of these floats with a digit too many (``1.23456789012345677E18`` for
     1.2345678901234568e18)."""
     F = _F()
     shift = F.greatest(F.floor(F.log2(ax)) - 60, F.lit(0)).cast("int")
     mantissa = (ax / F.pow(F.lit(2.0), shift)).cast("long")          # exact: an integer below 2**63
-    exact = (mantissa.cast("decimal(20,0)") * F.call_function("shiftleft", F.lit(1).cast("long"), shift).cast("decimal(20,0)"))
-    digits = exact.cast("decimal(38,0)").cast("string")
-    n = F.length(digits)
-    chosen = digits
-    for p in (17, 16, 15):
-        up = F.when(digits.substr(F.lit(p + 1), F.lit(1)) >= "5", F.lit(1)).otherwise(F.lit(0)).cast("long")
-        text = F.concat((digits.substr(F.lit(1), F.lit(p)).try_cast("long") + up).cast("string"),
-                        F.repeat(F.lit("0"), n - p))
-        chosen = F.when((n > p) & (text.try_cast("double") == ax), text).otherwise(chosen)
-    return chosen
+    power = F.call_function("shiftleft", F.lit(1).cast("long"), shift)
+    exact = (mantissa.cast("decimal(20,0)") * power.cast("decimal(20,0)")).cast("decimal(38,0)").cast("string")
+
+    def rounded(digits):
+        n = F.length(digits)
+
+        def to(p):
+            up = F.when(digits.substr(F.lit(p + 1), F.lit(1)) >= "5", F.lit(1)).otherwise(F.lit(0)).cast("long")
+            return F.when(n > p, F.concat((digits.substr(F.lit(1), F.lit(p)).try_cast("long") + up).cast("string"),
+                                          F.repeat(F.lit("0"), n - p))).otherwise(digits)
+
+        def first(texts):
+            chosen = texts[2]
+            for i in (1, 0):
+                chosen = F.when(texts[i].try_cast("double") == ax, texts[i]).otherwise(chosen)
+            return chosen
+
+        return _let(F.array(to(15), to(16), to(17)), first)
+
+    return _let(exact, rounded)
 
 
 def float_text(x):
@@ -221,20 +240,29 @@ def float_text(x):
     (``1.0E20``, ``-1.5E-5``) into positional (``100000000000000000000.0``, ``-0.000015``); from 2**53 to
     ``FLOAT_LIMIT`` the digits of ``_integral_digits``."""
     F = _F()
-    t = x.cast("string")
-    sign = F.regexp_extract(t, _SCIENTIFIC, 1)
-    digits = F.concat(F.regexp_extract(t, _SCIENTIFIC, 2),
-                      F.regexp_replace(F.regexp_extract(t, _SCIENTIFIC, 3), "0+$", ""))
-    point = F.regexp_extract(t, _SCIENTIFIC, 4).try_cast("int") + 1     # digits before the point
-    n = F.length(digits)
-    positional = (F.when(point <= 0, F.concat(sign, F.lit("0."), F.repeat(F.lit("0"), -point), digits))
-                  .when(point >= n, F.concat(sign, digits, F.repeat(F.lit("0"), point - n), F.lit(".0")))
-                  .otherwise(F.concat(sign, digits.substr(F.lit(1), point), F.lit("."),
-                                      digits.substr(point + 1, F.lit(REST)))))
-    ax = F.abs(x)
-    integral = F.concat(F.when(x < 0, F.lit("-")).otherwise(F.lit("")), _integral_digits(ax), F.lit(".0"))
-    return (F.when((ax >= E.FLOAT_INTEGRAL * 2) & (ax < E.FLOAT_LIMIT), integral)
-            .when(t.rlike(_SCIENTIFIC), positional).otherwise(t))
+
+    def positional(parts):          # sign, digits, digits before the point
+        sign, digits, point = parts[0], parts[1], parts[2].try_cast("int")
+        n = F.length(digits)
+        return (F.when(point <= 0, F.concat(sign, F.lit("0."), F.repeat(F.lit("0"), -point), digits))
+                .when(point >= n, F.concat(sign, digits, F.repeat(F.lit("0"), point - n), F.lit(".0")))
+                .otherwise(F.concat(sign, digits.substr(F.lit(1), point), F.lit("."),
+                                    digits.substr(point + 1, F.lit(REST)))))
+
+    def written(t):
+        parts = F.array(F.regexp_extract(t, _SCIENTIFIC, 1),
+                        F.concat(F.regexp_extract(t, _SCIENTIFIC, 2),
+                                 F.regexp_replace(F.regexp_extract(t, _SCIENTIFIC, 3), "0+$", "")),
+                        (F.regexp_extract(t, _SCIENTIFIC, 4).try_cast("int") + 1).cast("string"))
+        return F.when(t.rlike(_SCIENTIFIC), _let(parts, positional)).otherwise(t)
+
+    def text(v):
+        ax = F.abs(v)
+        integral = F.concat(F.when(v < 0, F.lit("-")).otherwise(F.lit("")), _integral_digits(ax), F.lit(".0"))
+        return F.when((ax >= E.FLOAT_INTEGRAL * 2) & (ax < E.FLOAT_LIMIT), integral).otherwise(
+            _let(v.cast("string"), written))
+
+    return _let(x, text)
 
 
 #: the text of a value of each type that is not a string, as ``to_string`` and the TSV and JSON Lines sinks
