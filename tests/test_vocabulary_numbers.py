@@ -291,6 +291,8 @@ MISTAKES = [
     (lambda: _float_v().derive(x=c("v") // 2), "derive (unnamed): v // 2: v is float, not integer (use / for a float quotient)"),
     (lambda: L.read().derive(x=c("ip") < 1.5),
      "derive (unnamed): cannot compare ip (string) with 1.5 (float): use to_int() or a string literal"),
+    (lambda: _float_v().derive(x=L.concat("v=", c("v"))),
+     "derive (unnamed): concat: v is not a string or an integer (concat(to_string(v)) writes its text)"),
     (lambda: _float_v().write("out", partition_by="v"),
      "sink (unnamed): cannot partition by v, a float (partition by a string or an integer: round(...).to_int() or "
      "to_string())"),

@@ -572,8 +572,10 @@ class Concat(Expr):
 
     def check(self, types):
         for a in self.args:
-            if a.check(types) not in (STRING, INTEGER):
-                raise ExpressionError(f"concat: {a.describe()} is not a string or an integer")
+            t = a.check(types)
+            if t not in (STRING, INTEGER):
+                hint = f" (concat(to_string({a.describe()})) writes its text)" if t == FLOAT else ""
+                raise ExpressionError(f"concat: {a.describe()} is not a string or an integer{hint}")
         return STRING
 
     def describe(self):
