@@ -91,7 +91,9 @@ def values_flow():
     ordered = p.sort(L.desc("v"), "ip").select("ip", "v")
     return L.Flow("numbers_values", [
         text.write("text"), rounded.write("round"), divided.write("div"), cases.write("when"),
-        ordered.write("sorted"), p.select("ip", "v").write("json", format="jsonl"),
+        ordered.write("sorted"),
+        # a string whose text looks like a float's key and value stays a string
+        p.derive(t=L.lit(',"v":"1.5"')).select("ip", "v", "t").write("json", format="jsonl"),
         p.select("ip", "v").write("parquet", format="parquet")])
 
 
@@ -173,13 +175,13 @@ VALUES = {
         "10.0.0.6\t123456789012345680000000000000.0", "10.0.0.7\t9007199254740992.0", "10.0.0.4\t1000.0",
         "10.0.0.3\t7.0", "10.0.0.6\t2.675", "10.0.0.2\t2.5", "10.0.0.1\t1.5", "10.0.0.1\t0.5", "10.0.0.8\t0.0",
         "10.0.0.8\t0.0", "10.0.0.2\t-0.5", "10.0.0.3\t-2.5", "10.0.0.4\t", "10.0.0.5\t", "10.0.0.9\t"),
-    "json": lines(
+    "json": lines(*(line[:-1] + r',"t":",\"v\":\"1.5\""}' for line in (
         '{"ip":"10.0.0.1","v":0.5}', '{"ip":"10.0.0.1","v":1.5}', '{"ip":"10.0.0.2","v":2.5}',
         '{"ip":"10.0.0.2","v":-0.5}', '{"ip":"10.0.0.3","v":-2.5}', '{"ip":"10.0.0.3","v":7.0}',
         '{"ip":"10.0.0.4","v":null}', '{"ip":"10.0.0.4","v":1000.0}', '{"ip":"10.0.0.5","v":null}',
         '{"ip":"10.0.0.6","v":2.675}', '{"ip":"10.0.0.6","v":123456789012345680000000000000.0}',
         '{"ip":"10.0.0.7","v":9007199254740992.0}', '{"ip":"10.0.0.8","v":0.0}', '{"ip":"10.0.0.8","v":0.0}',
-        '{"ip":"10.0.0.9","v":null}'),
+        '{"ip":"10.0.0.9","v":null}'))),
 }
 #: the floats of R1..R15 (None: null), as a Parquet output holds them
 FLOATS = [0.5, 1.5, 2.5, -0.5, -2.5, 7.0, None, 1000.0, None, 2.675, 1.2345678901234568e29, 9007199254740992.0,
@@ -199,6 +201,7 @@ def test_floats_record_by_record(engine, tmp_path):
     got = run_flow(values_flow(), engine, tmp_path)
     assert {tap: got[tap].decode() for tap in VALUES} == {tap: data.decode() for tap, data in VALUES.items()}
     assert [json.loads(x)["v"] for x in got["json"].decode().splitlines()] == FLOATS
+    assert {json.loads(x)["t"] for x in got["json"].decode().splitlines()} == {',"v":"1.5"'}
     types, values = parquet_values(tmp_path / "parquet")
     assert types == {"double"} and values == FLOATS
     assert all(str(x) != "-0.0" for x in values)
