@@ -356,13 +356,15 @@ def concrete(module, base) -> set[type]:
 
 
 def case_flows():
-    """The flows of this module's cases and of the vocabulary modules' (``test_vocabulary_*``)."""
+    """The flows of this module's cases and of the vocabulary modules' (``test_vocabulary_*``: their
+    ``CASES`` built by ``build``, and the flow functions listed in ``FLOWS``)."""
     import importlib
 
     yield from (build(name)[0] for name in CASES)
     for module in sorted(f[:-3] for f in os.listdir(HERE) if f.startswith("test_vocabulary_") and f.endswith(".py")):
         vocabulary = importlib.import_module(module)
-        yield from (vocabulary.build(name)[0] for name in vocabulary.CASES)
+        yield from (vocabulary.build(name)[0] for name in getattr(vocabulary, "CASES", ()))
+        yield from (make() for make in getattr(vocabulary, "FLOWS", ()))
 
 
 def used_in_cases() -> tuple[set[type], set[type]]:
@@ -379,7 +381,7 @@ def used_in_cases() -> tuple[set[type], set[type]]:
 
 def test_every_expression_and_aggregate_has_an_entry_in_both_engines_and_a_case():
     expressions = concrete(E, E.Expr) | concrete(E, E.Aggregate)
-    assert len(expressions) == 44, sorted(c.__name__ for c in expressions)   # a new class: add a case too
+    assert len(expressions) == 51, sorted(c.__name__ for c in expressions)   # a new class: add a case too
     for table in (local_expressions.COMPILE, spark_expressions.COMPILE):
         assert set(table) == concrete(E, E.Expr)
     for table in (local_expressions.AGGREGATES, spark_expressions.AGGREGATES):

@@ -59,7 +59,7 @@ HEAD = "import logetl.api as L\n\n\ndef flow(fmt):\n    logs = L.read(fmt)\n"   
     ("    out = logs.group_by('IP').agg(n=L.count())\n", 6,
      f"groupby (unnamed): no field 'IP' in {FIELDS} (did you mean 'ip'?)"),
     # a wrong type
-    ("    out = (logs\n           .derive(n=L.col('size') + 'x'))\n", 7, "derive (unnamed): +: size is string, not integer"),
+    ("    out = (logs\n           .derive(n=L.col('size') + 'x'))\n", 7, "derive (unnamed): size + 'x': + takes integers and floats; size is string, 'x' is string"),
     ("    out = logs.filter(L.col('response') >= 400)\n", 6,
      "filter (unnamed): cannot compare response (string) with 400 (integer): use to_int() or a string literal"),
     # a Python operator expressions do not have: the expression and the operand named
@@ -79,7 +79,7 @@ HEAD = "import logetl.api as L\n\n\ndef flow(fmt):\n    logs = L.read(fmt)\n"   
     ("    n = int(L.col('size'))\n", 6, "size is an expression, not a Python number (to_int() makes an integer of a string)"),
     ("    ok = L.col('a') == 'x' and L.col('b') == 'y'\n", 6,
      "a == 'x' is an expression, not a Python truth value (use & | ~ instead of and/or/not)"),
-    ("    n = L.col('size') + 1.5\n", 6, "a literal must be a string, an integer or a boolean, not 1.5"),
+    ("    n = L.col('size') + b'1'\n", 6, "a literal must be a string, an integer, a float or a boolean, not b'1'"),
     # an exception of the file's own code, on one line
     ("    raise ValueError('no\\nway')\n", 6, "ValueError: no way"),
     ("    return {}['k']\n", 6, "KeyError: 'k'"),

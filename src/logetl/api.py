@@ -23,7 +23,11 @@ engines compile: comparisons, ``& | ~``, ``is_in``, ``starts_with``/``ends_with`
 ``matches`` (a portable regex subset), ``substring``, ``lower``/``upper``, ``split_part``, ``concat``,
 ``to_int``, arithmetic, ``coalesce``, ``crc32``, ``day`` and ``hour``; for strings and URLs, ``extract``
 (a regex group), ``matches``/``contains`` with ``ignore_case``, ``method``, ``path``, ``query_string``,
-``query_param``, ``url_host``, ``url_decode``, and the aggregates ``first``/``last`` in a given order.
+``query_param``, ``url_host``, ``url_decode``, and the aggregates ``first``/``last`` in a given order;
+numbers: a ``float`` type with true division ``/``, ``round``, ``to_float``/``to_string``/``cast``, and
+conditionals ``when(c).then(v)....otherwise(v)``. The aggregates: ``count``, ``sum``, ``min``, ``max``, ``count_distinct``, ``avg``, ``median``
+and ``percentile``, each restricted to the records where a condition holds with ``where=``
+(``count(where=L.col("response") == "404")``).
 
 Times: ``timestamp(time)`` makes a log time a UTC instant (a ``timestamp``, written
 ``2015-05-17T10:05:03Z``); ``epoch``, ``from_epoch``, ``trunc`` (UTC) and ``trunc_local`` (as written),
@@ -39,6 +43,9 @@ from logetl.expressions import (
 from logetl.diagnostics import nearest
 from logetl.expressions import UnknownName
 from logetl.expressions import DayOfWeek, Epoch, FromEpoch, HourOfDay, Timestamp, Trunc, TruncLocal
+from logetl.expressions import Avg, Median, Percentile, When  # numbers
+from logetl.expressions import cast as _cast
+from logetl.expressions import when as _when
 
 __all__ = [
     "Flow", "Pipe", "Expr", "AssemblyError", "ExpressionError", "read", "col", "lit", "asc", "desc",
@@ -72,7 +79,7 @@ def col(name: str) -> Col:
 
 
 def lit(value) -> Lit:
-    """A constant string, integer or boolean."""
+    """A constant string, integer, float (finite) or boolean."""
     return Lit(value)
 
 
@@ -108,25 +115,80 @@ def hour(time) -> Hour:
     return Hour(time)
 
 
-def count(value=None) -> Count:
-    """``count()``: records in the group; ``count(x)``: records where ``x`` is not null."""
-    return Count(value)
+def count(value=None, where=None) -> Count:
+    """``count()``: records in the group; ``count(x)``: records where ``x`` is not null; ``where=c``: of
+    those, the ones where ``c`` is true."""
+    return Count(value, where)
 
 
-def sum(value) -> Sum:  # noqa: A001 - the aggregate's name
-    return Sum(value)
+def sum(value, where=None) -> Sum:  # noqa: A001 - the aggregate's name
+    """The sum of an integer (``where=c``: over the records where ``c`` is true)."""
+    return Sum(value, where)
 
 
-def min(value) -> Min:  # noqa: A001
-    return Min(value)
+def min(value, where=None) -> Min:  # noqa: A001
+    return Min(value, where)
 
 
-def max(value) -> Max:  # noqa: A001
-    return Max(value)
+def max(value, where=None) -> Max:  # noqa: A001
+    return Max(value, where)
 
 
-def count_distinct(value) -> CountDistinct:
-    return CountDistinct(value)
+def count_distinct(value, where=None) -> CountDistinct:
+    return CountDistinct(value, where)
+
+
+# --- numbers: float, casts, rounding, conditionals, avg/median/percentile ------------------------------
+
+__all__ += ["when", "to_float", "to_string", "cast", "round", "avg", "median", "percentile"]
+
+
+def when(condition) -> When:
+    """The start of a conditional: ``when(c1).then(v1).when(c2).then(v2).otherwise(v)`` is the value of
+    the first branch whose condition is true (a null condition is not), else ``otherwise``'s value, else
+    null. The values are of one type, or integers and floats (then all are floats)."""
+    return _when(condition)
+
+
+def to_float(value) -> Expr:
+    """A float from a string such as ``12``, ``-0.5`` or ``1.5e3`` (null for any other string), an
+    integer, or a float (see ``expressions.ToFloat``)."""
+    return _cast(value if isinstance(value, Expr) else Col(value), "float")
+
+
+def to_string(value) -> Expr:
+    """A value's text as a TSV output writes it (floats as ``0.5``, ``3.0``: see ``render_float``)."""
+    return _cast(value if isinstance(value, Expr) else Col(value), "string")
+
+
+def cast(value, type_: str) -> Expr:
+    """``value`` (an expression, or a field's name) as ``"string"``, ``"integer"`` or ``"float"``: the
+    same as ``to_string``, ``to_int`` and ``to_float``."""
+    return _cast(value if isinstance(value, Expr) else Col(value), type_)
+
+
+def round(value, digits: int = 0) -> Expr:  # noqa: A001 - the function's name
+    """A float rounded to ``digits`` places (0 to 15), ties away from zero: ``round(2.5)`` is 3.0,
+    ``round(-0.5)`` is -1.0 (see ``expressions.Round``); an integer stays as it is."""
+    return (value if isinstance(value, Expr) else Col(value)).round(digits)
+
+
+def avg(value, where=None) -> Avg:
+    """The mean of an integer over the group, as a float (the exact sum divided by the count); null when
+    every value is null."""
+    return Avg(value, where)
+
+
+def median(value, where=None) -> Median:
+    """The exact median of a number over the group, as a float: the middle value, or the mean of the two
+    middle values (``statistics.median``)."""
+    return Median(value, where)
+
+
+def percentile(value, p, where=None) -> Percentile:
+    """The exact ``p``-th quantile (0 to 1) of a number over the group, as a float, interpolated linearly
+    between the two nearest values (see ``expressions.Percentile``)."""
+    return Percentile(value, p, where)
 
 
 # --- strings: capture, case-insensitive match, URL parts -----------------------------------------------

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from logetl import contract, formats
 from logetl.diagnostics import nearest
-from logetl.expressions import BOOLEAN, INTEGER, STRING, TIMESTAMP, Aggregate, Col, Expr, ExpressionError, field_name
+from logetl.expressions import (
+    BOOLEAN, FLOAT, INTEGER, STRING, TIMESTAMP, Aggregate, Col, Expr, ExpressionError, field_name)
 
 
 class AssemblyError(ValueError):
@@ -675,7 +676,8 @@ class Visits(Pipe):
 
 #: the types a sink does not partition by: type -> what to do instead (a directory name per second, with
 #: ``:`` escaped, is no use to anyone)
-UNPARTITIONED = {TIMESTAMP: "partition by a string of it (trunc_local(time, 'day'), day(time), ...)"}
+UNPARTITIONED = {TIMESTAMP: "partition by a string of it (trunc_local(time, 'day'), day(time), ...)",
+                 FLOAT: "partition by a string or an integer (round(...).to_int() or to_string())"}
 
 #: what a sink can write: the contract's TSV (the default), CSV, Parquet, JSON Lines
 SINK_FORMATS = ("tsv", "csv", "parquet", "jsonl")
@@ -687,19 +689,19 @@ class Sink(Pipe):
     """Writes its input to the output tap named ``tap``, in input order, committed atomically, as
     ``format``:
 
-    - ``tsv`` (default): fields in order, no header, ``\\n`` line ends, integers in decimal, booleans
-      ``true``/``false``, timestamps ``2015-05-17T10:05:03Z``, null as the empty field; no quoting (no
-      field holds TAB, CR or LF);
+    - ``tsv`` (default): fields in order, no header, ``\\n`` line ends, integers in decimal, floats as
+      ``expressions.render_float`` (``0.5``, ``3.0``, no exponent), booleans ``true``/``false``, timestamps
+      ``2015-05-17T10:05:03Z``, null as the empty field; no quoting (no field holds TAB, CR or LF);
     - ``csv`` (RFC 4180): fields in order separated by ``,``, each record ending with CRLF (``\\r\\n``),
       values rendered as in TSV; a field that holds ``,``, ``"``, CR or LF, and the empty string, is
       enclosed in ``"`` with each ``"`` doubled; nothing else is quoted (spaces are data). Null is the
       empty field, the empty string ``""``; a record of one field that is null is written ``""`` too
       (an empty line, which readers skip, would lose the record). UTF-8, no byte order mark. A header
       line by default;
-    - ``parquet``: the fields as typed columns (strings, 64-bit integers, booleans, timestamps in
+    - ``parquet``: the fields as typed columns (strings, 64-bit integers, doubles, booleans, timestamps in
       microseconds adjusted to UTC), same names and order, compressed (zstd);
-    - ``jsonl``: one JSON object per record, keys in field order, a timestamp as its TSV text, null as
-      ``null``.
+    - ``jsonl``: one JSON object per record, keys in field order, floats as numbers written as in TSV, a
+      timestamp as its TSV text, null as ``null``.
 
     ``header`` (TSV and CSV; None: the format's default, ``HEADERS``): every part file starts with a line
     of the field names, as Spark's CSV writer and the readers of a directory of parts expect (DuckDB's
@@ -716,8 +718,8 @@ class Sink(Pipe):
     rename, and keeps the others of its fields and format; what an earlier output of another shape left
     (``part-*`` beside the partitions, partitions by other fields) is removed (``io.outputs.layout_scan``).
     Values are escaped as Hive and Spark do (``%XX`` for control characters
-    and ``"#%'*/:=?\\{[]^``); null and the empty string are ``__HIVE_DEFAULT_PARTITION__``. A timestamp
-    field is refused as a partition field (``UNPARTITIONED``)."""
+    and ``"#%'*/:=?\\{[]^``); null and the empty string are ``__HIVE_DEFAULT_PARTITION__``. A float or
+    timestamp field is refused as a partition field (``UNPARTITIONED``)."""
 
     kind = "sink"
 

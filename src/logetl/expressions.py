@@ -5,9 +5,13 @@ its own table (``logetl.engines.local_expressions.COMPILE``, ``logetl.engines.sp
 one entry per class, so adding an expression is one class here plus one entry per engine. An engine that
 lacks an entry refuses the flow before running, naming the expression.
 
-Types are checked when the flow is defined: ``string``, ``integer`` (64-bit), ``boolean`` and
-``timestamp`` (an instant in UTC, to the second: ``timestamp`` of a log time, ``trunc``, ``epoch``,
-``day_of_week``, ``hour_of_day``; see the section on times). Parsed fields are strings. Null (a missing value) follows SQL: a comparison or function of null is null, a filter
+Types are checked when the flow is defined: ``string``, ``integer`` (64-bit), ``float`` (64-bit, always
+finite, see ``FLOAT_LIMIT``), ``boolean`` and ``timestamp`` (an instant in UTC, to the second:
+``timestamp`` of a log time, ``trunc``, ``epoch``, ``day_of_week``, ``hour_of_day``; see the section on
+times). Parsed fields are strings; ``to_int``, ``to_float`` and ``to_string`` (or ``cast``) convert.
+Integers and floats mix in ``+ - *``, comparisons and conditionals (the integer becomes the nearest
+float); ``/`` is always a float. A float is written as the shortest decimal that reads back as the same
+float, without an exponent (``render_float``). Null (a missing value) follows SQL: a comparison or function of null is null, a filter
 keeps only records whose predicate is true, ``and``/``or`` are three-valued, a sink writes null as the
 empty field. Every expression's semantics is written in its docstring and is the same on every engine;
 ``tests/test_expressions.py`` runs each one on both engines and compares the bytes.
@@ -25,6 +29,9 @@ from logetl.diagnostics import Mistakes, closest
 STRING = "string"
 INTEGER = "integer"
 BOOLEAN = "boolean"
+FLOAT = "float"
+#: the types that take part in arithmetic and compare with each other
+NUMBERS = (INTEGER, FLOAT)
 
 #: the longest run of digits ``to_int`` accepts: every 18-digit number fits in 64 bits
 INT_DIGITS = 18
@@ -120,6 +127,8 @@ class Expr(Mistakes):
     def __rfloordiv__(self, other): return Arithmetic("//", _wrap(other), self)
     def __mod__(self, other): return Arithmetic("%", self, _wrap(other))
     def __rmod__(self, other): return Arithmetic("%", _wrap(other), self)
+    def __truediv__(self, other): return Arithmetic("/", self, _wrap(other))
+    def __rtruediv__(self, other): return Arithmetic("/", _wrap(other), self)
 
     # --- methods -----------------------------------------------------------------------------------
     def is_null(self) -> "IsNull": return IsNull(self)
@@ -139,6 +148,11 @@ class Expr(Mistakes):
     def upper(self) -> "Upper": return Upper(self)
     def split_part(self, delimiter: str, n: int) -> "SplitPart": return SplitPart(self, delimiter, n)
     def to_int(self) -> "ToInt": return ToInt(self)
+    # numbers
+    def to_float(self) -> "ToFloat": return ToFloat(self)
+    def to_string(self) -> "ToString": return ToString(self)
+    def round(self, digits: int = 0) -> "Round": return Round(self, digits)
+    def cast(self, type_: str) -> "Expr": return cast(self, type_)
 
 
 def _values(values) -> tuple:
@@ -207,8 +221,8 @@ class Col(Expr):
 
 
 class Lit(Expr):
-    """A constant: a string, an integer (64-bit) or a boolean. There is no null literal: use
-    ``is_null()`` and ``coalesce``."""
+    """A constant: a string, an integer (64-bit), a float (64-bit, in the range ``FLOAT_LIMIT`` states;
+    ``-0.0`` is ``0.0``) or a boolean. There is no null literal: use ``is_null()`` and ``coalesce``."""
 
     def __init__(self, value):
         if value is None:
@@ -219,16 +233,21 @@ class Lit(Expr):
             if not -(1 << 63) <= value < (1 << 63):
                 raise ExpressionError(f"integer literal {value} does not fit in 64 bits")
             self.type = INTEGER
+        elif isinstance(value, float):
+            value = float_literal(value)
+            self.type = FLOAT
         elif isinstance(value, str):
             self.type = STRING
         else:
-            raise ExpressionError(f"a literal must be a string, an integer or a boolean, not {value!r}")
+            raise ExpressionError(f"a literal must be a string, an integer, a float or a boolean, not {value!r}")
         self.value = value
 
     def check(self, types):
         return self.type
 
     def describe(self):
+        if self.type == FLOAT:
+            return render_float(self.value)
         return repr(self.value) if self.type == STRING else str(self.value).lower() \
             if self.type == BOOLEAN else str(self.value)
 
@@ -237,7 +256,8 @@ class Lit(Expr):
 
 class Compare(Expr):
     """``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=`` of two values of one type: strings in UTF-8 byte
-    order, integers numerically; booleans with ``==``/``!=`` only. Null when either side is null."""
+    order, numbers numerically (an integer and a float compare as numbers: the integer is converted to
+    the nearest float first); booleans with ``==``/``!=`` only. Null when either side is null."""
 
     OPS = ("==", "!=", "<", "<=", ">", ">=")
 
@@ -247,7 +267,7 @@ class Compare(Expr):
 
     def check(self, types):
         a, b = (x.check(types) for x in self.args)
-        if a != b:
+        if a != b and not (a in NUMBERS and b in NUMBERS):
             raise ExpressionError(f"cannot compare {self.args[0].describe()} ({a}) with "
                                   f"{self.args[1].describe()} ({b}): use to_int() or a {a} literal")
         if a == BOOLEAN and self.op not in ("==", "!="):
@@ -589,8 +609,10 @@ class Concat(Expr):
 
     def check(self, types):
         for a in self.args:
-            if a.check(types) not in (STRING, INTEGER):
-                raise ExpressionError(f"concat: {a.describe()} is not a string or an integer")
+            t = a.check(types)
+            if t not in (STRING, INTEGER):
+                hint = f" (concat(to_string({a.describe()})) writes its text)" if t == FLOAT else ""
+                raise ExpressionError(f"concat: {a.describe()} is not a string or an integer{hint}")
         return STRING
 
     def describe(self):
@@ -599,14 +621,15 @@ class Concat(Expr):
 
 class ToInt(Expr):
     """An integer from a string that is an optional ``-`` and 1 to 18 ASCII digits; null otherwise (so
-    ``-``, ``+5``, `` 5``, ``1e3`` and longer numbers are null). An integer stays as it is."""
+    ``-``, ``+5``, `` 5``, ``1e3`` and longer numbers are null). An integer stays as it is. A float is
+    truncated toward zero (``2.7`` -> 2, ``-2.7`` -> -2); null when the result is outside 64 bits."""
 
     def __init__(self, arg: Expr):
         self.args = (arg,)
 
     def check(self, types):
         t = self.args[0].check(types)
-        if t not in (STRING, INTEGER):
+        if t not in (STRING, INTEGER, FLOAT):
             raise ExpressionError(f"to_int: {self.args[0].describe()} is {t}")
         return INTEGER
 
@@ -615,20 +638,31 @@ class ToInt(Expr):
 
 
 class Arithmetic(Expr):
-    """``+ - *`` and floor division ``//`` and modulo ``%`` (as Python's: the remainder has the
-    divisor's sign) of integers; null when either side is null or the divisor is 0. Results beyond 64
-    bits are not defined (the local engine wraps, Spark fails the run)."""
+    """``+ - *`` of numbers, true division ``/``, and floor division ``//`` and modulo ``%`` (as Python's:
+    the remainder has the divisor's sign) of integers. ``+ - *`` of two integers is an integer (results
+    beyond 64 bits are not defined: the local engine wraps, Spark fails the run), of an integer and a float
+    or two floats a float; ``/`` is always a float (``7 / 2`` is ``3.5``). Null when either side is null
+    or the divisor is 0 (for ``/``, ``//`` and ``%`` alike); a float result beyond the float range is
+    null, below the smallest normal float 0.0 (see ``FLOAT_LIMIT``)."""
 
-    OPS = ("+", "-", "*", "//", "%")
+    OPS = ("+", "-", "*", "/", "//", "%")
 
     def __init__(self, op: str, left: Expr, right: Expr):
         assert op in self.OPS
         self.op, self.args = op, (left, right)
 
     def check(self, types):
-        for a in self.args:
-            _need(a, types, INTEGER, self.op)
-        return INTEGER
+        kinds = [a.check(types) for a in self.args]
+        if self.op in ("//", "%"):
+            for a, t in zip(self.args, kinds):
+                if t != INTEGER:
+                    hint = " (use / for a float quotient)" if t == FLOAT else ""
+                    raise ExpressionError(f"{self.describe()}: {a.describe()} is {t}, not integer{hint}")
+            return INTEGER
+        if not all(t in NUMBERS for t in kinds):
+            raise ExpressionError(f"{self.describe()}: {self.op} takes integers and floats; "
+                                  f"{self.args[0].describe()} is {kinds[0]}, {self.args[1].describe()} is {kinds[1]}")
+        return FLOAT if self.op == "/" or FLOAT in kinds else INTEGER
 
     def describe(self):
         return f"{self.args[0].describe()} {self.op} {self.args[1].describe()}"
@@ -868,22 +902,36 @@ class HourOfDay(_TimePart):
 
 class Aggregate:
     """Base of the aggregate functions of ``group_by``: an engine-neutral description, compiled by each
-    engine's table like the expressions. ``arg`` is the expression aggregated (None for ``count()``)."""
+    engine's table like the expressions. ``arg`` is the expression aggregated (None for ``count()``).
+
+    ``where`` (a boolean expression) restricts every aggregate to the group's records where it is true:
+    ``count(where=c)`` counts them, ``sum(x, where=c)`` sums ``x`` over them. It is ``arg`` made null
+    elsewhere (``when(where).then(arg)``; ``count()``'s argument is then the literal 1), so an engine
+    compiles it as any other argument."""
 
     word = ""
 
-    def __init__(self, arg=None):
-        self.arg = None if arg is None else (Col(arg) if isinstance(arg, str) else _wrap(arg))
+    def __init__(self, arg=None, where=None):
+        self.value = None if arg is None else (Col(arg) if isinstance(arg, str) else _wrap(arg))
+        self.where = where
+        if where is not None and not isinstance(where, Expr):
+            raise ExpressionError(f"{self.word}: where must be a boolean expression, not {where!r}")
+        self.arg = self.value if where is None else \
+            Case(((where, Lit(1) if self.value is None else self.value),))
 
     def check(self, types) -> str:
         return INTEGER
 
     def describe(self) -> str:
-        return f"{self.word}({'' if self.arg is None else self.arg.describe()})"
+        inner = "" if self.value is None else self.value.describe()
+        if self.where is not None:
+            inner += f"{', ' if inner else ''}where {self.where.describe()}"
+        return f"{self.word}({inner})"
 
 
 class Count(Aggregate):
-    """``count()``: the group's records; ``count(x)``: those where ``x`` is not null."""
+    """``count()``: the group's records; ``count(x)``: those where ``x`` is not null; ``count(where=c)``:
+    those where ``c`` is true."""
 
     word = "count"
 
@@ -894,23 +942,25 @@ class Count(Aggregate):
 
 
 class Sum(Aggregate):
-    """The sum of an integer over the group, nulls left out; null when every value is null."""
+    """The sum of an integer over the group, nulls left out; null when every value is null. Floats are
+    refused: a float sum depends on the order of the additions, which differs between engines and runs
+    (round to an integer of a finer unit first, e.g. ``(x * 1000).round().to_int()``)."""
 
     word = "sum"
 
-    def __init__(self, arg):
-        super().__init__(arg)
+    def __init__(self, arg, where=None):
+        super().__init__(arg, where)
 
     def check(self, types):
-        _need(self.arg, types, INTEGER, "sum")
+        _exact_sum(self, types)
         return INTEGER
 
 
 class _Extreme(Aggregate):
     """What ``min`` and ``max`` share (neither is a kind of the other: engines tell them apart by class)."""
 
-    def __init__(self, arg):
-        super().__init__(arg)
+    def __init__(self, arg, where=None):
+        super().__init__(arg, where)
 
     def check(self, types):
         t = self.arg.check(types)
@@ -937,8 +987,8 @@ class CountDistinct(Aggregate):
 
     word = "count_distinct"
 
-    def __init__(self, arg):
-        super().__init__(arg)
+    def __init__(self, arg, where=None):
+        super().__init__(arg, where)
 
     def check(self, types):
         self.arg.check(types)
@@ -1268,3 +1318,261 @@ class Last(_Ordered):
 
     word = "last"
 
+
+
+# --- numbers: float, casts, rounding, conditionals, avg/median/percentile ------------------------------
+# A float is an IEEE 754 double in a range that every engine writes alike: finite, of magnitude below
+# FLOAT_LIMIT (2**121, about 2.66e36), and 0 or at least FLOAT_MIN_NORMAL (no subnormal, no -0.0). A
+# literal is checked, and every expression that makes a float passes its result through the engines'
+# ``float_result``: beyond the limit it is null, below the smallest normal float it is 0.0. So no output
+# ever spells inf, nan or -0.0, equal floats are equal bytes everywhere, and the text of every float is
+# the same on every engine (Java before 19 writes some larger integral floats and the smallest subnormal
+# with a digit more than the shortest).
+
+#: floats are below this in magnitude; and 0 or at least the smallest normal double
+FLOAT_LIMIT = 2.0 ** 121
+FLOAT_MIN_NORMAL = 2.2250738585072014e-308
+#: the first float magnitude from which every float is an integer
+FLOAT_INTEGRAL = 2.0 ** 52
+#: what ``to_float`` accepts: an optional ``-``, digits, optionally ``.`` and digits, optionally an
+#: exponent ``e``/``E`` with an optional sign and 1 to 4 digits (no spaces, no ``+`` first, no ``inf``/``nan``)
+FLOAT_PATTERN = r"^-?[0-9]+(\.[0-9]+)?([eE][+\-]?[0-9]{1,4})?$"
+#: ``round``'s digits: from 0 (to an integer) to this
+ROUND_DIGITS = 15
+
+
+def float_literal(value: float) -> float:
+    """``value`` as a float literal: below ``FLOAT_LIMIT`` in magnitude; a subnormal and ``-0.0`` are
+    ``0.0``."""
+    if not abs(value) < FLOAT_LIMIT:
+        raise ExpressionError(f"a float literal must be finite and below 2**121 in magnitude, not {value!r}")
+    return value if abs(value) >= FLOAT_MIN_NORMAL else 0.0
+
+
+def render_float(value: float) -> str:
+    """The text of a float in TSV and JSON Lines outputs, ``to_string`` and ``concat`` on every engine: the
+    shortest decimal that reads back as the same float (Python's ``repr``), written without an exponent
+    and with at least one digit after the point: ``0.5``, ``3.0``, ``-2.25``, ``0.0001``,
+    ``100000000000000000000.0``, ``0.30000000000000004``."""
+    from decimal import Decimal
+
+    text = format(Decimal(repr(value)), "f")
+    return text if "." in text else text + ".0"
+
+
+def _number(expr: Expr, types: dict, what: str) -> str:
+    t = expr.check(types)
+    if t not in NUMBERS:
+        raise ExpressionError(f"{what}: {expr.describe()} is {t}, not a number (integer or float)")
+    return t
+
+
+def _exact_sum(agg: "Aggregate", types: dict) -> None:
+    """The argument of a sum or an average: an integer (summed exactly, in 64 bits)."""
+    t = agg.arg.check(types)
+    if t == FLOAT:
+        raise ExpressionError(f"{agg.describe()}: {agg.value.describe()} is float; a float sum depends on the "
+                              "order of its additions, which engines do not share: sum integers (e.g. "
+                              "(x * 1000).round().to_int()), or use median/percentile")
+    if t != INTEGER:
+        raise ExpressionError(f"{agg.word}: {agg.value.describe()} is {t}, not integer")
+
+
+class ToFloat(Expr):
+    """A float from a string written as ``FLOAT_PATTERN`` says (``12``, ``-0.5``, ``1.5e3``), the nearest
+    float to that decimal; null for any other string and for a number beyond the float range
+    (``FLOAT_LIMIT``; below the smallest normal float it is 0.0). An integer
+    becomes the nearest float (exact up to 2**53); a float stays as it is."""
+
+    def __init__(self, arg: Expr):
+        self.args = (_wrap(arg),)
+
+    def check(self, types):
+        t = self.args[0].check(types)
+        if t not in (STRING, INTEGER, FLOAT):
+            raise ExpressionError(f"to_float: {self.args[0].describe()} is {t}")
+        return FLOAT
+
+    def describe(self):
+        return f"to_float({self.args[0].describe()})"
+
+
+class ToString(Expr):
+    """The text of a value as a TSV output writes it: a string as it is, an integer in decimal, a float
+    as ``render_float`` says, a boolean ``true``/``false``; null stays null."""
+
+    def __init__(self, arg: Expr):
+        self.args = (_wrap(arg),)
+
+    def check(self, types):
+        self.args[0].check(types)
+        return STRING
+
+    def describe(self):
+        return f"to_string({self.args[0].describe()})"
+
+
+#: ``cast``'s target types and the expression each one is
+CASTS = {STRING: ToString, INTEGER: ToInt, FLOAT: ToFloat}
+
+
+def cast(expr: Expr, type_: str) -> Expr:
+    """``expr`` as type ``type_`` (``"string"``, ``"integer"`` or ``"float"``): ``to_string``, ``to_int`` or
+    ``to_float``."""
+    if type_ not in CASTS:
+        raise ExpressionError(f"cast: no type {type_!r} (types: {', '.join(CASTS)})")
+    return CASTS[type_](_wrap(expr))
+
+
+class Round(Expr):
+    """A float rounded to ``digits`` decimal places (0 to ``ROUND_DIGITS``), ties away from zero:
+    ``x * 10**digits`` (one floating-point multiplication) is rounded to the nearest integer, a half going
+    away from zero (``0.5`` -> 1, ``1.5`` -> 2, ``2.5`` -> 3, ``-0.5`` -> -1), then divided by
+    ``10**digits``. Ties are those of that product as a float: ``1.005 * 100`` is 100.49999999999999, so
+    ``round(1.005, 2)`` is ``1.0``; ``2.675 * 100`` is exactly 267.5, so ``round(2.675, 2)`` is ``2.68``
+    (Python's ``round``, which looks at the stored value 2.67499999…, gives 2.67). A float whose product
+    is ``2**52`` or more has no fraction to round and stays as it is. An integer stays as it is (an
+    integer)."""
+
+    def __init__(self, arg: Expr, digits: int = 0):
+        self.args = (_wrap(arg),)
+        self.digits = _literal(digits, int, "round's digits")
+        if not 0 <= digits <= ROUND_DIGITS:
+            raise ExpressionError(f"round's digits go from 0 to {ROUND_DIGITS}, not {digits}")
+
+    def check(self, types):
+        return _number(self.args[0], types, "round")
+
+    def describe(self):
+        return f"round({self.args[0].describe()}, {self.digits})"
+
+
+class Case(Expr):
+    """``when(c1).then(v1).when(c2).then(v2).otherwise(v)``: the value of the first branch whose condition
+    is true (a null condition is not true), else ``otherwise``'s value, else null. The values are of one
+    type, or integers and floats (then all are floats). Built with ``logetl.api.when``."""
+
+    def __init__(self, branches, otherwise=None):
+        self.branches = tuple((c, _wrap(v)) for c, v in branches)
+        for c, _ in self.branches:
+            if not isinstance(c, Expr):
+                raise ExpressionError(f"when takes a boolean expression, not {c!r}")
+        self.otherwise_value = None if otherwise is None else _wrap(otherwise)
+        self.args = tuple(x for b in self.branches for x in b) + (
+            () if self.otherwise_value is None else (self.otherwise_value,))
+
+    def when(self, condition) -> "When":
+        """Another branch, tried when the ones before are not taken."""
+        if self.otherwise_value is not None:
+            raise ExpressionError(f"{self.describe()}: when after otherwise")
+        return When(condition, self.branches)
+
+    def otherwise(self, value) -> "Case":
+        """The value when no branch is taken (without it: null)."""
+        if self.otherwise_value is not None:
+            raise ExpressionError(f"{self.describe()}: otherwise given twice")
+        return Case(self.branches, value)
+
+    def values(self) -> list[Expr]:
+        return [v for _, v in self.branches] + ([] if self.otherwise_value is None else [self.otherwise_value])
+
+    def check(self, types):
+        for c, _ in self.branches:
+            _need(c, types, BOOLEAN, "when")
+        kinds = [v.check(types) for v in self.values()]
+        if len(set(kinds)) == 1:
+            return kinds[0]
+        if set(kinds) <= set(NUMBERS):
+            return FLOAT
+        shown = ", ".join(f"{v.describe()} ({t})" for v, t in zip(self.values(), kinds))
+        raise ExpressionError(f"{self.describe()}: the values are of different types: {shown}")
+
+    def describe(self):
+        text = " ".join(f"when {c.describe()} then {v.describe()}" for c, v in self.branches)
+        tail = "" if self.otherwise_value is None else f" otherwise {self.otherwise_value.describe()}"
+        return f"case {text}{tail} end"
+
+
+class When:
+    """A condition waiting for its value: ``when(c)`` needs ``.then(value)`` to be an expression."""
+
+    def __init__(self, condition, branches=()):
+        if not isinstance(condition, Expr):
+            raise ExpressionError(f"when takes a boolean expression, not {condition!r}")
+        self.condition, self.branches = condition, tuple(branches)
+
+    def then(self, value) -> Case:
+        """The value when the condition is true."""
+        return Case(self.branches + ((self.condition, value),))
+
+    def __repr__(self) -> str:
+        return f"<when({self.condition.describe()}) without .then(value)>"
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise ExpressionError(f"when({self.condition.describe()}) needs .then(value) before .{name}")
+
+
+def when(condition) -> When:
+    """The start of a conditional: ``when(c).then(v)`` (see ``Case``)."""
+    return When(condition)
+
+
+class Avg(Aggregate):
+    """The mean of an integer over the group, nulls left out, as a float: the exact 64-bit sum divided by
+    the count (one correctly rounded division); null when every value is null. Floats are refused, as by
+    ``sum``."""
+
+    word = "avg"
+
+    def __init__(self, arg, where=None):
+        super().__init__(arg, where)
+
+    def check(self, types):
+        _exact_sum(self, types)
+        return FLOAT
+
+
+class Percentile(Aggregate):
+    """The ``p``-th quantile (``0 <= p <= 1``) of a number over the group, nulls left out, as a float,
+    exact (from every value, not a sketch): with the ``n`` values sorted ``v[0] <= ... <= v[n-1]`` and
+    ``pos = (n - 1) * p``, ``lo = floor(pos)``, ``hi = ceil(pos)``, it is ``v[lo]`` when ``v[lo] == v[hi]``,
+    else ``v[lo] + (pos - lo) * (v[hi] - v[lo])`` (linear interpolation, as Spark's ``percentile``,
+    numpy's default and ``statistics.quantiles(method='inclusive')``); every step a float operation, in
+    that order (the last digit depends on it).
+    Null when every value is null. The engine keeps each group's distinct values with their counts."""
+
+    word = "percentile"
+
+    def __init__(self, arg, p, where=None):
+        super().__init__(arg, where)
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
+            raise ExpressionError(f"percentile: p must be a literal number from 0 to 1, not {p!r}")
+        self.p = float(p)
+
+    def check(self, types):
+        t = self.arg.check(types)
+        if t not in NUMBERS:
+            raise ExpressionError(f"{self.describe()}: {self.value.describe()} is {t}, not a number "
+                                  "(integer or float)")
+        return FLOAT
+
+    def describe(self):
+        inner = self.value.describe() + f", {render_float(self.p)}"
+        if self.where is not None:
+            inner += f", where {self.where.describe()}"
+        return f"{self.word}({inner})"
+
+
+class Median(Percentile):
+    """``percentile(x, 0.5)``: the middle value, or the mean of the two middle values (as
+    ``statistics.median``)."""
+
+    word = "median"
+
+    def __init__(self, arg, where=None):
+        super().__init__(arg, 0.5, where)
+
+    def describe(self):
+        return Aggregate.describe(self)

@@ -25,7 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from logetl import assembly, contract
 from logetl import expressions as E
 from logetl.engines import kernel
-from logetl.engines.local_expressions import AGGREGATES, COMPILE, TEXT, Compiler, _dtype, _text, aggregate_input
+from logetl.engines.local_expressions import (
+    AGGREGATES, COMPILE, HISTOGRAM, SINK_TEXT, Compiler, _dtype, _text, aggregate_input, percentile)
 from logetl.engines.base import Engine, RunState, StepContext, partitioned_taps
 from logetl.engines.spill import (
     DEFAULT_LIMIT, ExternalSort, HashPartitions, MemoryBudget, MemoryLimitExceeded, SpillDir, frame_bytes)
@@ -263,7 +264,10 @@ class GroupByOp(Op):
     """Aggregates each batch into partial states per group (``local_expressions.AGGREGATES``), which are
     combined within the run's memory budget (``spill.HashPartitions`` on the keys: in memory while they
     fit, else partitioned to disk by the keys and combined one partition at a time). Values of a
-    ``count_distinct`` join the keys of the partial stage, so that the final stage can count them."""
+    ``count_distinct`` join the keys of the partial stage, so that the final stage can count them; so do
+    the values of a median or percentile (``HISTOGRAM``), with the count of their records beside."""
+
+    RECORDS = "__logetl_records"
 
     def __init__(self, *args):
         super().__init__(*args)
@@ -272,7 +276,7 @@ class GroupByOp(Op):
         compile_ = Compiler(node.previous[0].types)
         self.keys = list(node.keys)
         self.inputs, self.partials, self.combines, self.finals = [], [], [], []
-        distinct = []
+        distinct, histograms = [], []
         for i, (field, agg) in enumerate(node.aggregates.items()):
             value = f"__logetl_v{i}"
             if agg.arg is not None:
@@ -281,11 +285,20 @@ class GroupByOp(Op):
                 distinct.append(value)
                 self.finals.append(pl.col(value).drop_nulls().n_unique().cast(pl.Int64).alias(field))
                 continue
+            if AGGREGATES[type(agg)] == HISTOGRAM:
+                distinct.append(value)
+                histograms.append((field, agg, value))
+                continue
             partial, combine, *final = AGGREGATES[type(agg)]    # final: combine unless given
             p = f"__logetl_p{i}"
             self.partials.append(partial(agg, pl.col(value)).alias(p))
             self.combines.append(combine(agg, pl.col(p)).alias(p))
             self.finals.append((final[0] if final else combine)(agg, pl.col(p)).alias(field))
+        if histograms:
+            records = pl.col(self.RECORDS)
+            self.partials.append(pl.len().cast(pl.Int64).alias(self.RECORDS))
+            self.combines.append(records.sum().alias(self.RECORDS))
+            self.finals += [percentile(agg, pl.col(value), records).alias(field) for field, agg, value in histograms]
         self.out_types = [pl.col(f).cast(_dtype(t)) for f, t in node.types.items()]
         self.partial_keys = self.keys + distinct
         self.groups = HashPartitions(local.memory, local.spill_dir(node.name), hash_on=self.keys,
@@ -457,16 +470,21 @@ class HashJoinOp(Op):
 
 
 def as_text(batch: Batch, types: dict) -> Batch:
-    """The batch with each field of a type that has a text form of its own (``local_expressions.TEXT``: a
-    timestamp) as that text, for TSV and JSON Lines; the batch itself when it has none."""
-    rendered = [_text(types[f], _pl().col(f)).alias(f) for f in batch.fields if types.get(f) in TEXT]
+    """The batch with each field of a type that has a text form of its own (``local_expressions.SINK_TEXT``:
+    a float, a timestamp) as that text, for TSV, CSV and JSON Lines; the batch itself when it has none."""
+    rendered = [_text(types[f], _pl().col(f)).alias(f) for f in batch.fields if types.get(f) in SINK_TEXT]
     return batch.derive(batch.fields, batch.frame().with_columns(rendered)) if rendered else batch
+
+
+#: the types a JSON Lines sink writes as JSON numbers from their text (``SINK_TEXT``): the text is made a
+#: string first, then the quotes around it are taken off (``JsonLinesWriter``)
+JSON_NUMBERS = {E.FLOAT}
 
 
 class TsvWriter:
     """The contract's TSV: a kernel batch's bytes as they are, else Polars' CSV writer without quoting
-    (a timestamp as ``as_text`` writes it). ``header``: the file starts with the field names (a file
-    opened again to append has its header)."""
+    (a float or a timestamp as ``as_text`` writes it). ``header``: the file starts with the field names (a
+    file opened again to append has its header)."""
 
     suffix = ""
     format = "tsv"
@@ -588,11 +606,12 @@ def _cast_to(target):
 PARQUET_TYPES = {"string": lambda pa: pa.string(), "integer": lambda pa: pa.int64(), "boolean": lambda pa: pa.bool_()}
 # --- times: a timestamp is Parquet's timestamp in microseconds, adjusted to UTC
 PARQUET_TYPES[E.TIMESTAMP] = lambda pa: pa.timestamp("us", tz="UTC")
+PARQUET_TYPES[E.FLOAT] = lambda pa: pa.float64()
 
 
 class ParquetWriter:
     """Parquet with the sink's field names, in order, typed by the flow (strings, 64-bit integers,
-    booleans, timestamps in microseconds adjusted to UTC: ``PARQUET_TYPES``), zstd-compressed; one row group per batch, so memory holds one batch. An empty output is a
+    booleans, doubles, timestamps in microseconds adjusted to UTC: ``PARQUET_TYPES``), zstd-compressed; one row group per batch, so memory holds one batch. An empty output is a
     file with the schema and no rows.
 
     Two encoders, chosen on the first batch: logetl's own (``io.parquet``, C) when the batches are the parse
@@ -605,7 +624,7 @@ class ParquetWriter:
     - Strings come as Arrow strings straight from the parse kernel (``kernel.STRINGS``, written in place
       of the TSV), or as Polars' string views from a frame; neither is cast (Arrow's cast from views cost ~0.15 s of CPU
       and its writer encodes strings faster than views). Only Parquet's own logical types are recorded
-      (``store_schema=False``): every reader maps them to plain strings, 64-bit integers and booleans.
+      (``store_schema=False``): every reader maps them to plain strings, 64-bit integers, doubles and booleans.
     - Dictionary encoding only for the columns where it holds: decided on the first batch, a column whose
       distinct values would pass the dictionary page limit is written plain. Arrow's writer would build
       that dictionary and abandon it at the limit, for every row group (a log's timestamps: half the
@@ -683,7 +702,7 @@ class ParquetWriter:
             if pa.types.is_boolean(column.type):
                 continue
             distinct = call("unique", [column])
-            if pa.types.is_integer(column.type) or pa.types.is_temporal(column.type):
+            if pa.types.is_integer(column.type) or pa.types.is_floating(column.type) or pa.types.is_temporal(column.type):
                 size = 8 * len(distinct)
             else:
                 lengths = call("binary_length", [call("cast", [distinct], _cast_to(pa.large_string()))])
@@ -804,18 +823,27 @@ class ParquetWriter:
 
 class JsonLinesWriter:
     """JSON Lines: one object per record, keys in field order, integers and booleans as JSON values,
-    a timestamp as its text (``as_text``), null as ``null`` (Polars' NDJSON writer)."""
+    a timestamp as its text (``as_text``), null as ``null`` (Polars' NDJSON writer); floats as JSON numbers
+    written as ``render_float`` says (``JSON_NUMBERS``: each is written as a string of its text, then its
+    quotes are taken off: a value follows its key, ``{"f":`` or ``,"f":``, which no string's text can hold
+    unescaped)."""
 
     suffix = ".jsonl"
 
     def __init__(self, file, fields, types):
+        import re
+
         self.file = file
         self.types = types
+        numbers = [f for f in fields if types[f] in JSON_NUMBERS]
+        self.unquote = re.compile(rb'([{,]"(?:' + b"|".join(re.escape(f.encode()) for f in numbers)
+                                  + rb')":)"(-?[0-9]+\.[0-9]+)"') if numbers else None
 
     def write(self, batch):
         buf = io.BytesIO()
         as_text(batch, self.types).frame().write_ndjson(buf)
-        self.file.write(buf.getvalue())
+        data = buf.getvalue()
+        self.file.write(data if self.unquote is None else self.unquote.sub(rb"\1\2", data))
 
     def close(self):
         pass

@@ -4,7 +4,7 @@ classes' docstrings state; where Polars differs from them by default (nulls in `
 zero) the entry says how it is made to agree. The string section (capture, URL parts, percent-decoding,
 ``first``/``last``) is at the end, with the hooks ``GroupByOp`` calls for aggregates that read more than
 one value (``aggregate_input``). A type's Polars dtype is in ``DTYPES``; a type with a text of its own in
-TSV and JSON Lines (a timestamp) in ``TEXT``.
+TSV, CSV and JSON Lines (a float, a timestamp) in ``SINK_TEXT``.
 """
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ def _pl():
 
 
 #: type -> its Polars dtype (a function of the polars module, imported on first use)
-DTYPES = {E.STRING: lambda pl: pl.String, E.INTEGER: lambda pl: pl.Int64, E.BOOLEAN: lambda pl: pl.Boolean}
+DTYPES = {E.STRING: lambda pl: pl.String, E.INTEGER: lambda pl: pl.Int64, E.BOOLEAN: lambda pl: pl.Boolean,
+          E.FLOAT: lambda pl: pl.Float64}
 
 
 def _dtype(kind: str):
@@ -36,14 +37,19 @@ def _lit(c, e):
 
 
 def _compare(c, e):
-    a, b = (c(x) for x in e.args)
+    a, b = _operands(c, e)
     return {"==": a.__eq__, "!=": a.__ne__, "<": a.__lt__, "<=": a.__le__, ">": a.__gt__,
             ">=": a.__ge__}[e.op](b)
 
 
 def _arithmetic(c, e):
     pl = _pl()
-    a, b = (c(x) for x in e.args)
+    a, b = _operands(c, e)
+    if e.op == "/":
+        quotient = _divide(a.cast(pl.Float64), b.cast(pl.Float64), constant=not e.args[1].fields())
+        return float_result(pl.when(b != 0).then(quotient))
+    if c.type_of(e) == E.FLOAT:
+        return float_result({"+": a.__add__, "-": a.__sub__, "*": a.__mul__}[e.op](b))
     if e.op in ("//", "%"):
         # Polars' integer // and % are floor division and modulo, as documented; a zero divisor is null
         return pl.when(b != 0).then(a // b if e.op == "//" else a % b)
@@ -55,6 +61,8 @@ def _to_int(c, e):
     a = c(e.args[0])
     if c.type_of(e.args[0]) == E.INTEGER:
         return a
+    if c.type_of(e.args[0]) == E.FLOAT:
+        return a.cast(pl.Int64, strict=False)      # truncated toward zero; null outside 64 bits
     return pl.when(a.str.contains(E.INT_PATTERN)).then(a.cast(pl.Int64, strict=False))
 
 
@@ -128,6 +136,113 @@ COMPILE = {
     E.Day: _day,
     E.Hour: _hour,
 }
+
+
+# --- numbers: float, casts, rounding, conditionals ------------------------------------------------------
+
+def float_result(x):
+    """A float expression's value as the portable float (``expressions.FLOAT_LIMIT``): null unless finite
+    and below the limit in magnitude, 0.0 below the smallest normal float (so ``-0.0`` is ``0.0``)."""
+    pl = _pl()
+    size = x.abs()
+    return pl.when(x.is_finite() & (size < E.FLOAT_LIMIT)).then(
+        pl.when(size >= E.FLOAT_MIN_NORMAL).then(x).otherwise(pl.lit(0.0)))
+
+
+def _operands(c, e):
+    """The two sides of a comparison or an arithmetic operation, both as floats when one is a float."""
+    pl = _pl()
+    kinds = [c.type_of(x) for x in e.args]
+    values = [c(x) for x in e.args]
+    if E.FLOAT in kinds and all(k in E.NUMBERS for k in kinds):
+        values = [v.cast(pl.Float64) for v in values]
+    return values
+
+
+def _divide(a, b, constant: bool):
+    """``a / b``, correctly rounded: Polars divides by a scalar as a multiplication by its reciprocal (123.0 /
+    7.0 would be 17.57142857142857, not 17.571428571428573), so a ``constant`` divisor is repeated to the
+    frame's length first."""
+    return a / (_pl().repeat(b, _pl().len()) if constant else b)
+
+
+def float_text(x):
+    """A float expression's text (``expressions.render_float``): Polars writes the shortest decimal that
+    reads back as the same float, positional for most magnitudes and with an exponent (``1e+20``,
+    ``1e-7``) for the others; those few are written by ``render_float`` itself."""
+    pl = _pl()
+
+    def text(series):
+        out = series.cast(pl.String)
+        exponent = out.str.contains("e", literal=True).fill_null(False)
+        if exponent.any():
+            where = exponent.arg_true()
+            out = out.scatter(where, [E.render_float(v) for v in series.gather(where).to_list()])
+        return out
+
+    return x.map_batches(text, return_dtype=pl.String)
+
+
+#: the text of a value of each type that is not a string, as ``to_string`` and the TSV and JSON Lines sinks
+#: write it (integers in decimal, booleans true/false)
+TEXT = {
+    E.INTEGER: lambda x: x.cast(_pl().String),
+    E.BOOLEAN: lambda x: x.cast(_pl().String),
+    E.FLOAT: float_text,
+}
+
+
+def _to_float(c, e):
+    pl = _pl()
+    a, kind = c(e.args[0]), c.type_of(e.args[0])
+    if kind == E.FLOAT:
+        return a
+    if kind == E.INTEGER:
+        return a.cast(pl.Float64)
+    return float_result(pl.when(a.str.contains(E.FLOAT_PATTERN)).then(a.cast(pl.Float64, strict=False)))
+
+
+def _to_string(c, e):
+    kind = c.type_of(e.args[0])
+    return c(e.args[0]) if kind == E.STRING else TEXT[kind](c(e.args[0]))
+
+
+def _round(c, e):
+    pl = _pl()
+    x = c(e.args[0])
+    if c.type_of(e.args[0]) == E.INTEGER:
+        return x
+    scale = float(10 ** e.digits)
+    y = x * scale
+    whole = pl.when(y >= 0).then(y.floor()).otherwise(y.ceil())       # toward zero
+    frac = y - whole                                                   # exact
+    step = pl.when(frac >= 0.5).then(1.0).when(frac <= -0.5).then(-1.0).otherwise(0.0)
+    rounded = _divide(whole + step, pl.lit(scale), constant=True)
+    return float_result(pl.when(y.abs() >= E.FLOAT_INTEGRAL).then(x).otherwise(rounded))
+
+
+def _case(c, e):
+    pl = _pl()
+    floats = c.type_of(e) == E.FLOAT
+
+    def value(v):
+        return c(v).cast(pl.Float64) if floats else c(v)
+
+    (first, v0), *rest = e.branches
+    chain = pl.when(c(first)).then(value(v0))
+    for cond, v in rest:
+        chain = chain.when(c(cond)).then(value(v))
+    if e.otherwise_value is None:
+        return chain.otherwise(pl.lit(None, dtype=_dtype(c.type_of(e))))
+    return chain.otherwise(value(e.otherwise_value))
+
+
+COMPILE.update({
+    E.ToFloat: _to_float,
+    E.ToString: _to_string,
+    E.Round: _round,
+    E.Case: _case,
+})
 
 
 class Compiler(E.Compiler):
@@ -341,14 +456,15 @@ def _time_part(c, e, part):
 
 
 def _text(kind: str, value):
-    """How a value of type ``kind`` is written as text (TSV, JSON Lines): a timestamp as
-    ``2015-05-17T10:05:03Z``; the other types as they are."""
-    render = TEXT.get(kind)
+    """How a value of type ``kind`` is written as text by the sinks (TSV, CSV, JSON Lines): a float as
+    ``render_float``, a timestamp as ``2015-05-17T10:05:03Z``; the other types as they are."""
+    render = SINK_TEXT.get(kind)
     return value if render is None else render(value)
 
 
-#: type -> how a value of it is written in TSV and JSON Lines (the types not here: as Polars writes them)
-TEXT = {E.TIMESTAMP: lambda value: value.dt.strftime(TIMESTAMP_TEXT)}
+#: type -> how a value of it is written in TSV, CSV and JSON Lines (the types not here: as Polars writes them)
+SINK_TEXT = {E.FLOAT: float_text, E.TIMESTAMP: lambda value: value.dt.strftime(TIMESTAMP_TEXT)}
+TEXT[E.TIMESTAMP] = SINK_TEXT[E.TIMESTAMP]
 
 COMPILE.update({
     E.Timestamp: _timestamp,
@@ -360,3 +476,51 @@ COMPILE.update({
     E.HourOfDay: lambda c, e: _time_part(c, e, lambda t: t.dt.hour()),
 })
 DTYPES[E.TIMESTAMP] = lambda pl: pl.Datetime("us", "UTC")
+
+
+# --- numbers: avg, median, percentile -----------------------------------------------------------------------
+# avg's partial state is a struct of the exact sum and the count; an entry of three functions has a final
+# step besides (state -> value). Median and percentile are not combinable as a state of fixed size: they
+# are HISTOGRAM aggregates, whose values join the grouping keys of the partial stage with the count of
+# their records (GroupByOp), so that memory holds each group's distinct values once (spilled by the keys
+# as any partial state); the final stage reads each group's sorted values and counts.
+
+HISTOGRAM = "histogram"
+
+
+def _avg_partial(agg, v):
+    return _pl().struct(v.sum().alias("s"), v.count().alias("n"))
+
+
+def _avg_combine(agg, p):
+    return _pl().struct(p.struct.field("s").sum().alias("s"), p.struct.field("n").sum().alias("n"))
+
+
+def _avg_final(agg, p):
+    pl = _pl()
+    total, n = p.struct.field("s").sum(), p.struct.field("n").sum()
+    return pl.when(n > 0).then(total.cast(pl.Float64) / n.cast(pl.Float64))
+
+
+def percentile(agg, v, n):
+    """``agg``'s percentile (``expressions.Percentile``) of one group from its rows of values ``v`` and
+    their record counts ``n``, every step the float operation the docstring states (Spark's order)."""
+    pl = _pl()
+    known = v.is_not_null()
+    values, counts = v.filter(known), n.filter(known)
+    ordered, weights = values.sort(), counts.sort_by(values)
+    below = weights.cum_sum()                      # records up to and including each value
+    total = weights.sum()
+    pos = (total - 1).cast(pl.Float64) * agg.p
+    lo_rank, hi_rank = pos.floor(), pos.ceil()
+    lo = ordered.filter(below > lo_rank).first().cast(pl.Float64)
+    hi = ordered.filter(below > hi_rank).first().cast(pl.Float64)
+    between = lo + (pos - lo_rank) * (hi - lo)
+    return float_result(pl.when(total > 0).then(pl.when(lo == hi).then(lo).otherwise(between)))
+
+
+AGGREGATES.update({
+    E.Avg: (_avg_partial, _avg_combine, _avg_final),
+    E.Percentile: HISTOGRAM,
+    E.Median: HISTOGRAM,
+})

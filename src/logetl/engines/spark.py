@@ -67,6 +67,7 @@ from itertools import count
 from logetl import __version__, assembly, contract
 from logetl.errors import RunFailed, UsageError
 from logetl.engines.base import Engine, EngineUnavailable, RunState, StepContext, partitioned_taps
+from logetl import expressions as E
 from logetl.engines.spark_expressions import AGGREGATES, COMPILE, Compiler, column
 from logetl.engines.spark_expressions import SESSION
 from logetl.engines.spark_expressions import text as text_of
@@ -112,6 +113,12 @@ _FS_PREFIX = re.compile(r"(?:[^/:]*:)?(?://[^/]+)?")
 #: column (request, time: 2M-line Join, local[*]: the parse-and-store job 7.9 s of executor CPU against
 #: 11.3 s, and the step that reads it 1.2 s against 2.2 s); bigger files on the working directory's disk
 STORE_OPTIONS = {"parquet.enable.dictionary": "false"}
+
+#: the types a JSON Lines sink writes as JSON numbers from their text (``spark_expressions.SINK_TEXT``): the
+#: text is made a string first, then the quotes around it are taken off (``SparkEngine._json_line``)
+JSON_NUMBERS = {E.FLOAT}
+
+
 _OBSERVATIONS = count()     # observation names are unique within the session: numbered, whatever the run
 
 
@@ -2218,19 +2225,26 @@ class SparkEngine(Engine):
     PARQUET_SETTINGS = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
 
     @staticmethod
-    def _json_line(fields):
+    def _json_line(fields, types):
         r"""A record as the JSON Lines writer's object (``to_json`` is Spark's JSON writer's generator: the
         same text), with a null written as null, not left out (every object has every field, in field
         order), and the escapes of control characters in lower-case hex (``\u001b``) as the local engine,
         Python's json and most tools write them: Jackson writes ``\u001B``. The only upper-case hex Jackson
         writes is the last digit of ``\u000B``-``\u001F``. An escape's backslash follows an even run of
         backslashes (none, or escaped backslashes ``\\``), so a user's text ``\u001B``, written
-        ``\\u001B``, stays as it is."""
+        ``\\u001B``, stays as it is. A float or a timestamp is written as its text (``SINK_TEXT``); a
+        field of a type in ``JSON_NUMBERS`` is written as a string of its text, whose quotes are then taken
+        off (its value follows its key, ``{"f":`` or ``,"f":``, which no string's text holds unescaped)."""
         from pyspark.sql import functions as F
 
-        line = F.to_json(F.struct(*fields), {"ignoreNullFields": "false"})
+        values = [text_of(types[f], column(f)).alias(f) for f in fields]     # a float, a timestamp: its text
+        line = F.to_json(F.struct(*values), {"ignoreNullFields": "false"})
         for digit in "ABCDEF":
             line = F.regexp_replace(line, r"(?<!\\)((?:\\\\)*\\u00[01])" + digit, "$1" + digit.lower())
+        numbers = [f for f in fields if types[f] in JSON_NUMBERS]
+        if numbers:
+            line = F.regexp_replace(line, r'([{,]"(?:' + "|".join(re.escape(f) for f in numbers)
+                                    + r')":)"(-?[0-9]+\.[0-9]+)"', "$1$2")
         return line
 
     @staticmethod
@@ -2291,13 +2305,12 @@ class SparkEngine(Engine):
         out.suffix = suffix
         by = list(node.partition_by)
         if node.format in DELIMITED:
-            # a timestamp as spark_expressions.text writes it
+            # a float or a timestamp as spark_expressions.text writes it
             line = self._delimited_line(node.format, [text_of(node.types[f], column(f)) for f in node.file_fields])
             # (the text writer takes one column of any name: not "value", which a partition field may be)
             columns = [line.alias("__logetl_line")]
         elif node.format == "jsonl":
-            columns = [self._json_line([text_of(node.types[f], column(f)).alias(f) for f in node.file_fields])
-                       .alias("__logetl_line")]
+            columns = [self._json_line(node.file_fields, node.types).alias("__logetl_line")]
         else:
             columns = [column(f) for f in node.file_fields]
             if not all(f.nullable for f in df.select(*columns).schema.fields):

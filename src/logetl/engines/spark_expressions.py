@@ -48,7 +48,7 @@ def _value(value):
 
 
 def _compare(c, e):
-    a, b = (c(x) for x in e.args)
+    a, b = _operands(c, e)
     # Spark compares strings by their UTF-8 bytes (the default UTF8_BINARY collation), longs numerically
     return {"==": a.__eq__, "!=": a.__ne__, "<": a.__lt__, "<=": a.__le__, ">": a.__gt__,
             ">=": a.__ge__}[e.op](b)
@@ -62,7 +62,12 @@ def _floor_adjust(r, b):
 
 def _arithmetic(c, e):
     F = _F()
-    a, b = (c(x) for x in e.args)
+    a, b = _operands(c, e)
+    if e.op == "/":
+        # the divisor is tested first: ANSI mode fails a division by zero, and a CASE branch is lazy
+        return float_result(F.when(b != 0, a.cast("double") / b.cast("double")))
+    if c.type_of(e) == E.FLOAT:
+        return float_result({"+": a.__add__, "-": a.__sub__, "*": a.__mul__}[e.op](b))
     if e.op in ("+", "-", "*"):
         return {"+": a.__add__, "-": a.__sub__, "*": a.__mul__}[e.op](b)
     # Spark's ``div`` and ``%`` truncate toward zero and fail on a zero divisor under ANSI: the divisor is
@@ -81,6 +86,8 @@ def _to_int(c, e):
     a = c(e.args[0])
     if c.type_of(e.args[0]) == E.INTEGER:
         return a
+    if c.type_of(e.args[0]) == E.FLOAT:
+        return a.try_cast("long")       # truncated toward zero; null outside 64 bits
     # the pattern first: Spark's cast would also accept " 5", "+5" and "5\n" (it trims)
     return F.when(a.rlike(INT_REGEX), a.try_cast("long"))
 
@@ -164,6 +171,163 @@ COMPILE = {
     E.Day: _day,
     E.Hour: _hour,
 }
+
+
+# --- numbers: float, casts, rounding, conditionals ------------------------------------------------------
+
+FLOAT_REGEX = E.portable_regex(E.FLOAT_PATTERN)
+#: Java's Double.toString in scientific notation (what a cast to string writes below 1e-3 and from 1e7)
+_SCIENTIFIC = r"^(-?)([0-9])\.([0-9]+)E(-?[0-9]+)$"
+
+
+def float_result(x):
+    """A float expression's value as the portable float (``expressions.FLOAT_LIMIT``): null unless below
+    the limit in magnitude (NaN compares above every number in Spark, so it is left out too), 0.0 below
+    the smallest normal float (so ``-0.0`` is ``0.0``)."""
+    F = _F()
+    size = F.abs(x)
+    return F.when(size < E.FLOAT_LIMIT, F.when(size >= E.FLOAT_MIN_NORMAL, x).otherwise(F.lit(0.0)))
+
+
+def _operands(c, e):
+    """The two sides of a comparison or an arithmetic operation, both as doubles when one is a float."""
+    kinds = [c.type_of(x) for x in e.args]
+    values = [c(x) for x in e.args]
+    if E.FLOAT in kinds and all(k in E.NUMBERS for k in kinds):
+        values = [v.cast("double") for v in values]
+    return values
+
+
+def _let(value, body):
+    """``body(v)`` with ``v`` bound to ``value``, computed once: the variable of a higher-order function's
+    lambda. Written out, the text of a float repeats its parts so often that four float columns make a
+    generated method beyond the JVM's 64 KB (Spark then logs the compiler's failure and runs the stage
+    without code generation)."""
+    F = _F()
+    return F.transform(F.array(value), body).getItem(0)
+
+
+def _integral_digits(ax):
+    """The shortest decimal digits of a float ``ax`` from 2**53 to ``FLOAT_LIMIT`` (an integer), padded with
+    zeros to an integer: its exact value ``N`` (a multiple of a power of two below 2**63, shifted), then
+    ``N`` rounded half up to 15, 16, then 17 significant digits, the first that reads back as ``ax``. Java
+    before 19 writes some of these floats with a digit too many (``1.23456789012345677E18`` for
+    1.2345678901234568e18)."""
+    F = _F()
+    shift = F.greatest(F.floor(F.log2(ax)) - 60, F.lit(0)).cast("int")
+    mantissa = (ax / F.pow(F.lit(2.0), shift)).cast("long")          # exact: an integer below 2**63
+    power = F.call_function("shiftleft", F.lit(1).cast("long"), shift)
+    exact = (mantissa.cast("decimal(20,0)") * power.cast("decimal(20,0)")).cast("decimal(38,0)").cast("string")
+
+    def rounded(digits):
+        n = F.length(digits)
+
+        def to(p):
+            up = F.when(digits.substr(F.lit(p + 1), F.lit(1)) >= "5", F.lit(1)).otherwise(F.lit(0)).cast("long")
+            return F.when(n > p, F.concat((digits.substr(F.lit(1), F.lit(p)).try_cast("long") + up).cast("string"),
+                                          F.repeat(F.lit("0"), n - p))).otherwise(digits)
+
+        def first(texts):
+            chosen = texts[2]
+            for i in (1, 0):
+                chosen = F.when(texts[i].try_cast("double") == ax, texts[i]).otherwise(chosen)
+            return chosen
+
+        return _let(F.array(to(15), to(16), to(17)), first)
+
+    return _let(exact, rounded)
+
+
+def float_text(x):
+    """A float Column's text (``expressions.render_float``): Spark's cast to string (Java's
+    ``Double.toString``: the digits that read back as the same double), from scientific notation
+    (``1.0E20``, ``-1.5E-5``) into positional (``100000000000000000000.0``, ``-0.000015``); from 2**53 to
+    ``FLOAT_LIMIT`` the digits of ``_integral_digits``."""
+    F = _F()
+
+    def positional(parts):          # sign, digits, digits before the point
+        sign, digits, point = parts[0], parts[1], parts[2].try_cast("int")
+        n = F.length(digits)
+        return (F.when(point <= 0, F.concat(sign, F.lit("0."), F.repeat(F.lit("0"), -point), digits))
+                .when(point >= n, F.concat(sign, digits, F.repeat(F.lit("0"), point - n), F.lit(".0")))
+                .otherwise(F.concat(sign, digits.substr(F.lit(1), point), F.lit("."),
+                                    digits.substr(point + 1, F.lit(REST)))))
+
+    def written(t):
+        parts = F.array(F.regexp_extract(t, _SCIENTIFIC, 1),
+                        F.concat(F.regexp_extract(t, _SCIENTIFIC, 2),
+                                 F.regexp_replace(F.regexp_extract(t, _SCIENTIFIC, 3), "0+$", "")),
+                        (F.regexp_extract(t, _SCIENTIFIC, 4).try_cast("int") + 1).cast("string"))
+        return F.when(t.rlike(_SCIENTIFIC), _let(parts, positional)).otherwise(t)
+
+    def text(v):
+        ax = F.abs(v)
+        integral = F.concat(F.when(v < 0, F.lit("-")).otherwise(F.lit("")), _integral_digits(ax), F.lit(".0"))
+        return F.when((ax >= E.FLOAT_INTEGRAL * 2) & (ax < E.FLOAT_LIMIT), integral).otherwise(
+            _let(v.cast("string"), written))
+
+    return _let(x, text)
+
+
+#: the text of a value of each type that is not a string, as ``to_string`` and the TSV and JSON Lines sinks
+#: write it (integers in decimal, booleans true/false: Spark's casts to string)
+TEXT = {
+    E.INTEGER: lambda x: x.cast("string"),
+    E.BOOLEAN: lambda x: x.cast("string"),
+    E.FLOAT: float_text,
+}
+
+
+def _to_float(c, e):
+    F = _F()
+    a, kind = c(e.args[0]), c.type_of(e.args[0])
+    if kind == E.FLOAT:
+        return a
+    if kind == E.INTEGER:
+        return a.cast("double")
+    # the pattern first: Spark's cast would also accept " 5", "5d", "Infinity" and "NaN"
+    return float_result(F.when(a.rlike(FLOAT_REGEX), a.try_cast("double")))
+
+
+def _to_string(c, e):
+    kind = c.type_of(e.args[0])
+    return c(e.args[0]) if kind == E.STRING else TEXT[kind](c(e.args[0]))
+
+
+def _round(c, e):
+    F = _F()
+    x = c(e.args[0])
+    if c.type_of(e.args[0]) == E.INTEGER:
+        return x
+    scale = float(10 ** e.digits)
+    y = x * F.lit(scale)
+    # Spark's own round goes through the decimal text of the double: the steps of the local engine instead
+    whole = F.when(y >= 0, F.floor(y)).otherwise(F.ceil(y)).cast("double")     # toward zero
+    frac = y - whole                                                             # exact
+    step = F.when(frac >= 0.5, F.lit(1.0)).when(frac <= -0.5, F.lit(-1.0)).otherwise(F.lit(0.0))
+    return float_result(F.when(F.abs(y) >= E.FLOAT_INTEGRAL, x).otherwise((whole + step) / F.lit(scale)))
+
+
+def _case(c, e):
+    F = _F()
+    floats = c.type_of(e) == E.FLOAT
+
+    def value(v):
+        return c(v).cast("double") if floats else c(v)
+
+    (first, v0), *rest = e.branches
+    chain = F.when(c(first), value(v0))
+    for cond, v in rest:
+        chain = chain.when(c(cond), value(v))
+    return chain if e.otherwise_value is None else chain.otherwise(value(e.otherwise_value))
+
+
+COMPILE.update({
+    E.ToFloat: _to_float,
+    E.ToString: _to_string,
+    E.Round: _round,
+    E.Case: _case,
+})
 
 
 class Compiler(E.Compiler):
@@ -333,14 +497,16 @@ def _time_of(c, e):
 
 
 def text(kind: str, value):
-    """How a value of type ``kind`` is written as text (TSV, JSON Lines): a timestamp as
-    ``2015-05-17T10:05:03Z``; the other types as they are (TSV casts them to string)."""
-    render = TEXT.get(kind)
+    """How a value of type ``kind`` is written as text by the sinks (TSV, CSV, JSON Lines): a float as
+    ``render_float``, a timestamp as ``2015-05-17T10:05:03Z``; the other types as they are (TSV casts them
+    to string)."""
+    render = SINK_TEXT.get(kind)
     return value if render is None else render(value)
 
 
-#: type -> how a value of it is written in TSV and JSON Lines (the types not here: Spark's cast to string)
-TEXT = {E.TIMESTAMP: lambda value: _F().date_format(value, TIMESTAMP_PATTERN)}
+#: type -> how a value of it is written in TSV, CSV and JSON Lines (the types not here: Spark's cast to string)
+SINK_TEXT = {E.FLOAT: float_text, E.TIMESTAMP: lambda value: _F().date_format(value, TIMESTAMP_PATTERN)}
+TEXT[E.TIMESTAMP] = SINK_TEXT[E.TIMESTAMP]
 
 COMPILE.update({
     E.Timestamp: _timestamp,
@@ -351,4 +517,26 @@ COMPILE.update({
     E.TruncLocal: lambda c, e: _F().date_format(_F().date_trunc(e.unit, _clock(c, e)[0]), LOCAL_PATTERN[e.unit]),
     E.DayOfWeek: lambda c, e: _F().weekday(_time_of(c, e)).cast("long") + 1,      # weekday: Monday 0
     E.HourOfDay: lambda c, e: _F().hour(_time_of(c, e)).cast("long"),
+})
+
+
+# --- numbers: avg, median, percentile -----------------------------------------------------------------------
+
+def _avg(c, agg):
+    F = _F()
+    v = c(agg.arg)
+    # the exact 64-bit sum, then one division (Spark's avg would sum the values as doubles)
+    return F.when(F.count(v) > 0, F.sum(v).cast("double") / F.count(v).cast("double"))
+
+
+def _percentile(c, agg):
+    F = _F()
+    # Spark's exact percentile (a map of each distinct value to its count), not percentile_approx
+    return float_result(F.percentile(c(agg.arg), F.lit(agg.p)))
+
+
+AGGREGATES.update({
+    E.Avg: _avg,
+    E.Percentile: _percentile,
+    E.Median: _percentile,
 })
