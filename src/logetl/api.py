@@ -41,8 +41,10 @@ def read(format=None, fields=None, tap: str = "input", name: str | None = None) 
     ``logetl run`` passes a flow function), a preset name (``combined``, ``common``, ``vhost_combined``,
     ``nginx``), an Apache ``LogFormat`` or nginx ``log_format`` string, or None for ``combined``.
     ``fields``: the format's fields to keep, in that order (default: all; ``combined`` has ``ip, time,
-    request, response, size``). Malformed lines are counted and trapped; records whose size is ``-`` are
-    dropped (the line contract), whichever fields are kept. ``tap`` names the input in ``explain`` and the
+    request, response, size, referer, user_agent``, the last two null on a line without a well-formed
+    ``"referer" "user agent"`` tail: ``logetl.formats``). Malformed lines are counted and trapped; every
+    other line is a record (a size of ``-`` included: the three programs drop those in a step of their own,
+    ``.drop_size_dash()``). A field the format lacks is refused, naming the presets that have it. ``tap`` names the input in ``explain`` and the
     monitor; a flow reads one input (a run binds one, ``--input``): read it once and branch."""
     fmt = format if isinstance(format, formats.LogFormat) or format is None else formats.compile_format(format)
     if isinstance(fields, str):     # not a list of its characters ("the log format has no field 'i'")
