@@ -345,7 +345,7 @@ class LogFormat:
 def missing_field(fmt: "LogFormat", name: str) -> str:
     """The one-line refusal of a flow that asks log format ``fmt`` for a field ``name`` it lacks: the
     format, its fields, and the presets that have the field (so that ``--format`` can name one)."""
-    label = fmt.name if fmt.name in PRESETS or fmt.legacy else fmt.describe()
+    label = fmt.name if fmt.name in PRESETS or fmt.legacy else repr(fmt.text)
     having = [p for p in PRESETS if name in compile_format(p).fields]
     if not having:
         where = "no preset has it (a format string with it does: see --format)"
