@@ -172,27 +172,45 @@ def test_tail_cases_agree_with_the_independent_parse():
         assert formats.LEGACY.parse_line((HEAD + text).encode())[4:] == tuple(expected)
 
 
-def test_referer_and_user_agent_by_hand(engine, tmp_path):
+#: the local engine, and Spark's three parse paths (the kernel in the executors' JVMs or Python workers, or
+#: Spark's own regular expressions)
+PATHS = [pytest.param("local", None, id="local"),
+         *(pytest.param("spark", p, id=f"spark-{p}") for p in ("jvm", "python", "builtin"))]
+
+
+def run_on(engine, parse, flow, log, outs, request):
+    if engine == "spark":
+        request.getfixturevalue("spark_session")
+    options = {"conf": {"logetl.parse": parse}} if parse else None
+    return run_flow(flow, log, outs, engine=engine, engine_options=options, monitor=False)
+
+
+@pytest.mark.parametrize("engine, parse", PATHS)
+def test_referer_and_user_agent_by_hand(engine, parse, tmp_path, request):
     log = tmp_path / "in.log"
     log.write_bytes("".join(HEAD + text + "\n" for text, *_ in TAIL_CASES).encode() + b"garbage\n")
     parsed = L.read(fields=("size", "referer", "user_agent"))
     flow = L.Flow("tail", [parsed.write("j", format="jsonl"),
                            parsed.derive(missing=L.col("referer").is_null(), name="nulls").write("t")])
-    result = run_flow(flow, str(log), {"j": str(tmp_path / "j"), "t": str(tmp_path / "t")}, engine=engine,
-                      monitor=False)
-    assert (result.lines_read, result.malformed) == (len(TAIL_CASES) + 1, {"no_match": 1})
+    result = run_on(engine, parse, flow, str(log), {"j": str(tmp_path / "j"), "t": str(tmp_path / "t")}, request)
+    assert (result.lines_read, result.malformed, result.dropped_size_dash) == (len(TAIL_CASES) + 1, {"no_match": 1}, 0)
     rows = [json.loads(line) for line in parts(tmp_path / "j").decode().splitlines()]
     assert rows == [{"size": s, "referer": r, "user_agent": u} for _, s, r, u in TAIL_CASES]
     tsv = "".join(f"{s}\t{r or ''}\t{u or ''}\t{'true' if r is None else 'false'}\n" for _, s, r, u in TAIL_CASES)
     assert parts(tmp_path / "t") == tsv.encode()
+    # the parse's records written as they are (Spark joins a sink's lines in its workers): null is empty
+    plain = L.Flow("plain", [L.read(fields=("user_agent", "size", "referer")).write("p")])
+    run_on(engine, parse, plain, str(log), {"p": str(tmp_path / "p")}, request)
+    assert parts(tmp_path / "p") == "".join(f"{u or ''}\t{s}\t{r or ''}\n" for _, s, r, u in TAIL_CASES).encode()
 
 
 @pytest.mark.shared
-def test_referer_and_user_agent_on_the_sample(engine, sample, tmp_path):
+@pytest.mark.parametrize("engine, parse", PATHS)
+def test_referer_and_user_agent_on_the_sample(engine, parse, sample, tmp_path, request):
     expected = combined_records(read(sample))
     assert all(r[5] is not None for r in expected) and len({r[6] for r in expected}) > 50
     flow = L.Flow("all", [L.read().write("out")])
-    run_flow(flow, sample, {"out": str(tmp_path / "out")}, engine=engine, monitor=False)
+    run_on(engine, parse, flow, sample, {"out": str(tmp_path / "out")}, request)
     assert parts(tmp_path / "out") == b"".join("\t".join(r).encode() + b"\n" for r in expected)
 
 

@@ -79,6 +79,9 @@ class Pipe:
     node can feed several (a branch)."""
 
     kind = "pipe"
+    #: a step the parse before it does in its own scan: ``Flow`` folds it into that parse (``DropSizeDash``),
+    #: so that no engine receives it
+    folds_into_parse = False
 
     def __init__(self, name: str | None, *previous: "Pipe"):
         if name is not None and (not isinstance(name, str) or not name
@@ -729,7 +732,7 @@ class Flow:
         """Folds each step that a parse does in its own scan (``folds_into_parse``) into the parse it reads,
         which must feed nothing else (a stream that both drops and keeps those records would need the
         parse twice): its consumers then read the parse. The nodes in topological order, without them."""
-        folded = [n for n in nodes if getattr(n, "folds_into_parse", False)]
+        folded = [n for n in nodes if n.folds_into_parse]
         for step in folded:
             parse = step.previous[0]
             others = [n for n in nodes if n is not step and any(p is parse for p in n.previous)]
