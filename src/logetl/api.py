@@ -8,7 +8,7 @@ defined, before any data is read), and every engine runs the same description wi
     import logetl.api as L
 
     def flow(fmt):
-        logs = L.read(fmt)                                       # ip, time, request, response, size
+        logs = L.read(fmt)              # ip, time, request, response, size, referer, user_agent
         hourly = (logs.derive(hour=L.hour(L.col("time")))
                       .filter(L.col("hour").is_not_null())
                       .group_by("hour", "response").agg(count=L.count())
@@ -16,8 +16,8 @@ defined, before any data is read), and every engine runs the same description wi
         return L.Flow("status_by_hour", [hourly.write("counts")])
 
 The operators, each documented with its memory and ordering contract (``logetl.assembly``):
-``read`` (a source with a log format), ``filter``, ``select``, ``rename``, ``derive``, ``unique``,
-``group_by(...).agg(...)``, ``join`` (inner, left), ``sort``, ``limit``, ``top``, ``checkpoint``,
+``read`` (a source with a log format), ``drop_size_dash`` (the three programs' rule), ``filter``,
+``select``, ``rename``, ``derive``, ``unique``, ``group_by(...).agg(...)``, ``join`` (inner, left), ``sort``, ``limit``, ``top``, ``checkpoint``,
 ``branch`` and ``write`` (a sink). The expressions (``logetl.expressions``) are the portable set both
 engines compile: comparisons, ``& | ~``, ``is_in``, ``starts_with``/``ends_with``/``contains``,
 ``matches`` (a portable regex subset), ``substring``, ``lower``/``upper``, ``split_part``, ``concat``,
