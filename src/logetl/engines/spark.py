@@ -1573,8 +1573,8 @@ class SparkEngine(Engine):
         tabs = F.length(F.col("_tsv")) - F.length(F.regexp_replace(F.col("_tsv"), "\t", ""))
         with_tsv = raw.withColumn("_tsv", tsv)
         size = fmt.size_index() if node.drops_size_dash else -1
-        if fmt.legacy and size >= 0:
-            is_dash = F.coalesce(F.get(F.split(F.col("_tsv"), "\t"), F.lit(size)) == "-", F.lit(False))
+        if fmt.legacy and not tail and size >= 0:    # the size is the TSV's last field
+            is_dash = F.col("_tsv").endswith("\t-")
         elif size >= 0:
             # F.get: NULL past the end (lines that did not match have one piece), where getItem fails
             is_dash = F.coalesce(F.get(F.split(F.col("_tsv"), "\t"), F.lit(size)) == "-", F.lit(False))
