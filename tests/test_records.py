@@ -204,6 +204,17 @@ def test_referer_and_user_agent_by_hand(engine, parse, tmp_path, request):
     assert parts(tmp_path / "p") == "".join(f"{u or ''}\t{s}\t{r or ''}\n" for _, s, r, u in TAIL_CASES).encode()
 
 
+def test_null_tail_fields_in_parquet(engine, tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    log = tmp_path / "in.log"
+    log.write_bytes("".join(HEAD + text + "\n" for text, *_ in TAIL_CASES).encode())
+    flow = L.Flow("pq", [L.read(fields=("referer", "size")).write("out", format="parquet")])
+    run_flow(flow, str(log), {"out": str(tmp_path / "out")}, engine=engine, monitor=False)
+    files = sorted(f for f in os.listdir(tmp_path / "out") if f.endswith(".parquet"))
+    got = [row for f in files for row in pq.read_table(tmp_path / "out" / f).to_pylist()]
+    assert got == [{"referer": r, "size": s} for _, s, r, _ in TAIL_CASES]
+
+
 @pytest.mark.shared
 @pytest.mark.parametrize("engine, parse", PATHS)
 def test_referer_and_user_agent_on_the_sample(engine, parse, sample, tmp_path, request):

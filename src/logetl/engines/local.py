@@ -1366,6 +1366,8 @@ class LocalEngine(Engine):
                 todo.append(child)
         if parse in step.writes or (strings and tsv):
             return kernel.VIEWS
+        if strings and any(parse.format.nullable(f) for f in parse.fields):
+            return kernel.VIEWS     # logetl's own Parquet encoder of the kernel's strings writes no null
         return kernel.STRINGS if strings else kernel.NONE
 
     def finish_trap(self, ctx):
