@@ -197,7 +197,8 @@ class LogFormat:
 
     def regex(self) -> str:
         """The token program as a regular expression without anchors or flags, valid for Python's ``re``
-        (3.11+) and Java's ``java.util.regex``: one group per field, in order."""
+        (3.11+) and Java's ``java.util.regex``: one group per field, in order (``combined``: the original
+        expression, whose five groups are its first five fields; with the tail's, ``contract.TAIL_PATTERN``)."""
         if self.legacy:
             return contract.PATTERN[1:-1]
         out = []
