@@ -121,8 +121,7 @@ def polars_status_by_hour(log: str, out: str) -> None:
     fields = (lines.select(pl.col("line").str.extract_groups(LINE).alias("f")).unnest("f")
               .rename(dict(zip(["1", "2", "3", "4", "5"], names))))
     kept = fields.filter(pl.col("response").is_not_null()            # matched
-                         & ~pl.concat_str(names).str.contains(r"[\t\r]")
-                         & (pl.col("size") != "-"))
+                         & ~pl.concat_str(names).str.contains(r"[\t\r]"))
     # the time's groups as columns (unnest): naming a field of the struct expression in several places would
     # run the regex once per place (3x slower)
     times = kept.select(pl.col("time").str.extract_groups(TIME).alias("t"), "response").unnest("t")
@@ -153,8 +152,7 @@ def duckdb_status_by_hour(log: str, out: str) -> None:
         WITH f AS MATERIALIZED (
             SELECT r.time AS time, r.response AS response,
                    r.response <> ''             -- no match gives '' in every field; a match has 3 digits
-                   AND NOT regexp_matches(concat(r.ip, r.time, r.request, r.response, r.size), '[\\t\\r]')
-                   AND r.size <> '-' AS kept
+                   AND NOT regexp_matches(concat(r.ip, r.time, r.request, r.response, r.size), '[\\t\\r]') AS kept
             FROM (SELECT regexp_extract(line, {sql_text(LINE)}, ['ip', 'time', 'request', 'response', 'size']) AS r
                   FROM read_csv({sql_text(log)}, columns = {{'line': 'VARCHAR'}}, header = false,
                       auto_detect = false, delim = {sql_text(DELIM)}, quote = '', escape = '', new_line = '\\n',

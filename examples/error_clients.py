@@ -3,8 +3,9 @@
     logetl run examples/error_clients.py --input access.log --output clients=out/clients [--hdfs]
 
 Output ``clients``: TSV ``ip requests errors bytes``: the client's records, those with a response
-starting with 4 or 5, and the sum of ``size`` as an integer (a size that is not a decimal number counts
-0). Sorted by errors descending, requests descending, ip.
+starting with 4 or 5, and the sum of ``size`` as an integer (a size that is not a decimal number, ``-``
+among them, counts 0: a 404 or a 304 without a body is still a request). Sorted by errors descending,
+requests descending, ip.
 
 It shows a checkpoint and a join: the parsed records are stored once (``records``); a failed run restarts
 after it. Two branches aggregate the stored records per client (all of them, and the errors); the

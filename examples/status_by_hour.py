@@ -4,7 +4,8 @@
 
 Output ``counts``: TSV ``hour response count``, ``hour`` as ``YYYY-MM-DDTHH`` from the log's own time (no
 zone conversion), one row per hour and status, sorted by hour then response. Records whose time is not a
-valid ``dd/Mon/yyyy:HH:MM:SS ±zzzz`` are left out (counted at ``valid_time`` in the summary).
+valid ``dd/Mon/yyyy:HH:MM:SS ±zzzz`` are left out (counted at ``valid_time`` in the summary); every other
+record counts, whatever its size (``-`` included).
 """
 import logetl.api as L
 

@@ -6,7 +6,7 @@ Output ``top``: TSV ``day ip bytes``. ``day`` is ``YYYY-MM-DD`` from the log's o
 conversion); ``bytes`` the sum of ``size`` as an integer (a size that is not a decimal number counts 0).
 Sorted by day, then bytes descending, then ip (byte order); ties at the tenth place are broken by that
 order. Records whose time is not a valid ``dd/Mon/yyyy:HH:MM:SS ±zzzz`` are left out (the summary counts
-them at ``valid_time``), as are malformed lines and records whose size is ``-`` (the line contract).
+them at ``valid_time``), as are malformed lines (the line contract); a size of ``-`` counts 0.
 """
 import logetl.api as L
 

@@ -7,7 +7,8 @@ The spec, as implemented here:
 
 - Lines: split on ``\\n`` (a last line without it counts), one trailing ``\\r`` removed; a line is kept when
   it is valid UTF-8, matches the contract's expression as a whole (ASCII ``\\w \\s \\S \\d``, ``.`` matching
-  anything) and none of its five fields holds a TAB or CR; records whose size is exactly ``-`` are dropped.
+  anything) and none of its five fields holds a TAB or CR; every such line is a record (a flow keeps a size of
+  ``-``: it is not a number, so it counts 0 in sums).
 - Valid time: ``dd/Mon/yyyy:HH:MM:SS ±hhmm`` with a real day of that month and year (proleptic Gregorian),
   year 0001-9999, HH 00-23, MM and SS 00-59, zone hh 00-23 and mm 00-59, nothing else. Day and hour are
   read from the log's own time, never converted to another zone.
@@ -46,8 +47,6 @@ def records(data: bytes):
             continue
         fields = m.groups()
         if any("\t" in f or "\r" in f for f in fields):
-            continue
-        if fields[4] == "-":
             continue
         yield fields
 

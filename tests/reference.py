@@ -8,8 +8,9 @@ import zlib
 from logetl import contract
 
 
-def parse(data: bytes):
-    """(records kept, malformed raw lines, reasons, dropped size '-')"""
+def parse(data: bytes, drop_dash: bool = True):
+    """(records kept, malformed raw lines, reasons, dropped size '-'); ``drop_dash``: the programs' rule
+    (a flow's read keeps those records: False)"""
     records, bad, reasons, dash = [], [], {}, 0
     for raw in contract.split_lines(data):
         try:
@@ -18,7 +19,7 @@ def parse(data: bytes):
             bad.append(raw)
             reasons[exc.reason] = reasons.get(exc.reason, 0) + 1
             continue
-        if contract.keeps(fields):
+        if not drop_dash or contract.keeps(fields):
             records.append(fields)
         else:
             dash += 1

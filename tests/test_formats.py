@@ -30,7 +30,7 @@ def fixture(name: str) -> str:
 
 def test_presets_and_field_names():
     assert formats.compile_format(None) is formats.LEGACY
-    assert formats.compile_format("combined").fields == contract.FIELDS
+    assert formats.compile_format("combined").fields == contract.FIELDS + ("referer", "user_agent")
     assert formats.compile_format("common").fields == ("ip", "ident", "user", "time", "request", "response", "size")
     assert formats.compile_format("vhost_combined").fields[:2] == ("vhost", "port")
     assert formats.compile_format("nginx").fields == NGINX_FIELDS

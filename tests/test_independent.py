@@ -37,7 +37,7 @@ HOURS_LOG = log(
     line("2.2.2.2", "01/Mar/2016:00:00:00 +2400"),                  # zone hours 24
     line("2.2.2.2", "01/Mar/2016:00:00:00 -0060"),                  # zone minutes 60 alone
     line("3.3.3.3", "01/Mar/2016:00:59:59 -2359", "404", "12a"),    # valid; the size does not matter here
-    line("3.3.3.3", "01/Mar/2016:00:30:00 +0000", "404", "-"),      # size '-': dropped
+    line("3.3.3.3", "01/Mar/2016:00:30:00 +0000", "404", "-"),      # size '-': a request like any other
     b"garbage",                                                     # malformed
     b"",                                                            # malformed (empty)
     line("3.3.3.3", "01/mar/2016:00:30:00 +0000"),                  # month not capitalised
@@ -57,7 +57,7 @@ HOURS_EXPECTED = (b"2000-02-29T10\t304\t1\n"
                   b"2015-05-17T10\t200\t1\n"
                   b"2016-02-29T23\t200\t1\n"
                   b"2016-03-01T00\t200\t2\n"
-                  b"2016-03-01T00\t404\t1\n"
+                  b"2016-03-01T00\t404\t2\n"
                   b"9999-12-31T23\t500\t1\n")
 
 # --- top_clients -------------------------------------------------------------------------------------------
@@ -79,7 +79,7 @@ TOP_LOG = log(
     line("10.0.0.6", D1, size="12a"),                               # 500
     line("10.0.0.7", D1, size="405"),
     line("10.0.0.7", D1, size="-5"),                                # a negative number counts: 400
-    line("10.0.0.7", D1, size="-"),                                 # dropped
+    line("10.0.0.7", D1, size="-"),                                 # not a number: 0
     line("10.0.0.8", D1, size="000000000000000300"),                # 18 digits: 300
     line("10.0.0.8", D1, size="1234567890123456789"),               # 19 digits: not a number, 0
     line("c9", D1, size="5"),                                       # four tied at places 9-12 ...
@@ -87,7 +87,7 @@ TOP_LOG = log(
     line("B9", D1, size="5"),
     line("10.0.0.9", D1, size="5"),                                 # ... byte order: 10.0.0.9 B9 | a9 c9
     line("10.0.0.10", D1, size="+5"),                               # not a number: 0
-    line("big", D1, size="-"),                                      # dropped
+    line("big", D1, size="-"),                                      # 0: a client, below the ten
     b'big - - [17/May/2015:10:00:00 +0000] "GET / HTTP/1.1 200 99999',   # malformed (no closing quote)
 )
 TOP_EXPECTED = ("2015-05-17\t10.0.0.1\t900\n"
@@ -110,7 +110,7 @@ ERR_LOG = (
     log(line("p", T, "404", "10"),
         line("p", "31/Feb/2015:00:00:00 +0000", "500", "20"),        # invalid time: still counts here
         line("p", T, "200", "30"),
-        line("q", T, "503", "-"),                                   # dropped
+        line("q", T, "503", "-"),                                   # an error; its size counts 0
         line("q", T, "404", "5"),
         line("r", T, "401", "12a"),
         line("r", T, "200", "1"),
@@ -131,11 +131,11 @@ ERR_LOG = (
         line("m", T, "302", "9"),                                   # no error at all: not listed
         ))
 ERR_EXPECTED = ("p\t3\t2\t60\n"
+                "q\t2\t2\t5\n"
                 "t\t2\t2\t7\n"
                 "r\t4\t1\t3\n"
                 "n\t2\t1\t-7\n"
                 "U\t1\t1\t7\n"
-                "q\t1\t1\t5\n"
                 "\u00fc\t1\t1\t7\n").encode("utf-8")
 
 
@@ -211,7 +211,7 @@ def duckdb_flows(path: str, tmp_path) -> dict[str, bytes]:
     records = f"""
         WITH f AS MATERIALIZED (
             SELECT r.ip AS ip, r.time AS time, r.response AS response, r.size AS size,
-                   r.response <> '' AND r.size <> '-'
+                   r.response <> ''
                    AND NOT regexp_matches(concat(r.ip, r.time, r.request, r.response, r.size), '[\\t\\r]') AS kept
             FROM (SELECT regexp_extract(line, {flows.sql_text(flows.LINE)},
                                         ['ip', 'time', 'request', 'response', 'size']) AS r

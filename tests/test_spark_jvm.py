@@ -27,11 +27,11 @@ CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
 FIELD_ROWS = ("_status", "value", "_sample", "_input")
 
 
-def spec_of(fmt, keep) -> tuple:
+def spec_of(fmt, keep, drops: bool = True) -> tuple:
     from logetl.engines.spark import SparkEngine
 
-    class Node:   # what _native_spec reads of a Parse node
-        format, fields = fmt, tuple(keep)
+    class Node:   # what _native_spec reads of a Parse node (the programs': size '-' dropped)
+        format, fields, drops_size_dash = fmt, tuple(keep), drops
 
     return SparkEngine._native_spec(Node)
 
@@ -76,7 +76,7 @@ def python_parsed(spec, lines, inputs, batch):
         n = out.num_columns - 4
         columns = [c.to_pylist() for c in out.columns]
         for values in zip(*columns):
-            rows.append((*(v.encode() for v in values[:n]), *values[n:]))
+            rows.append((*(None if v is None else v.encode() for v in values[:n]), *values[n:]))
     return rows
 
 
@@ -96,11 +96,11 @@ def python_joined(spec, lines, inputs, batch, sinks, trap=True):
             for row in out.to_pylist()]
 
 
-def both_paths_agree(spark, fmt, keep, lines: list[bytes], batches=(1, 3, 10_000)):
+def both_paths_agree(spark, fmt, keep, lines: list[bytes], batches=(1, 3, 10_000), drops: bool = True):
     """The JVM's rows equal the Python workers' for ``lines`` (each line's input: its batch's number, as a
     batch is a part of one file), in batches of each size: the parsed rows, and the joined rows of three
     sinks (every field, some in another order, every field again) with the trap."""
-    spec = spec_of(fmt, keep)
+    spec = spec_of(fmt, keep, drops)
     n = len(keep)
     sinks = (tuple(range(n)), tuple(reversed(range(min(3, n)))), tuple(range(n)))
     for batch in batches:
@@ -118,6 +118,16 @@ def test_the_jvm_kernel_gives_the_python_workers_rows_on_the_corpus(spark_sessio
     both_paths_agree(spark_session, formats.compile_format(None), contract.FIELDS, lines)
     # some fields, in another order, of the original expression
     both_paths_agree(spark_session, formats.compile_format(None), ("size", "ip"), lines, batches=(4,))
+
+
+def test_the_jvm_kernel_gives_the_python_workers_rows_with_the_tail_fields(spark_session):
+    """A flow's read of combined: size '-' kept, referer and user agent null where the tail is not well-formed."""
+    from test_records import HEAD, TAIL_CASES
+
+    lines = contract.split_lines(corpus("corpus.log")) + [(HEAD + text).encode() for text, *_ in TAIL_CASES]
+    fmt = formats.compile_format(None)
+    both_paths_agree(spark_session, fmt, fmt.fields, lines, drops=False)
+    both_paths_agree(spark_session, fmt, ("user_agent", "size", "referer"), lines, batches=(4,), drops=False)
 
 
 def test_the_jvm_kernel_gives_the_python_workers_rows_on_the_real_sample(spark_session, sample):

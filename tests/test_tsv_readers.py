@@ -56,7 +56,7 @@ def _records(path: str) -> list[list[str]]:
 
 
 def _flow():
-    logs = L.read()
+    logs = L.read(fields=BRANCH)
     out = logs.derive(n=L.col("size").to_int(), big=L.col("size").to_int() > 1000)
     return L.Flow("tsv_readers", [out.write("out")])
 

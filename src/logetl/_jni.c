@@ -6,8 +6,9 @@
  * or -1 for a bad program (the Java side builds it, so only a bug gets there)
  *   program: null for the original expression; else the token program of logetl.formats, encoded as
  *            kind (1 byte), stop (1 byte), literal length (4 bytes, little-endian), literal, per token
- *   out:     the indexes of the fields written, in that order (for the original expression, of its five)
- *   sizeIndex: the field whose "-" drops a record (-1: none; ignored for the original expression: 4)
+ *   out:     the indexes of the fields written, in that order (for the original expression, of its five and
+ *            its tail's two: 5 referer, 6 user agent, whose spans are -1, -1 where the tail is null)
+ *   sizeIndex: the field whose "-" drops a record (-1: none; for the original expression 4 or -1)
  *   data, offsets: n lines, line i being data[offsets[i], offsets[i + 1]) (no '\n'; a trailing '\r' is cut)
  *   spans:   filled for kept lines: field k of line i is data[spans[2 (i n_out + k)], spans[2 (i n_out + k) + 1])
  *   status:  filled: one byte a line, 0 kept, 1/2/3 malformed (invalid UTF-8, no match, TAB or CR), 4 dropped
@@ -74,6 +75,7 @@ JNIEXPORT jint JNICALL Java_logetl_spark_Kernel_parse(JNIEnv *env, jclass cls, j
     unsigned char *code = NULL;
     program pg, *pgp = NULL;
     token tokens[2 * MAX_FIELDS + 2];
+    int tail = 0;
     if (program_a) {   /* a copy: the critical sections below must not call back into the JVM */
         if (!(code = malloc(prog_len ? prog_len : 1))) return -1;
         (*env)->GetByteArrayRegion(env, program_a, 0, prog_len, (jbyte *)code);
@@ -83,8 +85,11 @@ JNIEXPORT jint JNICALL Java_logetl_spark_Kernel_parse(JNIEnv *env, jclass cls, j
         }
         pgp = &pg;
     } else {
-        for (jsize k = 0; k < n_out; k++)
-            if (out[k] < 0 || out[k] > 4) return -1;
+        if (size_index != 4 && size_index != -1) return -1;
+        for (jsize k = 0; k < n_out; k++) {
+            if (out[k] < 0 || out[k] >= LEGACY_FIELDS) return -1;
+            if (out[k] >= 5) tail = 1;
+        }
     }
     jsize data_len = (*env)->GetArrayLength(env, data_a);
     jint n_bad = 0, bad_offsets = 0;
@@ -97,14 +102,15 @@ JNIEXPORT jint JNICALL Java_logetl_spark_Kernel_parse(JNIEnv *env, jclass cls, j
         for (jint i = 0; i < n; i++) {
             jint s = offsets[i], e = offsets[i + 1];
             if (s < 0 || e < s || e > data_len) { bad_offsets = 1; break; }
-            int reason = line_status(pgp, data + s, data + e, f);
+            int reason = line_status(pgp, size_index, tail, data + s, data + e, f);
             status[i] = (jbyte)reason;
             if (reason >= LINE_UTF8 && reason <= LINE_TABCR) n_bad++;
             else if (reason == ST_KEPT) {
                 jint *sp = spans + 2 * (size_t)i * n_out;
                 for (jsize k = 0; k < n_out; k++) {
-                    sp[2 * k] = (jint)(f[out[k]].s - data);
-                    sp[2 * k + 1] = (jint)(f[out[k]].e - data);
+                    int null = !f[out[k]].s;   /* a tail field of a line without a well-formed tail */
+                    sp[2 * k] = null ? -1 : (jint)(f[out[k]].s - data);
+                    sp[2 * k + 1] = null ? -1 : (jint)(f[out[k]].e - data);
                 }
             }
         }

@@ -116,6 +116,38 @@ static int parse_line(const unsigned char *p, const unsigned char *e, span f[5])
     return LINE_OK;
 }
 
+/* The end of a field quoted as Apache writes it, starting at q: the first '"' not escaped by a backslash (an
+ * even run of backslashes before it), or NULL. */
+static inline const unsigned char *quoted_end(const unsigned char *q, const unsigned char *e) {
+    const unsigned char *r = q;
+    for (;;) {
+        r = memchr(r, '"', e - r);
+        if (!r) return NULL;
+        const unsigned char *b = r;
+        while (b > q && b[-1] == '\\') b--;
+        if (((r - b) & 1) == 0) return r;
+        r++;
+    }
+}
+
+/* The combined layout's tail after the original expression's size (q: the size's end): ' "referer" "user
+ * agent"', each quoted as Apache writes it, then the line's end or a space (what follows is ignored, as the
+ * expression's '.*' does), neither field holding a TAB or CR. Fills t[0], t[1] and returns 1; else both
+ * spans are NULL (the fields are null) and it returns 0. The line stays a record either way. */
+static int parse_tail(const unsigned char *q, const unsigned char *e, span t[2]) {
+    const unsigned char *r1, *r2;
+    t[0].s = t[0].e = t[1].s = t[1].e = NULL;
+    if (e - q < 6 || q[0] != ' ' || q[1] != '"') return 0;
+    if (!(r1 = quoted_end(q + 2, e)) || e - r1 < 4 || r1[1] != ' ' || r1[2] != '"') return 0;
+    if (!(r2 = quoted_end(r1 + 3, e)) || (e - r2 > 1 && r2[1] != ' ')) return 0;
+    if (memchr(q, '\t', r2 - q) || memchr(q, '\r', r2 - q)) return 0;
+    t[0].s = q + 2; t[0].e = r1; t[1].s = r1 + 3; t[1].e = r2;
+    return 1;
+}
+
+/* The original expression's fields (0-4) and the tail's (5 referer, 6 user agent). */
+#define LEGACY_FIELDS 7
+
 #define MAX_FIELDS 64
 enum { T_LIT = 0, T_UNTIL = 1, T_ESCAPED = 2, T_REST = 3, T_SPLIT = 4 };
 typedef struct { int kind; const unsigned char *lit; ptrdiff_t lit_len; unsigned char stop; } token;
@@ -163,15 +195,8 @@ static int parse_program_line(const program *pg, const unsigned char *p, const u
             break;
         }
         case T_ESCAPED: {
-            const unsigned char *r = q;
-            for (;;) {
-                r = memchr(r, '"', e - r);
-                if (!r) return LINE_NOMATCH;
-                const unsigned char *b = r;
-                while (b > q && b[-1] == '\\') b--;
-                if (((r - b) & 1) == 0) break;     /* an even run of backslashes: the quote is not escaped */
-                r++;
-            }
+            const unsigned char *r = quoted_end(q, e);
+            if (!r) return LINE_NOMATCH;
             f[k].s = q; f[k].e = r; k++; q = r;
             break;
         }
@@ -206,13 +231,16 @@ enum { ST_KEPT = 0, ST_DASH = 4 };
 
 /* A line's status as the Spark paths give it (one raw line, its '\n' already gone; one trailing '\r'
  * cut here, as the contract says): 0 kept, 1/2/3 malformed (the LINE_ reasons), 4 dropped for a size of
- * "-"; f holds the fields of a kept (or dropped) line. pg NULL: the original expression. */
-static inline int line_status(const program *pg, const unsigned char *p, const unsigned char *le, span *f) {
+ * "-" (only when the parse drops them: size_index >= 0); f holds the fields of a kept (or dropped) line.
+ * pg NULL: the original expression, with size_index 4 or -1, and its tail (f[5], f[6]) parsed when tail. */
+static inline int line_status(const program *pg, int size_index, int tail, const unsigned char *p,
+                              const unsigned char *le, span *f) {
     const unsigned char *ce = (le > p && le[-1] == '\r') ? le - 1 : le;
     int reason = pg ? parse_program_line(pg, p, ce, f) : parse_line(p, ce, f);
     if (reason == LINE_OK) {
-        int si = pg ? pg->size_index : 4;
+        int si = pg ? pg->size_index : size_index;
         if (si >= 0 && f[si].e - f[si].s == 1 && f[si].s[0] == '-') reason = ST_DASH;
+        else if (!pg && tail) parse_tail(f[4].e, ce, f + 5);
     }
     return reason;
 }

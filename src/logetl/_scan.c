@@ -7,9 +7,9 @@
  * (whatever follows is taken by ([^ ]*).*$). On valid UTF-8 a byte scan is therefore exact: the classes only
  * name ASCII bytes, and no continuation byte can be mistaken for one of them.
  *
- * parse_chunk(buf, final=False, columns=1, out=(0, 1, 2, 3, 4)) scans whole lines of buf without holding the GIL
+ * parse_chunk(buf, final=False, columns=1, out=(0, 1, 2, 3, 4), size_index=4) scans whole lines of buf without holding the GIL
  * and returns
- *     (tsv, views, n_records, n_lines, n_dash, malformed)
+ *     (tsv, views, n_records, n_lines, n_dash, malformed, valid)
  * tsv: the kept records as TSV of the fields out (0 ip, 1 time, 2 request, 3 response, 4 size; all five:
  * "ip\ttime\trequest\tresponse\tsize\n"), input order; a record whose size is "-" is dropped whatever out;
  * views: one Arrow string-view array per field of out (field-major, 16 bytes a record) over tsv, so columns
@@ -22,6 +22,10 @@
  * malformed: list of (line_index, start, end, reason) with reason 1 = invalid UTF-8, 2 = no match,
  * 3 = TAB or CR inside a field; start/end delimit the raw line (without its '\n') in buf.
  * A trailing piece without '\n' is a line only when final is true; otherwise it must be empty. *
+ * size_index: 4 drops a record whose size is "-" (counted in n_dash), -1 keeps it; out may name the fields of
+ * the combined layout's tail after the expression (5 referer, 6 user agent: parse_tail in _kernel.h), null
+ * where the tail is not well-formed: valid is then an Arrow validity bitmap of the records (1: the tail's
+ * fields are there), None when no record has a null.
  * parse_format(buf, final, columns, program, out, size_index) does the same for a token program
  * (logetl.formats, where the token semantics are defined): program is a tuple of (kind, literal, stop)
  * with kind 0 literal, 1 field up to the first `stop` byte, 2 field up to the first '"' not escaped by a
@@ -50,6 +54,9 @@ typedef struct {
                                                        their length and the room for them */
     bad_line *bad; Py_ssize_t n_bad, cap_bad;
     Py_ssize_t n_lines, n_dash;
+    int size_index;                                    /* the original expression's: 4 drops a size "-", -1 not */
+    int tail;                                          /* the original expression's tail fields are written */
+    unsigned char *valid; Py_ssize_t n_null;           /* tail: one bit a record, 0 where the tail is null */
     int oom;
 } scan_state;
 
@@ -72,9 +79,8 @@ static void scan(const unsigned char *buf, Py_ssize_t n, int final, scan_state *
         const unsigned char *nl = memchr(p, '\n', end - p);
         const unsigned char *le = nl ? nl : end;
         if (!nl && !final) break;
-        const unsigned char *ce = (le > p && le[-1] == '\r') ? le - 1 : le;
-        int reason = pg ? parse_program_line(pg, p, ce, f) : parse_line(p, ce, f);
-        if (reason != LINE_OK) {
+        int reason = line_status(pg, st->size_index, st->tail, p, le, f);
+        if (reason != LINE_OK && reason != ST_DASH) {
             if (st->n_bad == st->cap_bad) {
                 Py_ssize_t cap = st->cap_bad ? st->cap_bad * 2 : 64;
                 bad_line *nb = realloc(st->bad, cap * sizeof(bad_line));
@@ -82,19 +88,30 @@ static void scan(const unsigned char *buf, Py_ssize_t n, int final, scan_state *
                 st->bad = nb; st->cap_bad = cap;
             }
             st->bad[st->n_bad++] = (bad_line){st->n_lines, p - buf, le - buf, reason};
-        } else if (pg ? (pg->size_index >= 0 && f[pg->size_index].e - f[pg->size_index].s == 1
-                          && f[pg->size_index].s[0] == '-')
-                      : (f[4].e - f[4].s == 1 && f[4].s[0] == '-')) {
+        } else if (reason == ST_DASH) {
             st->n_dash++;
         } else {
-            if (st->columns && st->n_rec == st->cap_rec) {
+            if ((st->columns || st->tail) && st->n_rec == st->cap_rec) {
                 Py_ssize_t old = st->cap_rec, cap = old ? old * 2 : 4096;
-                unsigned char *nv = realloc(st->views, cap * width * n_out);
-                if (!nv) { st->oom = 1; return; }
-                if (st->columns == 1)   /* each field's views to its place at the new stride */
-                    for (int k = n_out - 1; k > 0; k--)
-                        memmove(nv + k * cap * 16, nv + k * old * 16, old * 16);
-                st->views = nv; st->cap_rec = cap;
+                if (st->columns) {
+                    unsigned char *nv = realloc(st->views, cap * width * n_out);
+                    if (!nv) { st->oom = 1; return; }
+                    if (st->columns == 1)   /* each field's views to its place at the new stride */
+                        for (int k = n_out - 1; k > 0; k--)
+                            memmove(nv + k * cap * 16, nv + k * old * 16, old * 16);
+                    st->views = nv;
+                }
+                if (st->tail) {
+                    unsigned char *nb = realloc(st->valid, cap / 8);
+                    if (!nb) { st->oom = 1; return; }
+                    memset(nb + old / 8, 0, (cap - old) / 8);
+                    st->valid = nb;
+                }
+                st->cap_rec = cap;
+            }
+            if (st->tail) {
+                if (f[5].s) st->valid[st->n_rec >> 3] |= (unsigned char)(1u << (st->n_rec & 7));
+                else st->n_null++;
             }
             if (st->columns == 2) {     /* each value after its field's previous one; the end offset kept */
                 unsigned char *v = st->views + st->n_rec * 4 * n_out;
@@ -133,7 +150,8 @@ static void scan(const unsigned char *buf, Py_ssize_t n, int final, scan_state *
     }
 }
 
-static PyObject *run_scan(Py_buffer *inp, int final, int columns, const program *pg, const int *out, int n_out) {
+static PyObject *run_scan(Py_buffer *inp, int final, int columns, const program *pg, const int *out, int n_out,
+                          int size_index) {
     Py_buffer in = *inp;   /* released below through inp */
     if (columns < 0 || columns > 2) {
         PyBuffer_Release(inp);
@@ -150,6 +168,9 @@ static PyObject *run_scan(Py_buffer *inp, int final, int columns, const program 
     memcpy(st.out, out, n_out * sizeof(int));
     st.n_out = n_out;
     st.columns = columns;
+    st.size_index = size_index;
+    for (int k = 0; k < n_out && !pg; k++)
+        if (out[k] >= 5) st.tail = 1;
     PyObject *tsv = NULL, *data[MAX_FIELDS] = {NULL};
     if (columns == 2) {
         /* no TSV: each field's values into a growing buffer of its own, copied into a bytes object of their
@@ -166,7 +187,7 @@ static PyObject *run_scan(Py_buffer *inp, int final, int columns, const program 
     scan((const unsigned char *)in.buf, in.len, final, &st);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(inp);
-    PyObject *views = NULL, *bad = NULL, *result = NULL;
+    PyObject *views = NULL, *bad = NULL, *valid = NULL, *result = NULL;
     if (st.oom) { PyErr_NoMemory(); goto done; }
     if (columns != 2 && _PyBytes_Resize(&tsv, st.tsv_len) < 0) { tsv = NULL; goto done; }
     if (!columns) { views = Py_None; Py_INCREF(views); }
@@ -209,12 +230,17 @@ static PyObject *run_scan(Py_buffer *inp, int final, int columns, const program 
         if (!t) goto done;
         PyList_SET_ITEM(bad, i, t);
     }
-    result = Py_BuildValue("(OOnnnO)", tsv, views, st.n_rec, st.n_lines, st.n_dash, bad);
+    if (st.tail && st.n_null) {   /* an Arrow validity bitmap of the records (None: no null) */
+        if (!(valid = PyBytes_FromStringAndSize((const char *)st.valid, (st.n_rec + 7) / 8))) goto done;
+    } else {
+        valid = Py_None; Py_INCREF(valid);
+    }
+    result = Py_BuildValue("(OOnnnOO)", tsv, views, st.n_rec, st.n_lines, st.n_dash, bad, valid);
 done:
     for (int k = 0; k < n_out; k++) Py_XDECREF(data[k]);
-    Py_XDECREF(tsv); Py_XDECREF(views); Py_XDECREF(bad);
+    Py_XDECREF(tsv); Py_XDECREF(views); Py_XDECREF(bad); Py_XDECREF(valid);
     for (int k = 0; k < n_out; k++) free(st.fd[k]);
-    free(st.views); free(st.bad);
+    free(st.views); free(st.bad); free(st.valid);
     return result;
 }
 
@@ -240,11 +266,16 @@ static int read_out(PyObject *out_t, int n_fields, int *out) {
 
 static PyObject *parse_chunk(PyObject *self, PyObject *args) {
     Py_buffer in;
-    int final = 0, columns = 1, out[MAX_FIELDS] = {0, 1, 2, 3, 4}, n_out = 5;
+    int final = 0, columns = 1, out[MAX_FIELDS] = {0, 1, 2, 3, 4}, n_out = 5, size_index = 4;
     PyObject *out_t = NULL;
-    if (!PyArg_ParseTuple(args, "y*|piO!", &in, &final, &columns, &PyTuple_Type, &out_t)) return NULL;
-    if (out_t && (n_out = read_out(out_t, 5, out)) < 0) { PyBuffer_Release(&in); return NULL; }
-    return run_scan(&in, final, columns, NULL, out, n_out);
+    if (!PyArg_ParseTuple(args, "y*|piO!i", &in, &final, &columns, &PyTuple_Type, &out_t, &size_index)) return NULL;
+    if (out_t && (n_out = read_out(out_t, LEGACY_FIELDS, out)) < 0) { PyBuffer_Release(&in); return NULL; }
+    if (size_index != 4 && size_index != -1) {
+        PyBuffer_Release(&in);
+        PyErr_SetString(PyExc_ValueError, "size_index of the original expression is 4 or -1");
+        return NULL;
+    }
+    return run_scan(&in, final, columns, NULL, out, n_out, size_index);
 }
 
 /* Reads a token program (see parse_format) into pg; 0 on success, -1 with an exception set (pg->tokens
@@ -284,7 +315,7 @@ static PyObject *parse_format(PyObject *self, PyObject *args) {
     program pg;
     if (build_program(prog_t, out_t, size_index, &pg) < 0) { PyBuffer_Release(&in); return NULL; }
     /* the token tuple (and so the literals) stays alive: prog_t is borrowed from args for the call */
-    PyObject *result = run_scan(&in, final, columns, &pg, pg.out, pg.n_out);
+    PyObject *result = run_scan(&in, final, columns, &pg, pg.out, pg.n_out, -1);
     free(pg.tokens);
     return result;
 }
@@ -293,12 +324,14 @@ static PyObject *parse_format(PyObject *self, PyObject *args) {
  * The lines of an Arrow binary array (what Spark's mapInArrow hands a Python worker: no separators, each
  * line its own element, one trailing '\r' still to cut), without copying them: offsets and data are the
  * array's buffers, offset/length its slice, wide = 1 for 64-bit offsets (large_binary). program is None
- * for the original expression (out, when given, the indexes of its five fields kept, as parse_chunk's; size_index is
- * ignored), else a token program as for
- * parse_format. Returns (status, n_malformed, fields):
+ * for the original expression (out, when given, the indexes of its fields kept, as parse_chunk's; size_index 4
+ * or -1, as parse_chunk's), else a token program as for parse_format. Returns (status, n_malformed, fields,
+ * valid):
  * status: one byte a line, 0 kept, 1/2/3 malformed (as parse_chunk's reasons), 4 dropped for a size "-";
  * fields: per field written, (offsets, data) of an Arrow utf8 array with one element a line: the field
- * of a kept line, "" for the others (the caller keeps only status 0). */
+ * of a kept line, "" for the others (the caller keeps only status 0); valid: when out names a tail field
+ * of the original expression, an Arrow validity bitmap of the lines (0: a kept line whose tail is null),
+ * else None. */
 static PyObject *parse_arrow(PyObject *self, PyObject *args) {
     Py_buffer ob, db;
     Py_ssize_t offset, length;
@@ -307,7 +340,7 @@ static PyObject *parse_arrow(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*y*nnpO|Oi", &ob, &db, &offset, &length, &wide, &prog_o, &out_o, &size_index))
         return NULL;
     program pg, *pgp = NULL;
-    PyObject *status = NULL, *fields = NULL, *result = NULL;
+    PyObject *status = NULL, *fields = NULL, *valid = NULL, *result = NULL;
     PyObject *bufs[2 * MAX_FIELDS] = {0};
     Py_ssize_t width = wide ? 8 : 4, n_bad = 0;
     int n_out = 5, legacy_out[MAX_FIELDS] = {0, 1, 2, 3, 4};
@@ -326,7 +359,16 @@ static PyObject *parse_arrow(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_TypeError, "out must be a tuple");
             goto release;
         }
-        if ((n_out = read_out(out_o, 5, legacy_out)) < 0) goto release;
+        if ((n_out = read_out(out_o, LEGACY_FIELDS, legacy_out)) < 0) goto release;
+    }
+    int tail = 0;
+    if (!pgp) {
+        if (size_index != 4 && size_index != -1) {
+            PyErr_SetString(PyExc_ValueError, "size_index of the original expression is 4 or -1");
+            goto done;
+        }
+        for (int k = 0; k < n_out; k++)
+            if (outs[k] >= 5) tail = 1;
     }
     if (offset < 0 || length < 0 || (offset + length + 1) * width > ob.len) {
         PyErr_SetString(PyExc_ValueError, "offsets buffer shorter than the slice");
@@ -345,6 +387,10 @@ static PyObject *parse_arrow(PyObject *self, PyObject *args) {
         goto done;
     }
     if (!(status = PyBytes_FromStringAndSize(NULL, length))) goto done;
+    if (tail) {
+        if (!(valid = PyBytes_FromStringAndSize(NULL, (length + 7) / 8))) goto done;
+        memset(PyBytes_AS_STRING(valid), 0, (length + 7) / 8);
+    }
     /* each field's data is at most the batch's bytes (every field is a piece of its line) */
     for (int k = 0; k < n_out; k++) {
         if (!(bufs[2 * k] = PyBytes_FromStringAndSize(NULL, (length + 1) * 4))) goto done;
@@ -360,6 +406,7 @@ static PyObject *parse_arrow(PyObject *self, PyObject *args) {
             offs[k][0] = 0;
         }
         int bad_offsets = 0;
+        unsigned char *vb = valid ? (unsigned char *)PyBytes_AS_STRING(valid) : NULL;
         Py_BEGIN_ALLOW_THREADS
         span f[MAX_FIELDS];
         for (Py_ssize_t i = 0; i < length; i++) {
@@ -367,9 +414,10 @@ static PyObject *parse_arrow(PyObject *self, PyObject *args) {
             if (wide) { const int64_t *o = ob.buf; s = o[offset + i]; e = o[offset + i + 1]; }
             else { const int32_t *o = ob.buf; s = o[offset + i]; e = o[offset + i + 1]; }
             if (s < first || e < s || e > last) { bad_offsets = 1; break; }
-            int reason = line_status(pgp, data + s, data + e, f);
+            int reason = line_status(pgp, size_index, tail, data + s, data + e, f);
             st[i] = (unsigned char)reason;
             if (reason >= LINE_UTF8 && reason <= LINE_TABCR) n_bad++;
+            if (vb && !(reason == ST_KEPT && !f[5].s)) vb[i >> 3] |= (unsigned char)(1u << (i & 7));
             for (int k = 0; k < n_out; k++) {
                 if (reason == ST_KEPT) {
                     int src = outs[k];
@@ -391,10 +439,11 @@ static PyObject *parse_arrow(PyObject *self, PyObject *args) {
         if (!pair) goto done;
         PyTuple_SET_ITEM(fields, k, pair);
     }
-    result = Py_BuildValue("(OnO)", status, n_bad, fields);
+    if (!valid) { valid = Py_None; Py_INCREF(valid); }
+    result = Py_BuildValue("(OnOO)", status, n_bad, fields, valid);
 done:
     if (pgp) free(pg.tokens);
-    Py_XDECREF(status); Py_XDECREF(fields);
+    Py_XDECREF(status); Py_XDECREF(fields); Py_XDECREF(valid);
     for (int k = 0; k < 2 * MAX_FIELDS; k++) Py_XDECREF(bufs[k]);
 release:
     PyBuffer_Release(&ob); PyBuffer_Release(&db);
@@ -403,9 +452,11 @@ release:
 
 /* --- Arrow C data interface: a chunk's columns for Polars (or any Arrow consumer) without pyarrow ---------
  *
- * export_columns(tsv, views, n_records, names) -> (schema capsule, array capsule), the PyCapsules of the
+ * export_columns(tsv, views, n_records, names, valid=None, nullable=(), n_null=0) -> (schema capsule, array
+ * capsule), the PyCapsules of the
  * Arrow PyCapsule interface ("arrow_schema", "arrow_array"): a struct array of n_records rows whose child k is
- * the string-view array of field k (views[k * n_records * 16 ...]) over the one data buffer tsv. Nothing is
+ * the string-view array of field k (views[k * n_records * 16 ...]) over the one data buffer tsv, the children
+ * whose indexes nullable holds with the validity bitmap valid (n_null nulls; see parse_chunk). Nothing is
  * copied: the arrays hold references to tsv and views until the consumer releases the last of them (the
  * parent and each child array count as one reference each, since a consumer may move children out). */
 
@@ -452,7 +503,7 @@ static void release_schema(struct ArrowSchema *s) {
 }
 
 typedef struct {                        /* one block: the array tree, its buffers, the Python objects */
-    PyObject *tsv, *views;
+    PyObject *tsv, *views, *valid;     /* valid: the validity bitmap of the nullable children, or None */
     struct ArrowArray *children;
     struct ArrowArray **pointers;
     const void **buffers;               /* 4 per child (validity, views, data, data sizes), then the parent's */
@@ -465,7 +516,7 @@ static void drop_array_ref(array_block *b) {
     /* the consumer may release from any thread: the references to the buffers' owners need the GIL */
     if (Py_IsInitialized()) {
         PyGILState_STATE g = PyGILState_Ensure();
-        Py_DECREF(b->tsv); Py_DECREF(b->views);
+        Py_DECREF(b->tsv); Py_DECREF(b->views); Py_DECREF(b->valid);
         PyGILState_Release(g);
     }
     free(b->children); free(b->pointers); free(b->buffers); free(b);
@@ -498,13 +549,19 @@ static void array_capsule_free(PyObject *c) {
 }
 
 static PyObject *export_columns(PyObject *self, PyObject *args) {
-    PyObject *tsv, *views, *names;
-    Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "O!O!nO!", &PyBytes_Type, &tsv, &PyBytes_Type, &views, &n, &PyTuple_Type, &names))
+    PyObject *tsv, *views, *names, *valid = Py_None, *nullable = NULL;
+    Py_ssize_t n, n_null = 0;
+    if (!PyArg_ParseTuple(args, "O!O!nO!|OO!n", &PyBytes_Type, &tsv, &PyBytes_Type, &views, &n, &PyTuple_Type, &names,
+                          &valid, &PyTuple_Type, &nullable, &n_null))
         return NULL;
     Py_ssize_t k = PyTuple_GET_SIZE(names);
     if (n < 0 || k < 1 || PyBytes_GET_SIZE(views) != n * 16 * k) {
         PyErr_SetString(PyExc_ValueError, "views do not hold n_records views of each field");
+        return NULL;
+    }
+    if (valid != Py_None && (!PyBytes_Check(valid) || PyBytes_GET_SIZE(valid) < (n + 7) / 8 || n_null < 0
+                             || n_null > n)) {
+        PyErr_SetString(PyExc_ValueError, "valid is not a bitmap of n_records bits");
         return NULL;
     }
     struct ArrowSchema *schema = calloc(1, sizeof *schema);
@@ -533,7 +590,14 @@ static PyObject *export_columns(PyObject *self, PyObject *args) {
         sb->pointers[i] = &sb->children[i];
         const void **bufs = ab->buffers + 4 * i;
         bufs[0] = NULL; bufs[1] = v + i * n * 16; bufs[2] = data; bufs[3] = &ab->size;
-        ab->children[i] = (struct ArrowArray){.length = n, .n_buffers = 4, .buffers = bufs,
+        int64_t nulls = 0;
+        for (Py_ssize_t j = 0; valid != Py_None && nullable && j < PyTuple_GET_SIZE(nullable); j++)
+            if (PyLong_AsSsize_t(PyTuple_GET_ITEM(nullable, j)) == i) {
+                bufs[0] = PyBytes_AS_STRING(valid);
+                nulls = n_null;
+            }
+        if (PyErr_Occurred()) goto fail;
+        ab->children[i] = (struct ArrowArray){.length = n, .null_count = nulls, .n_buffers = 4, .buffers = bufs,
                                              .release = release_child_array, .private_data = ab};
         ab->pointers[i] = &ab->children[i];
     }
@@ -542,8 +606,8 @@ static PyObject *export_columns(PyObject *self, PyObject *args) {
     ab->buffers[4 * k] = NULL;
     *array = (struct ArrowArray){.length = n, .n_buffers = 1, .buffers = ab->buffers + 4 * k, .n_children = k,
                                  .children = ab->pointers, .release = release_array, .private_data = ab};
-    Py_INCREF(tsv); Py_INCREF(views);
-    ab->tsv = tsv; ab->views = views;
+    Py_INCREF(tsv); Py_INCREF(views); Py_INCREF(valid);
+    ab->tsv = tsv; ab->views = views; ab->valid = valid;
     ab->refs = sb->refs = 1 + k;
     PyObject *sc = PyCapsule_New(schema, "arrow_schema", schema_capsule_free);
     if (!sc) { schema->release(schema); free(schema); array->release(array); free(array); return NULL; }
@@ -564,13 +628,13 @@ fail:
 
 static PyMethodDef methods[] = {
     {"parse_chunk", parse_chunk, METH_VARARGS,
-     "parse_chunk(buf, final=False, columns=1, out=(0, 1, 2, 3, 4)) -> (tsv, views, n_records, n_lines, n_dash, malformed)"},
+     "parse_chunk(buf, final=False, columns=1, out=(0, 1, 2, 3, 4), size_index=4) -> (tsv, views, n_records, n_lines, n_dash, malformed, valid)"},
     {"parse_format", parse_format, METH_VARARGS,
      "parse_format(buf, final, columns, program, out, size_index) -> same as parse_chunk"},
     {"export_columns", export_columns, METH_VARARGS,
-     "export_columns(tsv, views, n_records, names) -> (arrow_schema capsule, arrow_array capsule)"},
+     "export_columns(tsv, views, n_records, names, valid=None, nullable=(), n_null=0) -> (arrow_schema capsule, arrow_array capsule)"},
     {"parse_arrow", parse_arrow, METH_VARARGS,
-     "parse_arrow(offsets, data, offset, length, wide, program, out=None, size_index=-1) -> (status, n_malformed, fields)"},
+     "parse_arrow(offsets, data, offset, length, wide, program, out=None, size_index=-1) -> (status, n_malformed, fields, valid)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "Native parse kernel for the logetl line contract.", -1, methods};

@@ -8,7 +8,7 @@ defined, before any data is read), and every engine runs the same description wi
     import logetl.api as L
 
     def flow(fmt):
-        logs = L.read(fmt)                                       # ip, time, request, response, size
+        logs = L.read(fmt)              # ip, time, request, response, size, referer, user_agent
         hourly = (logs.derive(hour=L.hour(L.col("time")))
                       .filter(L.col("hour").is_not_null())
                       .group_by("hour", "response").agg(count=L.count())
@@ -16,10 +16,10 @@ defined, before any data is read), and every engine runs the same description wi
         return L.Flow("status_by_hour", [hourly.write("counts")])
 
 The operators, each documented with its memory and ordering contract (``logetl.assembly``):
-``read`` (a source with a log format), ``filter``, ``select``, ``rename``, ``derive``, ``unique``,
-``group_by(...).agg(...)``, ``join`` (inner, left), ``sort``, ``limit``, ``top``, ``checkpoint``,
-``branch`` and ``write`` (a sink). The expressions (``logetl.expressions``) are the portable set both
-engines compile: comparisons, ``& | ~``, ``is_in``, ``starts_with``/``ends_with``/``contains``,
+``read`` (a source with a log format), ``drop_size_dash`` (the three programs' rule), ``filter``,
+``select``, ``rename``, ``derive``, ``unique``, ``group_by(...).agg(...)``, ``join`` (inner, left), ``sort``,
+``limit``, ``top``, ``checkpoint``, ``branch`` and ``write`` (a sink). The expressions
+(``logetl.expressions``) are the portable set both engines compile: comparisons, ``& | ~``, ``is_in``, ``starts_with``/``ends_with``/``contains``,
 ``matches`` (a portable regex subset), ``substring``, ``lower``/``upper``, ``split_part``, ``concat``,
 ``to_int``, arithmetic, ``coalesce``, ``crc32``, ``day`` and ``hour``; for strings and URLs, ``extract``
 (a regex group), ``matches``/``contains`` with ``ignore_case``, ``method``, ``path``, ``query_string``,
@@ -58,8 +58,10 @@ def read(format=None, fields=None, tap: str = "input", name: str | None = None) 
     ``logetl run`` passes a flow function), a preset name (``combined``, ``common``, ``vhost_combined``,
     ``nginx``), an Apache ``LogFormat`` or nginx ``log_format`` string, or None for ``combined``.
     ``fields``: the format's fields to keep, in that order (default: all; ``combined`` has ``ip, time,
-    request, response, size``). Malformed lines are counted and trapped; records whose size is ``-`` are
-    dropped (the line contract), whichever fields are kept. ``tap`` names the input in ``explain`` and the
+    request, response, size, referer, user_agent``, the last two null on a line without a well-formed
+    ``"referer" "user agent"`` tail: ``logetl.formats``). Malformed lines are counted and trapped; every
+    other line is a record (a size of ``-`` included: the three programs drop those in a step of their own,
+    ``.drop_size_dash()``). A field the format lacks is refused, naming the presets that have it. ``tap`` names the input in ``explain`` and the
     monitor; a flow reads one input (a run binds one, ``--input``): read it once and branch."""
     fmt = format if isinstance(format, formats.LogFormat) or format is None else formats.compile_format(format)
     if isinstance(fields, str):     # not a list of its characters ("the log format has no field 'i'")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from logetl import contract, formats
+from logetl import formats
 from logetl.diagnostics import nearest
 from logetl.expressions import (
     BOOLEAN, FLOAT, INTEGER, STRING, TIMESTAMP, Aggregate, Col, Expr, ExpressionError, field_name)
@@ -85,6 +85,9 @@ class Pipe:
     node can feed several (a branch)."""
 
     kind = "pipe"
+    #: a step the parse before it does in its own scan: ``Flow`` folds it into that parse (``DropSizeDash``),
+    #: so that no engine receives it
+    folds_into_parse = False
 
     def __init__(self, name: str | None, *previous: "Pipe"):
         if name is not None and (not isinstance(name, str) or not name
@@ -200,6 +203,10 @@ class Pipe:
         field, a new visit after more than ``gap_minutes`` of inactivity, numbered in field ``field``."""
         return Visits(name, self, by, time, gap_minutes, field)
 
+    def drop_size_dash(self, name: str | None = None) -> "DropSizeDash":
+        """The three programs' rule as a step: drops the records whose size is ``-`` (``DropSizeDash``)."""
+        return DropSizeDash(name, self)
+
     def write(self, tap: str = "output", format: str = "tsv", partition_by=(), name: str | None = None,
               header: bool | None = None) -> "Sink":
         """The records, written to the output tap ``tap`` as ``format`` (``tsv``, ``csv``, ``parquet``,
@@ -239,10 +246,13 @@ class Source(Pipe):
 class Parse(Pipe):
     """Applies the line contract to the lines of a Source with log format ``format``
     (``logetl.formats``; default ``combined``, the original expression): counts malformed lines by reason
-    and sends them to the trap, drops records whose ``size`` is ``-``, and emits the fields ``keep`` (the
-    format's field names, in that order; default all of them) as strings, in input order (the original
-    expression's fields are ``ip, time, request, response, size``). Only the fields kept are copied out of
-    the line. Streaming: holds one batch at a time."""
+    and sends them to the trap, and emits every other line as a record: the fields ``keep`` (the format's
+    field names, in that order; default all of them) as strings, in input order (``combined`` has ``ip,
+    time, request, response, size, referer, user_agent``; its last two are null on a line without their
+    tail). Only the fields kept are copied out of the line. Streaming: holds one batch at a time.
+
+    ``drops_size_dash`` is set when the flow folded a ``DropSizeDash`` step into this parse (``Flow``): the
+    kernel then drops the records whose size is ``-`` in its scan, counted as ``dropped_size_dash``."""
 
     kind = "parse"
 
@@ -250,6 +260,7 @@ class Parse(Pipe):
                  keep: tuple[str, ...] | None = None):
         self.format = format or formats.LEGACY
         self.keep = tuple(keep) if keep else None
+        self.drops_size_dash = False
         super().__init__(name, previous)
 
     def _resolve(self) -> None:
@@ -263,14 +274,38 @@ class Parse(Pipe):
             raise AssemblyError(f"parse {self.label}: field {twice[0]!r} is named twice")
         for f in self.keep or ():
             if f not in fmt.fields:
-                raise MissingField(f"the log format has no field {f!r} (it has: {', '.join(fmt.fields)})", f)
-        self.fields = self.keep or (contract.FIELDS if fmt.legacy else fmt.fields)
+                raise MissingField(formats.missing_field(fmt, f), f)
+        self.fields = self.keep or fmt.fields
         self.types = {f: STRING for f in self.fields}
 
     def describe(self) -> str:
-        if self.format.legacy:
-            return "line contract; drop size '-'"
-        return f"{self.format.describe()}; drop size '-'"
+        what = "line contract" if self.format.legacy else self.format.describe()
+        return what + ("; drop size '-'" if self.drops_size_dash else "")
+
+
+class DropSizeDash(Pipe):
+    """The three programs' rule: drops the records whose ``size`` (the log format's, whether the read keeps
+    it or not) is exactly ``-``, counted as ``dropped_size_dash`` (the summary's ``dropped (size '-')``); a
+    format without ``size`` drops nothing. It reads a ``read`` (``Parse``) directly, as that read's only
+    consumer: the flow folds it into the read (``folds_into_parse``), whose kernel drops those records in its
+    scan, on every engine. Streaming, order-preserving."""
+
+    kind = "drop_size_dash"
+    #: a step the parse before it does in its own scan: ``Flow`` folds it into that parse
+    folds_into_parse = True
+
+    def _resolve(self) -> None:
+        if not isinstance(self._input(), Parse):
+            raise AssemblyError(f"drop_size_dash {self.label} must read a read() directly "
+                                f"(L.read(...).drop_size_dash()), not {self._input().kind} {self._input().label}")
+        self._inherit()
+
+    def fold(self, parse: Parse) -> None:
+        """Makes ``parse`` do this step."""
+        parse.drops_size_dash = True
+
+    def describe(self) -> str:
+        return "drop size '-'"
 
 
 class Filter(Pipe):
@@ -802,7 +837,7 @@ class Flow:
         self.sinks = [sinks] if isinstance(sinks, Pipe) else list(sinks)
         if not self.sinks or not all(isinstance(s, Sink) for s in self.sinks):
             raise AssemblyError(f"flow {name!r}: give it its sinks (pipe.write(...)), at least one")
-        self.nodes = self._topological(self.sinks)
+        self.nodes = self._fold(self._topological(self.sinks))
         self._name_unnamed()
         taps = [s.tap for s in self.sinks]
         twice = [t for i, t in enumerate(taps) if t in taps[:i]]
@@ -821,6 +856,22 @@ class Flow:
             raise AssemblyError(f"flow {name!r}: duplicate operator names {sorted(dup)}")
         self.sources = [n for n in self.nodes if isinstance(n, Source)]
         self.steps = self._plan()
+
+    def _fold(self, nodes: list[Pipe]) -> list[Pipe]:
+        """Folds each step that a parse does in its own scan (``folds_into_parse``) into the parse it reads,
+        which must feed nothing else (a stream that both drops and keeps those records would need the
+        parse twice): its consumers then read the parse. The nodes in topological order, without them."""
+        folded = [n for n in nodes if n.folds_into_parse]
+        for step in folded:
+            parse = step.previous[0]
+            others = [n for n in nodes if n is not step and any(p is parse for p in n.previous)]
+            if others:
+                raise AssemblyError(f"flow {self.name!r}: {step.kind} {step.label} must be the only reader of "
+                                    f"{parse.kind} {parse.label}, which {others[0].kind} {others[0].label} reads too")
+            step.fold(parse)
+            for n in nodes:
+                n.previous = tuple(parse if p is step else p for p in n.previous)
+        return [n for n in nodes if n not in folded]
 
     def set_output_format(self, format: str) -> None:
         """Makes every sink write ``format`` (``--output-format``); before the flow runs."""

@@ -7,7 +7,15 @@
 - A line is malformed when it is not valid UTF-8, does not match, or a parsed field holds a TAB or CR
   (checked in that order; the first failing check is the reason). Malformed lines are counted by reason
   and trapped, never fatal.
-- Records whose ``size`` is exactly ``-`` are then dropped (counted as ``dropped_size_dash``).
+- The three programs then drop the records whose ``size`` is exactly ``-`` (counted as
+  ``dropped_size_dash``): their step ``drop_size_dash`` (``logetl.assembly.DropSizeDash``). A flow's
+  ``read`` keeps them.
+
+The combined layout's tail, after the expression's size: ``TAIL_FIELDS`` (``referer``, ``user_agent``), read
+by ``parse_tail``. They are not part of the expression, so they never make a line malformed: a line whose
+tail is not ``TAIL`` (`` "referer" "user agent"``, each quoted as Apache writes it -- up to the first ``"`` not
+escaped by a backslash, the escapes kept as written -- then the end of the line or a space and anything)
+or whose referer or user agent holds a TAB or CR is still a record, with both fields null.
 
 ``parse_line`` is the reference implementation, written straight from the expression; the native kernel
 (``_scan.c``) and the Spark engine are tested against it.
@@ -20,6 +28,16 @@ PATTERN = r'^([^ ]*) \S+ \S+ \[([\w:/]+\s[+\-]\d{4})\] "(.+?)" (\d{3}) ([^ ]*).*
 REGEX = re.compile(PATTERN, re.ASCII | re.DOTALL)
 
 FIELDS = ("ip", "time", "request", "response", "size")
+
+#: an Apache quoted field (``%{Referer}i``): up to the first '"' not escaped by a backslash; no TAB or CR
+QUOTED = r'[^"\\\t\r]*+(?:\\[^\t\r][^"\\\t\r]*+)*+'
+#: the tail after the size (where the expression's ``.*`` begins), as a group of its own: referer, user agent
+TAIL = f' "({QUOTED})" "({QUOTED})"(?![^ ])'
+TAIL_REGEX = re.compile(TAIL, re.ASCII | re.DOTALL)
+TAIL_FIELDS = ("referer", "user_agent")
+#: the original expression with its tail: groups 1-5 as PATTERN's (the tail, optional, cannot change them:
+#: the size ends at its first space and the tail starts with one), 6 the tail, 7 and 8 its fields
+TAIL_PATTERN = PATTERN[:-len(".*$")] + f"({TAIL})?.*$"
 
 INVALID_UTF8 = "invalid_utf8"
 NO_MATCH = "no_match"
@@ -58,6 +76,18 @@ def parse_line(raw: bytes) -> tuple[str, str, str, str, str]:
         if "\t" in value or "\r" in value:
             raise Malformed(TAB_OR_CR)
     return fields
+
+
+def parse_tail(raw: bytes, fields: tuple[str, ...]) -> tuple[str | None, str | None]:
+    """The tail fields (referer, user agent) of a line that ``parse_line`` parsed into ``fields``: both None
+    when the tail after the size is not ``TAIL`` (see the module docstring)."""
+    if raw.endswith(b"\r"):
+        raw = raw[:-1]
+    text = raw.decode("utf-8")
+    m = REGEX.fullmatch(text)
+    assert m is not None and m.groups() == tuple(fields)
+    t = TAIL_REGEX.match(text, m.end(5))
+    return (t.group(1), t.group(2)) if t else (None, None)
 
 
 def keeps(fields: tuple[str, ...]) -> bool:

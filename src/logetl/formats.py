@@ -1,7 +1,14 @@
 """Log formats: Apache ``LogFormat`` and nginx ``log_format`` strings compiled to a token program.
 
 The default, ``combined``, is the original expression of the line contract (``logetl.contract``),
-unchanged: its own semantics, its own hand-written kernel. Every other format -- the presets ``common``,
+unchanged: its own semantics, its own hand-written kernel, for its five fields ``ip, time, request, response,
+size``. It has two more, ``referer`` and ``user_agent``, read from the tail of the line after the size (the
+text the expression's ``.*`` ignores): when that tail is `` "referer" "user agent"`` (each quoted as Apache
+writes it: up to the first ``"`` not escaped by a backslash, the escapes kept as written), then the end of
+the line or a space and anything (nginx's ``"$http_x_forwarded_for"``, a response time, ...), and neither
+field holds a TAB or CR, they are its two quoted values; otherwise the line is still a record and both are
+null (a TSV output writes null as the empty field). The tail never makes a line malformed, so the three
+programs, which read only the five fields, see exactly the records the expression gives. Every other format -- the presets ``common``,
 ``vhost_combined``, ``nginx``, or any Apache/nginx format string -- compiles to a **token program**: a
 sequence of literals and fields, matched against the whole line (after the contract's line rules: one
 trailing CR removed, strict UTF-8) by one left-to-right scan without backtracking.
@@ -45,9 +52,10 @@ at the last separator before the port's end, since it may hold the separator -- 
 the scan is deterministic and equals a full match of the regular expression. Two fields with nothing
 between them are refused when the format is compiled. A line is malformed (reason as in the contract)
 when it is not valid UTF-8, when it does not match (a sample names the field that failed and its byte
-offset), or when any field of the format holds a TAB or CR. Records
-whose ``size`` field is exactly ``-`` are then dropped, as in the contract (formats without ``size``
-drop nothing). Field values are the text as the server wrote it (escapes are not decoded).
+offset), or when any field of the format holds a TAB or CR. Every other line is a record: a flow's ``read``
+keeps a ``size`` of ``-`` (the three programs drop those records in a step of their own,
+``drop_size_dash``; formats without ``size`` drop nothing). Field values are the text as the server wrote
+it (escapes are not decoded).
 
 Field names come from ``APACHE`` and ``NGINX`` (directive/variable -> name); a request header
 ``%{X-Foo}i`` / ``$http_x_foo`` is ``x_foo``; any other nginx variable keeps its name. A name that
@@ -173,7 +181,7 @@ class LogFormat:
     text: str                              # the format string (for combined: the contract's expression)
     syntax: str                            # "legacy", "apache" or "nginx"
     tokens: tuple = ()
-    fields: tuple[str, ...] = contract.FIELDS
+    fields: tuple[str, ...] = contract.FIELDS + contract.TAIL_FIELDS
 
     @property
     def legacy(self) -> bool:
@@ -189,7 +197,8 @@ class LogFormat:
 
     def regex(self) -> str:
         """The token program as a regular expression without anchors or flags, valid for Python's ``re``
-        (3.11+) and Java's ``java.util.regex``: one group per field, in order."""
+        (3.11+) and Java's ``java.util.regex``: one group per field, in order (``combined``: the original
+        expression, whose five groups are its first five fields; with the tail's, ``contract.TAIL_PATTERN``)."""
         if self.legacy:
             return contract.PATTERN[1:-1]
         out = []
@@ -260,10 +269,12 @@ class LogFormat:
             return Mismatch(pos, last, "text after the end of the format")
         return vals
 
-    def parse_line(self, raw: bytes) -> tuple[str, ...]:
-        """All fields of one raw line (without ``\\n``), or raise ``contract.Malformed``."""
+    def parse_line(self, raw: bytes) -> tuple[str | None, ...]:
+        """All fields of one raw line (without ``\\n``), or raise ``contract.Malformed``; for ``combined``
+        the tail's two, None when it is not well-formed."""
         if self.legacy:
-            return contract.parse_line(raw)
+            fields = contract.parse_line(raw)
+            return fields + contract.parse_tail(raw, fields)
         if raw.endswith(b"\r"):
             raw = raw[:-1]
         try:
@@ -309,6 +320,10 @@ class LogFormat:
     def size_index(self) -> int:
         return self.fields.index("size") if "size" in self.fields else -1
 
+    def nullable(self, name: str) -> bool:
+        """Whether field ``name`` may be null: the tail fields of ``combined`` (see the module docstring)."""
+        return self.legacy and name in contract.TAIL_FIELDS
+
     def native_program(self) -> tuple:
         """The token program as the native kernel takes it: (kind, literal bytes, stop byte) per token,
         kind 0 literal, 1 token/quoted (plain)/bracketed, 2 quoted (backslash), 3 rest, 4 split (the
@@ -326,6 +341,20 @@ class LogFormat:
             else:
                 prog.append((1, b"", ord(tok.stop)))
         return tuple(prog)
+
+
+def missing_field(fmt: "LogFormat", name: str) -> str:
+    """The one-line refusal of a flow that asks log format ``fmt`` for a field ``name`` it lacks: the
+    format, its fields, and the presets that have the field (so that ``--format`` can name one)."""
+    label = fmt.name if fmt.name in PRESETS or fmt.legacy else repr(fmt.text)
+    having = [p for p in PRESETS if name in compile_format(p).fields]
+    if not having:
+        where = "no preset has it (a format string with it does: see --format)"
+    elif len(having) == 1:
+        where = f"the preset {having[0]} has it"
+    else:
+        where = f"the presets {', '.join(having[:-1])} and {having[-1]} have it"
+    return f"the log format {label} has no field {name!r} (its fields: {', '.join(fmt.fields)}); {where}"
 
 
 def _one_word(source: str) -> bool:

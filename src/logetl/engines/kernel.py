@@ -38,6 +38,15 @@ class Parsed:
     strings: tuple | None = None   # native, columns=STRINGS: (offsets, per-field values) of Arrow string arrays
     rows: list | None = None       # fallback: field tuples
     n_fields: int = 5
+    valid: bytes | None = None     # native: the validity bitmap of the records for the fields ``nullable``
+    nullable: tuple = ()           # the positions (among the fields emitted) of fields that may be null
+
+    @property
+    def n_null(self) -> int:
+        """Records whose nullable fields are null (native: the zero bits of ``valid``)."""
+        if self.valid is None:
+            return 0
+        return self.n_records - int.from_bytes(self.valid, "little").bit_count()
 
     def frame(self, names):
         """The records as a Polars DataFrame with columns ``names``. On the native path the kernel hands
@@ -58,18 +67,28 @@ class Parsed:
         n, width = self.n_records, self.n_fields
         if self.strings is not None:
             offsets, values = pa.py_buffer(self.strings[0]), self.strings[1]
-            return [pa.Array.from_buffers(pa.string(), n, [None, offsets.slice(k * (n + 1) * 4, (n + 1) * 4),
-                                                           pa.py_buffer(values[k])])
+            return [pa.Array.from_buffers(pa.string(), n, [self._validity(k), offsets.slice(k * (n + 1) * 4, (n + 1) * 4),
+                                                           pa.py_buffer(values[k])], null_count=self._nulls(k))
                     for k in range(width)]
         if self.views is not None:
             data = pa.py_buffer(self.tsv)
             views = pa.py_buffer(self.views)
-            return [pa.Array.from_buffers(pa.string_view(), n, [None, views.slice(k * n * 16, n * 16), data])
+            return [pa.Array.from_buffers(pa.string_view(), n, [self._validity(k), views.slice(k * n * 16, n * 16),
+                                                                data], null_count=self._nulls(k))
                     for k in range(width)]
         if self.rows is None:
             raise RuntimeError("this chunk was parsed without columns")
         cols = list(zip(*self.rows)) if self.rows else [()] * width
         return [pa.array(list(c), pa.string()) for c in cols]
+
+
+    def _validity(self, k: int):
+        import pyarrow as pa
+
+        return pa.py_buffer(self.valid) if self.valid is not None and k in self.nullable else None
+
+    def _nulls(self, k: int) -> int:
+        return self.n_null if self.valid is not None and k in self.nullable else 0
 
 
 class _ArrowColumns:
@@ -82,10 +101,15 @@ class _ArrowColumns:
 
     def __arrow_c_array__(self, requested_schema=None):
         p = self.parsed
-        return _export(p.tsv, p.views, p.n_records, self.names)
+        if p.valid is None:
+            return _export(p.tsv, p.views, p.n_records, self.names)
+        return _export(p.tsv, p.views, p.n_records, self.names, p.valid, p.nullable, p.n_null)
 
 
-def parse_python(data, final: bool, columns: bool = True, parser: "Parser | None" = None) -> Parsed:
+def parse_python(data, final: bool, columns: bool = True, parser: "Parser | None" = None,
+                 drop_dash: bool = True) -> Parsed:
+    """The pure-Python parse: ``parser`` None is the original expression's five fields; ``drop_dash`` drops
+    the records whose size is ``-`` (the three programs' rule; a parser says it itself)."""
     data = bytes(data)
     lines = data.split(b"\n")
     tail = lines.pop()
@@ -101,7 +125,7 @@ def parse_python(data, final: bool, columns: bool = True, parser: "Parser | None
             bad.append((i, start, start + len(raw), codes[exc.reason]))
             continue
         if parser is None:
-            keep = contract.keeps(fields)
+            keep = not drop_dash or contract.keeps(fields)
         else:
             keep = parser.size_index < 0 or fields[parser.size_index] != "-"
             if parser.out != tuple(range(len(fields))):
@@ -110,7 +134,7 @@ def parse_python(data, final: bool, columns: bool = True, parser: "Parser | None
             rows.append(fields)
         else:
             dash += 1
-    tsv = "".join("\t".join(r) + "\n" for r in rows).encode("utf-8")
+    tsv = "".join("\t".join(v or "" for v in r) + "\n" for r in rows).encode("utf-8")   # null: empty
     return Parsed(data, tsv, len(rows), len(lines), dash, bad, rows=rows,
                   n_fields=len(parser.out) if parser else 5)
 
@@ -118,53 +142,58 @@ def parse_python(data, final: bool, columns: bool = True, parser: "Parser | None
 _ALL = tuple(range(len(contract.FIELDS)))
 
 
-def parse(data, final: bool, columns: int = VIEWS, out: tuple[int, ...] = _ALL) -> Parsed:
+def parse(data, final: bool, columns: int = VIEWS, out: tuple[int, ...] = _ALL, drop_dash: bool = True) -> Parsed:
     """Parse a chunk of whole lines (any buffer) with the original expression, emitting the fields ``out``
-    (indexes into ``contract.FIELDS``). ``columns``: NONE when no operator will need columns (the native
+    (indexes into ``formats.LEGACY.fields``: the expression's five, then the tail's ``referer`` and
+    ``user_agent``, which may be null), dropping the records whose size is ``-`` when ``drop_dash`` (the
+    three programs' rule). ``columns``: NONE when no operator will need columns (the native
     kernel then only writes the TSV), VIEWS (string views over the TSV, no copy: what Polars takes), STRINGS
     (Arrow strings instead of the TSV: what Parquet's writer encodes fastest; the pure-Python fallback makes
     the TSV too)."""
     if _native is None:
         from logetl import formats
 
-        return Parser(formats.LEGACY, tuple(contract.FIELDS[i] for i in out), native=False).parse(data, final, columns)
+        return Parser(formats.LEGACY, tuple(formats.LEGACY.fields[i] for i in out), native=False,
+                      drop_dash=drop_dash).parse(data, final, columns)
     if columns == STRINGS and not _STRINGS_BUILT:
         columns = VIEWS
-    tsv, cols, n, n_lines, n_dash, bad = _native(data, final, int(columns), out)
-    return _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, len(out))
+    tsv, cols, n, n_lines, n_dash, bad, valid = _native(data, final, int(columns), out, 4 if drop_dash else -1)
+    nullable = tuple(k for k, i in enumerate(out) if i >= len(contract.FIELDS))
+    return _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, len(out), valid, nullable)
 
 
-def _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, width) -> Parsed:
+def _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, width, valid=None, nullable=()) -> Parsed:
     if columns == STRINGS:
-        return Parsed(data, tsv, n, n_lines, n_dash, bad, strings=cols, n_fields=width)
-    return Parsed(data, tsv, n, n_lines, n_dash, bad, views=cols, n_fields=width)
+        return Parsed(data, tsv, n, n_lines, n_dash, bad, strings=cols, n_fields=width, valid=valid,
+                      nullable=nullable)
+    return Parsed(data, tsv, n, n_lines, n_dash, bad, views=cols, n_fields=width, valid=valid, nullable=nullable)
 
 
 class Parser:
     """A log format (``logetl.formats``) bound to the fields a parse emits (``keep``, in that order).
     ``parse`` is the native kernel when it was built, else the pure-Python matcher; ``native=False``
-    forces the latter."""
+    forces the latter. ``drop_dash``: drop the records whose size is ``-`` (the three programs' rule, their
+    step ``drop_size_dash`` folded into the parse; a format without ``size`` drops nothing)."""
 
-    def __init__(self, fmt, keep: tuple[str, ...] | None = None, native: bool = True):
+    def __init__(self, fmt, keep: tuple[str, ...] | None = None, native: bool = True, drop_dash: bool = True):
         self.format = fmt
         self.keep = tuple(keep or fmt.fields)
         self.native = native and _native is not None
-        if fmt.legacy:
-            self.out, self.size_index = tuple(contract.FIELDS.index(f) for f in self.keep), 4
-        else:
-            self.out = tuple(fmt.fields.index(f) for f in self.keep)
-            self.size_index = fmt.size_index()
+        self.drop_dash = drop_dash
+        self.out = tuple(fmt.fields.index(f) for f in self.keep)
+        self.size_index = fmt.size_index() if drop_dash else -1
+        if not fmt.legacy:
             self._program = fmt.native_program()
 
     def parse(self, data, final: bool, columns: int = VIEWS) -> Parsed:
         if self.format.legacy:
             if self.native:
-                return parse(data, final, columns, self.out)
-            return parse_python(data, final, columns, self if self.out != _ALL else None)
+                return parse(data, final, columns, self.out, self.drop_dash)
+            return parse_python(data, final, columns, self if self.out != _ALL else None, self.drop_dash)
         if not self.native:
             return parse_python(data, final, columns, self)
         if columns == STRINGS and not _STRINGS_BUILT:
             columns = VIEWS
-        tsv, cols, n, n_lines, n_dash, bad = _native_format(data, final, int(columns), self._program, self.out,
-                                                            self.size_index)
+        tsv, cols, n, n_lines, n_dash, bad, _ = _native_format(data, final, int(columns), self._program, self.out,
+                                                               self.size_index)
         return _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, len(self.out))

@@ -1370,7 +1370,7 @@ class LocalEngine(Engine):
             # parse thread idle: split it between them (20,000 new lines: 4.3 MB, one chunk and a sliver)
             chunk = max(MIN_SPLIT_CHUNK, -(-total // PARSE_THREADS))
         return Scan(ctx.taps.inputs, on_bytes, columns=self._columns(ctx.flow, step, node), chunk=chunk,
-                    parser=kernel.Parser(node.format, node.fields), ranges=ctx.taps.ranges,
+                    parser=kernel.Parser(node.format, node.fields, drop_dash=node.drops_size_dash), ranges=ctx.taps.ranges,
                     reached=plan.reached if plan is not None else None)
 
     def _execute(self, ctx, step, state, scans):
@@ -1483,6 +1483,8 @@ class LocalEngine(Engine):
                 todo.append(child)
         if parse in step.writes or (strings and tsv):
             return kernel.VIEWS
+        if strings and any(parse.format.nullable(f) for f in parse.fields):
+            return kernel.VIEWS     # logetl's own Parquet encoder of the kernel's strings writes no null
         return kernel.STRINGS if strings else kernel.NONE
 
     def finish_trap(self, ctx):

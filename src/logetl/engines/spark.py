@@ -79,6 +79,7 @@ from logetl.io.inputs import InputReadError
 from logetl.io.outputs import DELIMITED, NAME_MAX, PART, header_line, partition_name
 
 SPARK_PATTERN = "(?s)" + contract.PATTERN
+SPARK_TAIL_PATTERN = "(?s)" + contract.TAIL_PATTERN
 MASTER_ENV = "LOGETL_SPARK_MASTER"
 #: the archives the executors unpack into their working directories (a packed venv with logetl's kernel)
 ARCHIVES = "spark.archives"
@@ -1599,11 +1600,11 @@ class SparkEngine(Engine):
     @staticmethod
     def _native_spec(node) -> tuple:
         """What the kernel on the executors parses ``node``'s lines with: (the format's program, or None for
-        the original expression; the indexes of the node's fields among the format's; the size field's)."""
+        the original expression; the indexes of the node's fields among the format's; the size field's, -1
+        when the parse keeps a size of ``-``)."""
         fmt = node.format
-        if fmt.legacy:
-            return (None, tuple(contract.FIELDS.index(f) for f in node.fields), 4)
-        return (fmt.native_program(), tuple(fmt.fields.index(f) for f in node.fields), fmt.size_index())
+        size = fmt.size_index() if node.drops_size_dash else -1
+        return (None if fmt.legacy else fmt.native_program(), tuple(fmt.fields.index(f) for f in node.fields), size)
 
     @staticmethod
     def _parse_builtin(raw, node):
@@ -1614,14 +1615,20 @@ class SparkEngine(Engine):
         line = F.regexp_replace("value", r"\r\z", "")
         fmt = node.format
         # the format's fields as TSV: a field holds a TAB or CR exactly when that TSV holds a CR or more
-        # TABs than separators (the original expression's fields are its five groups, see the docstring)
-        pattern = SPARK_PATTERN if fmt.legacy else fmt.spark_regex()
-        n_fields = len(fmt.fields)
-        tsv = F.regexp_replace(line, pattern, "\t".join(f"${i + 1}" for i in range(n_fields)))
+        # TABs than separators (the original expression's fields are its five groups, see the docstring;
+        # its tail's, when the node keeps one, groups 7 and 8, then the whole tail, 6: empty when there is
+        # none, and the tail's fields are null. The tail's groups cannot hold a TAB or CR: contract.QUOTED)
+        tail = fmt.legacy and any(fmt.nullable(f) for f in node.fields)
+        if fmt.legacy:
+            pattern, groups = (SPARK_TAIL_PATTERN, (1, 2, 3, 4, 5, 7, 8, 6)) if tail else (SPARK_PATTERN, (1, 2, 3, 4, 5))
+        else:
+            pattern, groups = fmt.spark_regex(), range(1, len(fmt.fields) + 1)
+        n_fields = len(groups)
+        tsv = F.regexp_replace(line, pattern, "\t".join(f"${i}" for i in groups))
         tabs = F.length(F.col("_tsv")) - F.length(F.regexp_replace(F.col("_tsv"), "\t", ""))
         with_tsv = raw.withColumn("_tsv", tsv)
-        size = fmt.size_index() if not fmt.legacy else 4
-        if fmt.legacy:
+        size = fmt.size_index() if node.drops_size_dash else -1
+        if fmt.legacy and not tail and size >= 0:    # the size is the TSV's last field
             is_dash = F.col("_tsv").endswith("\t-")
         elif size >= 0:
             # F.get: NULL past the end (lines that did not match have one piece), where getItem fails
@@ -1635,7 +1642,12 @@ class SparkEngine(Engine):
                   .when(is_dash, F.lit(DASH)).otherwise(F.lit(KEPT)))
         checked = with_tsv.withColumn(STATUS, status.cast("tinyint"))
         fields = F.split(F.col("_tsv"), "\t")
-        return checked, {f: fields.getItem(fmt.fields.index(f)) for f in node.fields}
+        present = fields.getItem(7) != ""
+
+        def field(f):
+            value = fields.getItem(fmt.fields.index(f))
+            return F.when(present, value) if fmt.nullable(f) else value
+        return checked, {f: field(f) for f in node.fields}
 
     def _apply(self, node, inputs):
         """The DataFrame of ``node`` from those of its inputs (``OPERATORS``)."""

@@ -56,10 +56,13 @@ def parse_batches(spec: tuple, batches):
             fields, status, n_bad = [pa.array([], string)] * len(out), b"", 0
         else:
             bufs = value.buffers()
-            status, n_bad, pieces = parse_arrow(bufs[1], bufs[2] if bufs[2] is not None else b"", value.offset,
-                                                n, large, program, out, size_index)
-            fields = [pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(o), pa.py_buffer(d)])
-                      for o, d in pieces]
+            status, n_bad, pieces, valid = parse_arrow(bufs[1], bufs[2] if bufs[2] is not None else b"",
+                                                       value.offset, n, large, program, out, size_index)
+            # valid: the null tail fields of the original expression (``out`` past its five), else None
+            nulls = None if valid is None else pa.py_buffer(valid)
+            fields = [pa.Array.from_buffers(pa.string(), n, [nulls if program is None and i >= 5 else None,
+                                                            pa.py_buffer(o), pa.py_buffer(d)])
+                      for i, (o, d) in zip(out, pieces)]
             if large:
                 fields = [f.cast(string) for f in fields]
         codes = pa.Array.from_buffers(pa.int8(), n, [None, pa.py_buffer(status)])
@@ -165,7 +168,8 @@ def join_batches(spec: tuple, sinks: tuple, trap: bool, batches):
 
     def lines(arrays) -> bytes:   # the records' TSV lines, joined by \n (no \n after the last)
         # (as binary: a field's bytes are the line's, and joining them checks no encoding)
-        arrays = [a.cast(pa.binary()) for a in arrays]
+        # (a null -- a tail field of a line without one -- is the empty field, as every TSV writes it)
+        arrays = [a.cast(pa.binary()).fill_null(b"") for a in arrays]
         line = arrays[0] if len(arrays) == 1 else pc.binary_join_element_wise(*arrays, b"\t")
         return pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(line)], pa.int32()), line), b"\n")[0].as_py()
 

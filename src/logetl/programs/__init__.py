@@ -1,4 +1,8 @@
-"""The programs logetl ships, each a flow definition that every engine runs and the monitor draws."""
+"""The programs logetl ships, each a flow definition that every engine runs and the monitor draws.
+
+Each reads the log and drops the records whose size is ``-`` (the original programs' rule, their step
+``drop_size_dash``, which the flow folds into the read: its kernel drops them as it scans), so that their
+outputs, counters and summaries are the original programs'. A flow of one's own keeps those records."""
 from logetl.assembly import Flow
 from logetl.programs import branch, filter, join
 

@@ -4,7 +4,9 @@ Branch A: records whose request starts with ``GET /images/``, ``ip`` only, disti
 Branch B: ``ip`` renamed ``userip``; ``score`` = crc32(userip) % 100; records with score < 60 removed;
 then the checkpoint ``checkpoint``. B (streamed) is hash-joined with A (small, held in memory) on
 userip = ip; the result ``ip, userip, time, request, response, size, score`` is sorted by score
-descending, equal scores in input order."""
+descending, equal scores in input order.
+
+Records whose size is exactly ``-`` are dropped first (``drop_size_dash``, the original programs' rule)."""
 import logetl.api as L
 from logetl.contract import FIELDS
 from logetl.programs.filter import IMAGES
@@ -14,7 +16,7 @@ MIN_SCORE = 60
 
 def flow(fmt=None) -> L.Flow:
     """``fmt``: the log format (``logetl.formats``; default ``combined``)."""
-    parsed = L.read(fmt, fields=FIELDS)
+    parsed = L.read(fmt, fields=FIELDS).drop_size_dash()
     images = parsed.filter(IMAGES, name="images").select("ip", name="retain_ip").unique(name="unique_ip")
     stored = (parsed.rename(ip="userip", name="rename_ip")
               .derive(score=L.crc32(L.col("userip")) % 100, name="score")

@@ -190,7 +190,9 @@ public final class NativeParse {
                     byte s = b.status[i];
                     for (int k = 0; k < width; k++) {
                         int at = 2 * (i * width + k);
-                        values[k] = s == KEPT ? Arrays.copyOfRange(b.data, b.spans[at], b.spans[at + 1]) : EMPTY;
+                        // a span of -1: a null (a tail field of a line without a well-formed tail)
+                        values[k] = s != KEPT ? EMPTY
+                                : b.spans[at] < 0 ? null : Arrays.copyOfRange(b.data, b.spans[at], b.spans[at + 1]);
                     }
                     boolean bad = Batch.malformed(s);
                     boolean sampled = bad && samples > 0;
@@ -308,7 +310,7 @@ public final class NativeParse {
                 for (int j = 0; j < chosen.length; j++) {
                     if (j > 0) text[at++] = '\t';
                     int s = b.spans[2 * (i * width + chosen[j])], e = b.spans[2 * (i * width + chosen[j]) + 1];
-                    System.arraycopy(b.data, s, text, at, e - s);
+                    if (e > s) System.arraycopy(b.data, s, text, at, e - s);   // a null (-1, -1) is empty
                     at += e - s;
                 }
             }
