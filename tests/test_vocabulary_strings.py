@@ -459,3 +459,20 @@ def test_ignoring_case_rewrites_ascii_letters_only(pattern, folded):
 def test_which_groups_take_part_in_every_match(pattern, groups, certain):
     """A group that takes part in every match is extracted in one pass on the local engine."""
     assert E._group_shape(pattern) == (groups, certain)
+
+
+def test_a_function_of_one_value_takes_a_field_name_as_its_column(engine, tmp_path):
+    """``L.path("request")`` is ``L.path(L.col("request"))``, as the aggregates and the time functions take
+    a field's name: the same bytes, on both engines (a string literal is ``L.lit``)."""
+    def flow(by_name: bool):
+        f = (lambda name: name) if by_name else L.col
+        p = L.read(COMBINED).derive(
+            m=L.method(f("request")), p=L.path(f("request")), q=L.query_string(f("request")),
+            a=L.query_param(f("request"), "a"), h=L.url_host(f("referer")), d=L.url_decode(f("request")),
+            day=L.day(f("time")), hour=L.hour(f("time")), crc=L.crc32(f("ip")))
+        return L.Flow("by_name", [p.select("m", "p", "q", "a", "h", "d", "day", "hour", "crc").write("out")])
+
+    assert flow(True).sinks[0].describe() == flow(False).sinks[0].describe()
+    by_name = run_flow(flow(True), engine, LOG, tmp_path / "name")["out"]
+    assert by_name == run_flow(flow(False), engine, LOG, tmp_path / "col")["out"]
+    assert by_name.count(b"\n") > 10 and b"\t" in by_name

@@ -53,6 +53,12 @@ __all__ = [
 ]
 
 
+def _field(value):
+    """A field name as its column (``path("request")``, ``trunc("ts", "day")``), an expression as it is:
+    the functions of one value take either (a string literal is ``lit("...")``)."""
+    return Col(value) if isinstance(value, str) else value
+
+
 def read(format=None, fields=None, tap: str = "input", name: str | None = None) -> Parse:
     """The flow's input, parsed with log format ``format``: a ``logetl.formats.LogFormat`` (what
     ``logetl run`` passes a flow function), a preset name (``combined``, ``common``, ``vhost_combined``,
@@ -104,17 +110,17 @@ def coalesce(*values) -> Coalesce:
 
 
 def crc32(value) -> Crc32:
-    return Crc32(value)
+    return Crc32(_field(value))
 
 
 def day(time) -> Day:
     """``YYYY-MM-DD`` of an access-log time field; null when the time is not valid."""
-    return Day(time)
+    return Day(_field(time))
 
 
 def hour(time) -> Hour:
     """``YYYY-MM-DDTHH`` of an access-log time field; null when the time is not valid."""
-    return Hour(time)
+    return Hour(_field(time))
 
 
 def count(value=None, where=None) -> Count:
@@ -203,7 +209,7 @@ __all__ += ["method", "path", "query_string", "query_param", "url_host", "url_de
 def method(request) -> Method:
     """The method of a request line (``GET /a HTTP/1.1`` -> ``GET``); null unless the value is three
     non-empty parts with one space between each."""
-    return Method(request)
+    return Method(_field(request))
 
 
 def path(url) -> Path:
@@ -211,34 +217,34 @@ def path(url) -> Path:
     or URL: ``GET /a/b?q=1 HTTP/1.1`` -> ``/a/b``, ``http://h/a#f`` -> ``/a``, ``http://h`` -> ``/``; as
     written (``url_decode`` decodes it); null for a malformed request line, ``*``, ``-`` or another form
     (``logetl.expressions.Path``)."""
-    return Path(url)
+    return Path(_field(url))
 
 
 def query_string(url) -> QueryString:
     """The text after the first ``?`` of a request line's target or of a URL, up to a ``#``: ``""`` after a
     bare ``?``, null when there is none (``logetl.expressions.QueryString``)."""
-    return QueryString(url)
+    return QueryString(_field(url))
 
 
 def query_param(url, name: str, decode: bool = True) -> QueryParam:
     """The first value of query parameter ``name`` (compared as written) of a request line or URL,
     percent-decoded with ``+`` as a space (``decode=False``: as written); ``""`` for a bare ``name`` or
     ``name=``; null when it is absent (``logetl.expressions.QueryParam``)."""
-    return QueryParam(url, name, decode)
+    return QueryParam(_field(url), name, decode)
 
 
 def url_host(url) -> UrlHost:
     """The host of an absolute URL or absolute-form request target, without user, port or IP-literal
     brackets, ASCII letters lower-cased: ``http://User@WWW.Example.com:8080/x`` -> ``www.example.com``;
     null for a URL without one (``logetl.expressions.UrlHost``)."""
-    return UrlHost(url)
+    return UrlHost(_field(url))
 
 
 def url_decode(value, plus_as_space: bool = False) -> UrlDecode:
     """Percent-decoding (``%C3%A9`` -> ``é``); a ``%`` without two hex digits and escapes of control
     characters stay as written, ``+`` is a space only with ``plus_as_space``; null when the bytes are not
     UTF-8 (``logetl.expressions.UrlDecode``)."""
-    return UrlDecode(value, plus_as_space)
+    return UrlDecode(_field(value), plus_as_space)
 
 
 def first(value, order_by=None) -> First:
@@ -295,11 +301,6 @@ def day_of_week(time) -> DayOfWeek:
 def hour_of_day(time) -> HourOfDay:
     """0 to 23: of a timestamp in UTC, of an access-log time as written."""
     return HourOfDay(_field(time))
-
-
-def _field(value):
-    """A field name as its column (``trunc("ts", "day")``), an expression as it is."""
-    return Col(value) if isinstance(value, str) else value
 
 
 # --- a name that is not in the API ---------------------------------------------------------------------------
