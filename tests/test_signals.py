@@ -6,6 +6,7 @@ On Spark, any of them (Ctrl-C too) landed inside a py4j call: tracebacks, and SI
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -27,7 +28,9 @@ def start(args, cwd, home, signals=DEFAULT_SIGNALS, **popen):
 
 
 def staged(directory) -> bool:
-    return any(n.startswith(".o.logetl-") and not n.endswith("-work") for n in os.listdir(directory))
+    """Whether the run has staged its output ``o`` (``.o.logetl-PID-XXXXXXXX``; not its working directory
+    or the lock it holds on ``o``)."""
+    return any(re.fullmatch(r"\.o\.logetl-\d+-[0-9a-f]{8}", n) for n in os.listdir(directory))
 
 
 def wait_until_staged(p, directory) -> None:
