@@ -11,8 +11,9 @@ While the file is loaded and its flow defined, the file's directory is first on 
 or ``python -m logetl run``, from any directory.
 
 Any error while loading the file or defining the flow is one line naming the file and the line of the
-user's code it came from (``FlowFileError``, exit 2); so is a file that calls ``sys.exit``, and a flow
-that does not read the log format ``--format`` gave.
+user's code it came from (``FlowFileError``, exit 2), whatever it raises (a ``BaseException`` of its own
+too); so is a file that calls ``sys.exit``, and a flow that does not read the log format ``--format``
+gave. A signal while the file is loaded (``KeyboardInterrupt``, ``errors.Terminated``) stops the command.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import sys
 import traceback
 
 from logetl import assembly, expressions, formats
-from logetl.errors import UsageError
+from logetl.errors import UsageError, interrupt_of
 
 
 class FlowFileError(UsageError):
@@ -61,7 +62,10 @@ def load(path: str, log_format: formats.LogFormat | None = None, format_given: b
             raise FlowFileError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
         except SystemExit as exc:
             raise FlowFileError(_exits(path, exc)) from None
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise                      # a signal while the file is loaded: the command stops (exit 128 + N)
+        except BaseException as exc:   # an Exception, or a BaseException of the file's own
+            _interrupted(exc)
             raise FlowFileError(f"{_where(path, exc)}: {type(exc).__name__}: {exc}") from None
         define = getattr(module, "flow", None)
         if isinstance(define, assembly.Flow):
@@ -91,7 +95,10 @@ def load(path: str, log_format: formats.LogFormat | None = None, format_given: b
             raise FlowFileError(f"{_where(path, exc)}: {exc}") from None
         except SystemExit as exc:
             raise FlowFileError(_exits(path, exc)) from None
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            _interrupted(exc)
             raise FlowFileError(f"{_where(path, exc)}: {type(exc).__name__}: {exc}") from None
         if not isinstance(result, assembly.Flow):
             raise FlowFileError(f"{path}: flow() returned {type(result).__name__}, not a logetl.api.Flow")
@@ -109,6 +116,14 @@ def load(path: str, log_format: formats.LogFormat | None = None, format_given: b
             sys.path.remove(here)       # the first occurrence: the one inserted above
         except ValueError:
             pass
+
+
+def _interrupted(exc: BaseException) -> None:
+    """Raises the signal's interrupt that ``exc`` was raised for (Python wraps one raised while a class
+    of the file is made), if any."""
+    stop = interrupt_of(exc)
+    if stop is not None:
+        raise stop from None
 
 
 def _exits(path: str, exc: SystemExit) -> str:

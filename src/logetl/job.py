@@ -426,4 +426,9 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
             # the outputs are committed: an interrupt while the engine stops changes nothing of the result
             run.notices.append(f"{stop_reason(exc)} after the outputs were committed")
         finally:
-            locks.release()
+            try:
+                locks.release()
+            except KeyboardInterrupt as exc:
+                if run is None or run.status != SUCCESSFUL:
+                    raise
+                run.notices.append(f"{stop_reason(exc)} after the outputs were committed")

@@ -33,7 +33,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from logetl.errors import RunFailed, UsageError
+from logetl.errors import RunFailed, UsageError, signals_held
 from logetl.io.outputs import output_listing, short_name
 
 FLOW_FILE = "flow.json"
@@ -419,6 +419,12 @@ class OutputLocks:
             raise
 
     def _take(self, where: str, name: str, path: str) -> None:
+        # a signal (which stops the run) waits until the lock is held and recorded, or not taken: the
+        # lock file is never left behind by a run that stopped half-way through taking it
+        with signals_held():
+            self._lock(where, name, path)
+
+    def _lock(self, where: str, name: str, path: str) -> None:
         for _ in range(100):
             try:
                 fd = os.open(where, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
@@ -449,11 +455,12 @@ class OutputLocks:
 
     def release(self) -> None:
         """Removes and unlocks every lock held (removed first: a waiting run then locks a fresh file)."""
-        while self.held:
-            where, fd = self.held.pop()
-            with contextlib.suppress(OSError):
-                os.remove(where)
-            os.close(fd)
+        with signals_held():      # all of them, or a signal half-way leaves the others' files
+            while self.held:
+                where, fd = self.held.pop()
+                with contextlib.suppress(OSError):
+                    os.remove(where)
+                os.close(fd)
 
 
 def _holder(fd: int) -> str:
