@@ -176,8 +176,9 @@ def test_rerun_after_a_kill_between_publishing_and_exit_succeeds_with_a_notice(t
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "LOGETL_MONITOR": "off"}
     subprocess.run(cmd, env={**env, "LOGETL_CRASH_COUNT": str(count)}, check=True, capture_output=True)
     shutil.rmtree(tmp_path / "out")
-    # the last mutation of a run is the removal of its retired working directory
-    killed = subprocess.run(cmd, env={**env, "LOGETL_CRASH_AT": read(count).decode()}, capture_output=True)
+    # the last mutation of a run is the removal of the lock it held on its output; the one before, the
+    # removal of its retired working directory
+    killed = subprocess.run(cmd, env={**env, "LOGETL_CRASH_AT": str(int(read(count)) - 1)}, capture_output=True)
     assert killed.returncode == -signal.SIGKILL
     assert parts(tmp_path / "out") == corpus("join.tsv")
     again = logetl("join", str(log), str(tmp_path / "out"))
