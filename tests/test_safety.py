@@ -411,7 +411,8 @@ def test_two_interruptions_in_a_row_keep_the_published_outputs_recognised(tmp_pa
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "LOGETL_MONITOR": "off"}
     subprocess.run(cmd, env={**env, "LOGETL_CRASH_COUNT": str(count)}, check=True, capture_output=True)
     shutil.rmtree(tmp_path / "out")
-    killed = subprocess.run(cmd, env={**env, "LOGETL_CRASH_AT": read(count).decode()}, capture_output=True)
+    # at the removal of its retired working directory (the last mutation but the removal of its lock)
+    killed = subprocess.run(cmd, env={**env, "LOGETL_CRASH_AT": str(int(read(count)) - 1)}, capture_output=True)
     assert killed.returncode == -signal.SIGKILL
     second = logetl("join", str(log), str(tmp_path / "out"), env={"LOGETL_FAIL_AT": "join"})
     assert second.returncode == 1

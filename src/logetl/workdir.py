@@ -430,6 +430,10 @@ class OutputLocks:
                 fd = os.open(where, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
             except OSError:
                 return                 # a directory logetl cannot write into: the output checks say so
+            st = os.fstat(fd)
+            if any(os.path.samestat(st, os.fstat(mine)) for _, mine in self.held):
+                os.close(fd)           # another output of this run, through a bind mount: refused after this
+                return
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -442,7 +446,7 @@ class OutputLocks:
                 os.close(fd)
                 raise
             try:
-                same = os.fstat(fd).st_ino == os.stat(where, follow_symlinks=False).st_ino
+                same = os.path.samestat(st, os.stat(where, follow_symlinks=False))
             except FileNotFoundError:
                 same = False
             if same:
