@@ -281,11 +281,11 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
                 raise JobError(f"{option} {given!r} contains input file {f!r}{through}", option.lstrip("-"))
     if plan is not None:
         return Taps(inputs=files, outputs=dict(output_paths), trap=trap, work=work, overwrite=overwrite,
-                    carry=carry, input_bytes=plan.bytes_to_read, incremental=plan, ranges=plan.ranges)
+                    carry=carry, input_bytes=plan.bytes_to_read, incremental=plan, ranges=plan.ranges, locks=locks)
     # (the sizes the identity holds: a second status query a file cost a round trip each on Spark)
     sizes = None if inputs.STDIN in files else [i["size"] for i in identity["inputs"]]
     return Taps(inputs=files, outputs=dict(output_paths), trap=trap, work=work, overwrite=overwrite,
-                carry=carry, input_bytes=sum(sizes or []), input_sizes=sizes, notices=notices)
+                carry=carry, input_bytes=sum(sizes or []), input_sizes=sizes, notices=notices, locks=locks)
 
 
 def _reshaped(tap: str, path: str, partition_by: tuple[str, ...], format: str, fs) -> list[str]:
