@@ -199,8 +199,8 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
     work = WorkDir(default_path(first, work_dir, fs), identity, bound, fs)
     work.check()
     taps_out = list(output_paths.items()) + ([("trap", trap)] if trap else [])
-    # held until the run has cleaned up (``run_flow``): a second run on these outputs stops here, before it
-    # reads their state or touches the working directory
+    # held until the outputs are published (or the run has failed and cleaned up, ``run_flow``): a second
+    # run on these outputs stops here, before it reads their state or touches the working directory
     locks.acquire(taps_out, fs)
     # an earlier run of this very flow that died while (or after) publishing its outputs may have published
     # some: those still holding what it published are this flow's, and the rerun replaces them

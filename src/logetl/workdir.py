@@ -377,10 +377,12 @@ class OutputsHeld(RunFailed):
 
 
 class OutputLocks:
-    """Exclusive locks on a run's output directories, held from before it reads their state until it has
-    cleaned up: a second run on the same outputs (a cron job that overlaps its predecessor) stops at once,
-    one line naming the output, instead of both staging, publishing and retiring each other's working
-    directory.
+    """Exclusive locks on a run's output directories, held from before it reads their state until they are
+    published (``engines.base``; on failure, until the run has cleaned up): a second run on the same outputs
+    (a cron job that overlaps its predecessor) stops at once, one line naming the output, instead of both
+    staging, publishing and retiring each other's working directory. Once the outputs are published, what
+    is left, removing the retired working directory, any run may do (a kill then leaves what a rerun
+    recognises, with or without the locks).
 
     Each output ``DIR/NAME`` is locked with ``flock`` on ``DIR/.NAME.logetl-lock`` (in the nearest existing
     ancestor when ``DIR`` is not made yet), which holds the holder's process id; the holder removes it when
