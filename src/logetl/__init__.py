@@ -11,4 +11,4 @@ if _program == "-m" or _program.rsplit("/", 1)[-1] == "logetl":
     # line and its exit code, never a traceback or nothing at all
     from logetl import errors as _errors
 
-    _errors.command_signals(_errors.said_when_stopped(_sys.argv[1:]))
+    _errors.command_signals(_errors.said_when_stopped(_sys.argv[1:]), program=True)

@@ -84,7 +84,7 @@ class _Group(_OptionsOnce, click.Group):
                 else:
                     errors.say_stopped(errors.stop_reason(exc), errors.said_when_stopped(
                         [ctx.invoked_subcommand or ""]) if said is None else said)
-                sys.exit(getattr(exc, "exit_code", EXIT_INTERRUPTED))
+                errors.exit_stopped(getattr(exc, "exit_code", EXIT_INTERRUPTED))
 
     def _invoke(self, ctx):
         """Every ``LogetlError`` as one line; anything else as one line naming it as internal."""
@@ -234,7 +234,7 @@ def _run(program: str | None, input_path: str, outputs: dict[str, str], opts: di
                        err=True)
         else:
             click.echo(f"logetl: {why}; no output was committed", err=True)
-        sys.exit(getattr(exc, "exit_code", EXIT_INTERRUPTED))
+        errors.exit_stopped(getattr(exc, "exit_code", EXIT_INTERRUPTED))
     except Exception as exc:  # the summary above already says FAILED; one line names the cause
         stop = errors.interrupt_of(exc)
         if stop is not None:      # a signal, wrapped on its way: the run was stopped (said by the group)

@@ -18,6 +18,7 @@ import contextlib
 import errno
 import os
 import signal
+import sys
 import threading
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -113,7 +114,7 @@ def ended_by_signals():
 
 #: the signals the command line answers with one line and ``128 + N`` (``command_signals``)
 COMMAND_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-_command: dict = {"taken": (), "said": "", "depth": 0}
+_command: dict = {"taken": (), "said": "", "depth": 0, "program": False}
 
 
 #: what the line of a command stopped by a signal adds (``logetl: interrupted; no output was committed``)
@@ -139,23 +140,38 @@ def say_stopped(why: str, said: str = "") -> None:
 
 def _exit_at_once(signum, frame):
     """Before the command starts its work (Python still importing, Click parsing the options), nothing is
-    made yet: the command ends here, one line, ``128 + signum``. (SystemExit passes every ``except
-    Exception``, and Click lets it through.)"""
+    made yet: the process ends here, one line, ``128 + signum``. At once (``os._exit``): an exception
+    raised here would land in whatever is being imported, which may catch it, wrap it or print it."""
     say_stopped(_why(signum), _command["said"])
-    raise SystemExit(128 + signum)
+    os._exit(128 + signum)
 
 
-def command_signals(said: str = "") -> None:
+def exit_stopped(code: int) -> None:
+    """Ends a command stopped by a signal with ``code``. In the ``logetl`` program, at once once its
+    output is flushed (``os._exit``): after a KeyboardInterrupt that was caught and said, CPython 3.11
+    sometimes still ended the process by SIGINT instead of ``code`` (seen: exit -2 instead of 130, the
+    line printed, for about one Ctrl-C in a hundred early in a run; it marks the process so when such an
+    interrupt passes through code it runs from C). Elsewhere (``logetl.cli.main`` called by a program):
+    ``SystemExit``."""
+    if not _command["program"]:
+        raise SystemExit(code)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+def command_signals(said: str = "", program: bool = False) -> None:
     """Makes SIGINT, SIGTERM and SIGHUP end the ``logetl`` command with one line and exit ``128 + N``
     (130, 143, 129) from this moment on, where their disposition is still the default (a signal the caller
     ignores, ``nohup``'s SIGHUP, stays ignored). ``said``: what the line adds (``"no output was
-    committed"``). Called by the ``logetl`` program as early as it can (``logetl/__init__.py``, the first
+    committed"``); ``program``: the process is the ``logetl`` program. Called by the program as early as it can (``logetl/__init__.py``, the first
     of its modules to run); ``interrupting_signals`` then raises them while the command works. Left to
     Python, SIGINT during the imports printed a ``KeyboardInterrupt`` traceback, SIGTERM and SIGHUP ended
     the process without a word. Main thread only."""
     if threading.current_thread() is not threading.main_thread():
         return
-    _command["said"] = said
+    _command["said"], _command["program"] = said, program
     taken = []
     for signum in COMMAND_SIGNALS:
         now = signal.getsignal(signum)
