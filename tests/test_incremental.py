@@ -14,9 +14,11 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from conftest import HERE, logetl, read
 from logetl import generate
-from logetl.io.inputs import log_order
+from logetl.io.inputs import InputReadError, log_order
 
 CRASHPOINT = os.path.join(HERE, "crashpoint.py")
 ENV = {"LOGETL_MONITOR": "off", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -608,3 +610,178 @@ def test_a_run_killed_while_recording_a_compressed_file_leaves_whole_outputs(tmp
         assert last.returncode == 0 and _notices(last.stderr.decode()) == [plain], n
         assert snapshot(root) == before, n
         assert sorted(os.listdir(root)) == ["logs", *OUTS], n
+
+
+# --- a copy beside the log, a rotation between the plan and the read ----------------------------------------
+
+def _written_once(root, log: Log) -> None:
+    """Every complete line the log was given is in the outputs exactly once: each output's concatenation
+    equals one Branch over those lines (a copy that logrotate made holds some of them twice on disk)."""
+    complete = log.next - (1 if log.pending else 0)
+    (root / "written.log").write_bytes(b"".join(log.pool[:complete]))
+    ref = logetl("branch", "-q", "--overwrite", "--input", "written.log", "--output1", "r1", "--output2", "r2",
+                 "--trap", "rt", cwd=root, env=ENV)
+    assert ref.returncode == 0, ref.stderr
+    for mine, theirs in (("o1", "r1"), ("o2", "r2"), ("trap", "rt")):
+        assert concatenation(root / mine) == read(root / theirs / "part-00000"), mine
+
+
+def test_a_copy_beside_the_log_is_its_twin_and_no_line_is_read_twice(tmp_path):
+    """logrotate's ``copytruncate`` copies the log, then truncates it; its ``copy`` copies it and leaves it.
+    A run that sees the copy beside the original (between copy and truncate, during the copy, or for good)
+    keeps reading the original where the state says, and takes the copy for its twin: the bytes it shares
+    with the original are read there, once. After the truncation the copy continues from that offset."""
+    log = Log(tmp_path)
+    log.append(300, partial=True)
+    _branch(tmp_path)                                            # run 1
+    end1 = _state(tmp_path / "o1")["inputs"][0]["offset"]
+    log.append(200)
+    # copytruncate's window: the copy is whole, the log not truncated yet, and the server writes on
+    shutil.copyfile(log.path(), log.path("access.log.1"))
+    copied = os.path.getsize(log.path("access.log.1"))
+    log.append(50, partial=True)
+    end2 = os.path.getsize(log.path()) - log.held
+    assert _notices(_branch(tmp_path)) == [                      # run 2
+        f"logetl: incremental run 2 (after run 1): reading access.log from byte {end1:,} to {end2:,}",
+        "logetl: access.log.1 is a copy of access.log (logrotate's copy or copytruncate): the lines they share "
+        "are read once, from access.log"]
+    twin = {e["path"]: e for e in _state(tmp_path / "o1")["inputs"]}[log.path("access.log.1")]
+    assert twin["offset"] == end2 and twin["copy_of"] == log.path()
+    _written_once(tmp_path, log)
+    os.truncate(log.path(), 0)                                   # the truncation: the half line is lost
+    log.pending = b""
+    log.append(100)
+    notes = _notices(_branch(tmp_path))                          # run 3: the new lines only
+    assert notes[0] == (f"logetl: incremental run 3 (after run 2): reading access.log from byte 0 to "
+                        f"{os.path.getsize(log.path()):,} (new file)"), notes
+    _written_once(tmp_path, log)
+    assert copied < end2
+
+    # during the copy: the copy holds the first lines only, then the rest; the log is truncated after
+    during = tmp_path / "during"
+    log = Log(during)
+    log.append(400)
+    _branch(during)                                              # run 1
+    log.append(100)
+    data = read(log.path())
+    half = data.rfind(b"\n", 0, len(data) // 3) + 1
+    log_1 = log.path("access.log.1")
+    with open(log_1, "wb") as f:
+        f.write(data[:half])                                     # the first third, copied so far
+    _branch(during)                                              # run 2: the copy is the log's twin
+    with open(log_1, "ab") as f:
+        f.write(data[half:])                                     # the copy ends
+    _branch(during)                                              # run 3: the twin still, nothing new
+    os.truncate(log.path(), 0)
+    log.append(30)
+    _branch(during)                                              # run 4
+    _written_once(during, log)
+
+    # logrotate's copy: the copy stays beside the log, which goes on growing, runs after runs; the next
+    # rotation compresses the copy (shifted to access.log.2.gz) and makes a new one
+    kept = tmp_path / "copy"
+    log = Log(kept)
+    log.append(200)
+    _branch(kept)
+    shutil.copyfile(log.path(), log.path("access.log.1"))
+    for _ in range(2):
+        log.append(100, partial=True)
+        _branch(kept)
+    log.shift()
+    shutil.copyfile(log.path(), log.path("access.log.1"))
+    log.append(50)
+    _branch(kept)
+    assert sorted(os.listdir(log.dir)) == ["access.log", "access.log.1", "access.log.2.gz"]
+    _written_once(kept, log)
+
+
+def test_a_rename_rotation_between_the_plan_and_the_read_reads_the_planned_file(tmp_path, monkeypatch):
+    """The plan gives each file a range of bytes; the file read is the one planned (its device and inode),
+    found again under its new name when it was renamed meanwhile. Gone altogether (compressed, then
+    removed), the run fails, one line, nothing committed, and the next run reads it from its compressed
+    copy: no line is lost or read twice."""
+    from logetl import incremental
+    from logetl.job import run_program
+
+    log = Log(tmp_path)
+    outs = {"output1": str(tmp_path / "o1"), "output2": str(tmp_path / "o2")}
+
+    def branch():
+        return run_program("branch", log.dir, outs, trap=str(tmp_path / "trap"), incremental=True, monitor=False,
+                           quiet=True)
+
+    log.append(300, partial=True)
+    branch()                                                     # run 1
+    log.append(200)
+    planned = incremental.plan
+    between = []
+
+    def plan_then(*args, **kwargs):
+        result = planned(*args, **kwargs)
+        if between:
+            between.pop(0)()      # what happens to the log after the plan, before the read
+        return result
+
+    monkeypatch.setattr(incremental, "plan", plan_then)
+
+    def rotate():
+        log.rename_rotation()
+        log.append(600)           # the new log is longer than the planned offsets: read there, wrong lines
+
+    between.append(rotate)
+    run = branch()                                               # run 2
+    assert run.status == "SUCCESSFUL" and between == []
+    assert _state(tmp_path / "o1")["inputs"][-1]["ino"] == os.stat(log.path("access.log.1")).st_ino
+    branch()                                                     # run 3: the rest of both
+    _written_once(tmp_path, log)
+
+    # the planned file is gone by the time it is read: the run fails, commits nothing, and says so
+    log.append(100)
+    before = snapshot(tmp_path)
+
+    def rotate_away():
+        log.rename_rotation()
+        log.shift()               # access.log.1 -> access.log.2.gz, compressed: the planned inode is gone
+        log.append(50)
+
+    between.append(rotate_away)
+    with pytest.raises(InputReadError) as failed:
+        branch()
+    assert str(failed.value) == (f"cannot read input {log.path()!r}: it was rotated away after the run was "
+                                 "planned (nothing was committed; run again)")
+    assert snapshot(tmp_path) == before
+    branch()
+    _written_once(tmp_path, log)
+    # the same on the command line: one line, exit 1
+    log.append(100)
+    p = subprocess.run([sys.executable, "-c", HOOKED_RUN, *BRANCH], cwd=tmp_path, env={**os.environ, **ENV},
+                       capture_output=True, timeout=120)
+    assert p.returncode == 1 and p.stderr.decode().splitlines()[-1] == (
+        "Error: branch failed: cannot read input 'logs/access.log': it was rotated away after the run was "
+        "planned (nothing was committed; run again)"), p.stderr
+    assert "Traceback" not in p.stderr.decode()
+    assert logetl(*BRANCH, cwd=tmp_path, env=ENV).returncode == 0
+    _written_once(tmp_path, log)
+
+
+#: the command line, with a rotation that removes the planned file forced between the plan and the read
+HOOKED_RUN = """
+import gzip, os, shutil, sys
+from logetl import incremental
+
+planned = incremental.plan
+
+def plan_then(*args, **kwargs):
+    result = planned(*args, **kwargs)
+    os.rename("logs/access.log", "logs/access.log.9")
+    with open("logs/access.log.9", "rb") as f, gzip.open("logs/access.log.9.gz", "wb") as g:
+        shutil.copyfileobj(f, g)
+    os.remove("logs/access.log.9")
+    open("logs/access.log", "wb").close()
+    return result
+
+incremental.plan = plan_then
+from logetl.cli import main
+sys.argv[0] = "logetl"
+main()
+"""

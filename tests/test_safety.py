@@ -287,7 +287,7 @@ def test_interrupt_exits_130_and_publishes_nothing(tmp_path):
     proc = subprocess.Popen([*DEFAULT_SIGNALS, sys.executable, "-m", "logetl", "join", str(log), str(tmp_path / "o")],
                             stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
-    while not any(n.startswith(".o.logetl-") and "work" not in n for n in os.listdir(tmp_path)):
+    while not any(n.startswith(f".o.logetl-{proc.pid}-") for n in os.listdir(tmp_path)):
         assert time.monotonic() < deadline and proc.poll() is None, "the run never staged its output"
         time.sleep(0.005)
     proc.send_signal(signal.SIGINT)     # the output is staged: the run is under way
@@ -603,3 +603,80 @@ def test_a_file_uri_is_shown_as_the_path_the_user_gave():
     assert local_path("file:///tmp/x.log") == "/tmp/x.log"
     assert local_path("/tmp/my%20logs/x.log") == "/tmp/my%20logs/x.log"     # a path is never unescaped
     assert local_path("hdfs://nn:8020/logs/x.log") == "hdfs://nn:8020/logs/x.log"
+
+
+# --- two runs at once on the same outputs --------------------------------------------------------------------
+
+def _names(root) -> list[str]:
+    return sorted(os.listdir(root))
+
+
+def _result(path) -> bytes:
+    """An output's part files concatenated in name order (an incremental one holds its state too)."""
+    names = sorted(os.listdir(path))
+    assert set(names) - {"_SUCCESS", "_INCREMENTAL"} == {n for n in names if n.startswith("part-")}, names
+    return b"".join(read(os.path.join(path, n)) for n in names if n.startswith("part-"))
+
+
+def test_a_second_run_on_outputs_another_run_is_writing_stops_with_one_line_and_takes_nothing(tmp_path):
+    """The first run holds its outputs from before it reads their state until it has cleaned up: a second
+    run on them (here while the first has staged its output, its standard input held open) stops at once,
+    exit 1, one line naming the output and the run that holds it, and nothing of the first run's is
+    removed or changed; the first run then completes with the right bytes."""
+    env = {**os.environ, "LOGETL_MONITOR": "off"}
+    (tmp_path / "in.log").write_bytes(corpus("corpus.log"))
+    first = subprocess.Popen([sys.executable, "-m", "logetl", "filter", "-q", "--input", "-", "--output", "o"],
+                             cwd=tmp_path, env=env, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        first.stdin.write(corpus("corpus.log"))
+        first.stdin.flush()
+        deadline = time.monotonic() + 60
+        while not any(n.startswith(f".o.logetl-{first.pid}-") for n in os.listdir(tmp_path)):
+            assert time.monotonic() < deadline and first.poll() is None, "the first run never staged its output"
+            time.sleep(0.01)
+        before = {n: tree(tmp_path / n) for n in _names(tmp_path)}
+        for extra in ([], ["--overwrite"]):
+            second = logetl("filter", "--input", "in.log", "--output", "o", *extra, cwd=tmp_path,
+                            env={"LOGETL_MONITOR": "off"})
+            assert second.returncode == 1 and second.stdout == b"", second
+            assert one_line(second) == (f"Error: filter failed: output 'o' is being written by another logetl run "
+                                        f"(process {first.pid}): wait for it to end, or choose another directory")
+            assert {n: tree(tmp_path / n) for n in _names(tmp_path)} == before
+        first.stdin.close()
+        assert first.wait(timeout=60) == 0, first.stderr.read()
+    finally:
+        first.kill()
+    assert parts(tmp_path / "o") == corpus("filter.tsv")
+    assert _names(tmp_path) == ["in.log", "o"]
+
+
+@pytest.mark.parametrize("mode", ["--overwrite", "--incremental"])
+def test_runs_started_together_on_the_same_outputs_give_right_outputs_and_one_line_each(tmp_path, mode):
+    """Pairs of runs started at the same moment, on the same outputs, many times: each one completes or
+    stops with the line that names the other; the outputs are right after every round (an incremental
+    output holds each line once), and nothing of logetl's is left beside them."""
+    (tmp_path / "in.log").write_bytes(corpus("corpus.log") + b"\n")   # its last line complete: read now
+    env = {**os.environ, "LOGETL_MONITOR": "off"}
+    cmd = [sys.executable, "-m", "logetl", "branch", "-q", mode, "--input", "in.log", "--output1", "o1",
+           "--output2", "o2", "--trap", "trap"]
+    outcomes = []
+    for _ in range(8):
+        procs = [subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE) for _ in range(2)]
+        for p, other in zip(procs, procs[::-1]):
+            err = p.communicate(timeout=120)[1].decode()
+            outcomes.append(p.returncode)
+            if p.returncode:
+                assert p.returncode == 1 and err.splitlines() == [
+                    f"Error: branch failed: {name} {path!r} is being written by another logetl run (process "
+                    f"{other.pid}): wait for it to end, or choose another directory"
+                    for name, path in (("output1", "o1"), ("output2", "o2"), ("trap", "trap")) if path in err], err
+                assert len(err.splitlines()) == 1, err
+            else:                 # (the corpus holds malformed lines on purpose; a run that starts while the
+                # other removes its retired working directory, its outputs published, replaces them)
+                assert all(line.startswith("logetl: warning: ") or line == (
+                    "logetl: an earlier run of this flow was killed while or after publishing its outputs; this "
+                    "run replaces them") for line in err.splitlines()), err
+        assert _result(tmp_path / "o1") == _result(tmp_path / "o2") == corpus("branch.tsv")
+        assert _result(tmp_path / "trap") == corpus("trap.log")
+        assert _names(tmp_path) == ["in.log", "o1", "o2", "trap"]
+    assert 0 in outcomes

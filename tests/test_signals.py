@@ -6,6 +6,7 @@ On Spark, any of them (Ctrl-C too) landed inside a py4j call: tracebacks, and SI
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -27,7 +28,9 @@ def start(args, cwd, home, signals=DEFAULT_SIGNALS, **popen):
 
 
 def staged(directory) -> bool:
-    return any(n.startswith(".o.logetl-") and not n.endswith("-work") for n in os.listdir(directory))
+    """Whether the run has staged its output ``o`` (``.o.logetl-PID-XXXXXXXX``; not its working directory
+    or the lock it holds on ``o``)."""
+    return any(re.fullmatch(r"\.o\.logetl-\d+-[0-9a-f]{8}", n) for n in os.listdir(directory))
 
 
 def wait_until_staged(p, directory) -> None:
@@ -239,3 +242,159 @@ def test_a_block_in_another_thread_changes_nothing(inside_java):
     finally:
         leave.set()
         t.join()
+
+
+# --- every moment of a command: one line and the exit code, nothing half-made left -------------------------
+
+ENV_OFF = {**os.environ, "LOGETL_MONITOR": "off"}
+
+
+def _handled(pid: int) -> bool:
+    """Whether logetl's handlers are set in process ``pid``: SIGTERM caught (logetl sets it with the others
+    from the first line of its own that runs; before, the Python interpreter is still starting), or
+    ignored (the command is done: the signal changes nothing)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            masks = {k: int(v, 16) for k, v in (line.split() for line in f if line.startswith(("SigCgt:", "SigIgn:")))}
+    except (OSError, ValueError):
+        return False
+    return bool((masks.get("SigCgt:", 0) | masks.get("SigIgn:", 0)) & (1 << (signal.SIGTERM - 1)))
+
+
+def _stop_at(args, cwd, delay: float) -> list[tuple[subprocess.Popen, bool, str]]:
+    """Starts the command once per signal (at the same time), sends each its signal after ``delay``
+    seconds: (process, whether logetl's handlers were set then, stderr) of each, in ``SIGNALS`` order."""
+    procs = []
+    for signum, _, _ in SIGNALS:
+        (cwd / signum.name).mkdir(parents=True)
+        procs.append(subprocess.Popen([*DEFAULT_SIGNALS, sys.executable, "-m", "logetl", *args], cwd=cwd / signum.name,
+                                      env=ENV_OFF, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+    time.sleep(delay)
+    ours = []
+    for p, (signum, _, _) in zip(procs, SIGNALS):
+        ours.append(_handled(p.pid))
+        p.send_signal(signum)
+    return [(p, mine, p.communicate(timeout=120)[1].decode()) for p, mine in zip(procs, ours)]
+
+
+def test_a_signal_at_any_moment_of_a_run_ends_it_with_one_line_and_its_exit_code(tmp_path):
+    """A sweep of moments, from the start of the process to the end of a short run, for each signal:
+    once logetl's first line has run, every stop is the one line and 128 + N (or, once the outputs are
+    committed, exit 0), never a traceback or Click's "Aborted!"; each output is absent or whole, and what
+    is left beside them is at most the working directory a rerun removes. Before that first line the
+    Python interpreter is still starting: the signal is Python's (no line), and nothing is made."""
+    from logetl import generate
+
+    (tmp_path / "in.log").write_bytes(b"".join(line + b"\n" for line in generate.lines(60000, seed=4)))
+    args = ["branch", "-q", "--input", "../../in.log", "--output1", "o1", "--output2", "o2"]
+    # how long the command takes, three at a time as below
+    began = time.monotonic()
+    refs = []
+    for n in range(len(SIGNALS)):
+        (tmp_path / "ref" / str(n)).mkdir(parents=True)
+        refs.append(subprocess.Popen([sys.executable, "-m", "logetl", *args], cwd=tmp_path / "ref" / str(n),
+                                     env=ENV_OFF))
+    assert [p.wait(timeout=120) for p in refs] == [0] * len(refs)
+    duration = time.monotonic() - began
+    expected = parts(tmp_path / "ref" / "0" / "o1")
+    assert parts(tmp_path / "ref" / "0" / "o2") == expected
+    said, before_logetl, completed = [], 0, 0
+    for k in range(27):
+        delay = duration * k / 20
+        for (p, ours, err), (signum, code, why) in zip(_stop_at(args, tmp_path / str(k), delay), SIGNALS):
+            root = tmp_path / str(k) / signum.name
+            left = sorted(os.listdir(root))
+            where = (round(delay, 3), signum.name, p.returncode, err, left)
+            if not ours:        # the interpreter was starting: nothing of logetl's ran
+                before_logetl += 1
+                assert left == [], where
+                continue
+            assert "Traceback" not in err and "Aborted!" not in err, where
+            lines = err.splitlines()
+            if p.returncode == 0:       # the signal came after the commit: the run's result stands
+                completed += 1
+                assert left == ["o1", "o2"] and parts(root / "o1") == parts(root / "o2") == expected, where
+                continue
+            assert p.returncode == code, where
+            assert lines in ([f"logetl: {why}; no output was committed"],
+                             [f"logetl: {why} while publishing the outputs; run the same command again to finish"]), where
+            for o in ("o1", "o2"):
+                assert not (root / o).exists() or parts(root / o) == expected, where
+                if lines[0].endswith("no output was committed"):
+                    assert not (root / o).exists(), where
+            assert set(left) <= {"o1", "o2", ".o1.logetl-work"}, where
+            said.append((k, lines[0]))
+    # most moments are logetl's, the stops come early and late in the run, and the last ones after its commit
+    assert len(said) + completed > before_logetl, (len(said), completed, before_logetl)
+    assert min(k for k, _ in said) < 10 <= max(k for k, _ in said) and completed, (said, completed)
+
+
+SLOW_FLOW = """import os, time
+import logetl.api as L
+
+open("loading", "w").close()
+time.sleep(60)
+
+
+def flow(fmt):
+    return L.Flow("slow", [L.read(fmt).write("out")])
+"""
+
+RAISING_FLOW = """import logetl.api as L
+
+
+class Stop(BaseException):
+    pass
+
+
+raise Stop("the flow file's own")
+"""
+
+
+@pytest.mark.parametrize("signum,code,why", SIGNALS, ids=lambda v: getattr(v, "name", None))
+def test_a_signal_while_a_flow_file_is_imported_is_one_line_and_makes_nothing(tmp_path, signum, code, why):
+    (tmp_path / "flow.py").write_text(SLOW_FLOW)
+    (tmp_path / "in.log").write_bytes(corpus("corpus.log"))
+    p = subprocess.Popen([*DEFAULT_SIGNALS, sys.executable, "-m", "logetl", "run", "flow.py", "--input", "in.log",
+                          "--output", "out=out"], cwd=tmp_path, env=ENV_OFF, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "loading").exists():
+        assert time.monotonic() < deadline and p.poll() is None, "the flow file was never imported"
+        time.sleep(0.01)
+    p.send_signal(signum)
+    err = p.communicate(timeout=60)[1].decode()
+    assert (p.returncode, err) == (code, f"logetl: {why}; no output was committed\n")
+    assert sorted(os.listdir(tmp_path)) == ["flow.py", "in.log", "loading"]
+
+
+def test_a_flow_file_raising_a_baseexception_of_its_own_is_one_line(tmp_path):
+    (tmp_path / "flow.py").write_text(RAISING_FLOW)
+    p = subprocess.run([sys.executable, "-m", "logetl", "run", "flow.py", "--input", CORPUS_LOG, "--output",
+                        "out=out"], cwd=tmp_path, env=ENV_OFF, capture_output=True)
+    assert (p.returncode, p.stderr.decode()) == (2, "Error: flow.py:8: Stop: the flow file's own\n")
+    p = subprocess.run([sys.executable, "-m", "logetl", "explain", "flow.py"], cwd=tmp_path, env=ENV_OFF,
+                       capture_output=True)
+    assert (p.returncode, p.stderr.decode()) == (2, "Error: flow.py:8: Stop: the flow file's own\n")
+
+
+@pytest.mark.parametrize("signum,code,why", SIGNALS, ids=lambda v: getattr(v, "name", None))
+def test_generate_stopped_while_it_writes_leaves_the_old_file_and_no_temporary(tmp_path, signum, code, why):
+    (tmp_path / "g.log").write_bytes(b"the user's old log\n")
+    p = subprocess.Popen([*DEFAULT_SIGNALS, sys.executable, "-m", "logetl", "generate", "--lines", "20000000",
+                          "--overwrite", "g.log"], cwd=tmp_path, env=ENV_OFF, stderr=subprocess.PIPE)
+    temporary = tmp_path / ".g.log.logetl-generate"
+    deadline = time.monotonic() + 60
+    while not (temporary.exists() and temporary.stat().st_size > 0):
+        assert time.monotonic() < deadline and p.poll() is None, "generate never wrote"
+        time.sleep(0.01)
+    p.send_signal(signum)
+    err = p.communicate(timeout=60)[1].decode()
+    assert (p.returncode, err) == (code, f"logetl: {why}; nothing was written\n")
+    assert sorted(os.listdir(tmp_path)) == ["g.log"] and read(tmp_path / "g.log") == b"the user's old log\n"
+    # to standard output: what it got is not the whole log, and it says so
+    p = subprocess.Popen([*DEFAULT_SIGNALS, sys.executable, "-m", "logetl", "generate", "--lines", "20000000",
+                          "-"], cwd=tmp_path, env=ENV_OFF, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert len(p.stdout.read(1 << 20)) == 1 << 20
+    p.send_signal(signum)
+    err = p.communicate(timeout=60)[1].decode()      # (read to its end: a closed pipe would stop it first)
+    assert (p.returncode, err) == (code, f"logetl: {why}; the log sent to standard output is incomplete\n")

@@ -66,9 +66,28 @@ class _Group(_OptionsOnce, click.Group):
 
     def main(self, *args, **kwargs):
         _occupy_closed_std_fds()
-        return super().main(*args, **kwargs)
+        given = kwargs.get("args", args[0] if args else None)
+        with errors.signals_of_command(errors.said_when_stopped(sys.argv[1:] if given is None else given)):
+            return super().main(*args, **kwargs)
 
     def invoke(self, ctx):
+        # while the command works, a signal raises (KeyboardInterrupt, errors.Terminated) so that what it
+        # made is removed; it ends here as one line (not Click's "Aborted!", exit 1)
+        with errors.interrupting_signals():
+            try:
+                return self._invoke(ctx)
+            except KeyboardInterrupt as exc:
+                said = getattr(exc, "logetl_said", None)
+                if getattr(exc, "logetl_publishing", False):
+                    errors.say_stopped(f"{errors.stop_reason(exc)} while publishing the outputs",
+                                       "run the same command again to finish")
+                else:
+                    errors.say_stopped(errors.stop_reason(exc), errors.said_when_stopped(
+                        [ctx.invoked_subcommand or ""]) if said is None else said)
+                errors.exit_stopped(getattr(exc, "exit_code", EXIT_INTERRUPTED))
+
+    def _invoke(self, ctx):
+        """Every ``LogetlError`` as one line; anything else as one line naming it as internal."""
         try:
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
@@ -81,6 +100,8 @@ class _Group(_OptionsOnce, click.Group):
             _silence_stderr()
             sys.exit(EXIT_FAILED)
         except Exception as exc:   # a bug: still one line, unless asked for the traceback
+            if errors.interrupt_of(exc) is not None:
+                raise errors.interrupt_of(exc) from None    # a signal, wrapped on its way: stopped
             if errors.debug():
                 raise
             raise _Shown(RunFailed(f"internal error: {type(exc).__name__}: {exc} (LOGETL_DEBUG=1 shows where)")) \
@@ -219,6 +240,7 @@ def _run(program: str | None, input_path: str, outputs: dict[str, str], opts: di
                      application=opts["app_name"], tags=opts["tags"], quiet=quiet,
                      max_malformed=opts["max_malformed"], incremental=opts["incremental"],
                      output_format=opts["output_format"], header=opts["header"])
+            errors.command_done()           # the outputs are committed: a signal from now on changes nothing
     except errors.UsageError:
         raise
     except KeyboardInterrupt as exc:
@@ -228,8 +250,12 @@ def _run(program: str | None, input_path: str, outputs: dict[str, str], opts: di
                        err=True)
         else:
             click.echo(f"logetl: {why}; no output was committed", err=True)
-        sys.exit(getattr(exc, "exit_code", EXIT_INTERRUPTED))
+        errors.exit_stopped(getattr(exc, "exit_code", EXIT_INTERRUPTED))
     except Exception as exc:  # the summary above already says FAILED; one line names the cause
+        stop = errors.interrupt_of(exc)
+        if stop is not None:      # a signal, wrapped on its way: the run was stopped (said by the group)
+            stop.logetl_publishing = getattr(exc, "logetl_publishing", False)
+            raise stop from None
         if errors.debug():
             traceback.print_exc()
         where = getattr(exc, "logetl_where", None)      # a full file system (engines.base.full_places)
@@ -404,6 +430,9 @@ def generate(n_lines, seed, out, overwrite):
         except BrokenPipeError:     # `logetl generate ... - | head`: the reader had enough
             _silence_stderr()
             sys.exit(EXIT_FAILED)
+        except KeyboardInterrupt as exc:   # (said by the group, which stops every command)
+            exc.logetl_said = "the log sent to standard output is incomplete"
+            raise
         return
     # a typo must not cost a real log: an existing file is replaced only when asked (then at once, by a
     # rename: a run that stops half-way leaves the old file, not half a log). A symbolic link is followed

@@ -14,11 +14,12 @@ Any error while loading the file or defining the flow is one line naming the fil
 user's code it came from (``FlowFileError``, exit 2), never a traceback: a syntax error, a module that
 cannot be imported, a name the API does not have (``L.whn``: with the nearest one, ``when``), a method an
 expression or a pipe does not have, a Python operator expressions do not have, a misspelt field (with the
-nearest field), a wrong type, an exception raised by the file's own code; so is a file that calls
-``sys.exit``, a ``flow()`` that returns something else than a flow, and a flow that does not read the log
-format ``--format`` gave. An error found when a flow is defined names the line where the expression at
-fault was written (``expressions.ExpressionError.origin``), else the innermost line of the file the
-error passed through.
+nearest field), a wrong type, an exception raised by the file's own code (a ``BaseException`` of its own
+too); so is a file that calls ``sys.exit``, a ``flow()`` that returns something else than a flow, and a
+flow that does not read the log format ``--format`` gave. An error found when a flow is defined names the
+line where the expression at fault was written (``expressions.ExpressionError.origin``), else the innermost
+line of the file the error passed through. A signal while the file is loaded (``KeyboardInterrupt``,
+``errors.Terminated``) stops the command.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ import traceback
 
 from logetl import assembly, expressions, formats
 from logetl.diagnostics import nearest
-from logetl.errors import LogetlError, UsageError
+from logetl.errors import LogetlError, UsageError, interrupt_of
 
 
 class FlowFileError(UsageError):
@@ -139,7 +140,10 @@ def load(path: str, log_format: formats.LogFormat | None = None, format_given: b
     try:
         try:
             spec.loader.exec_module(module)
-        except (Exception, SystemExit) as exc:     # an exit status of the file's own would pass for logetl's
+        except KeyboardInterrupt:
+            raise                      # a signal while the file is loaded: the command stops (exit 128 + N)
+        except BaseException as exc:   # an Exception, an exit, or a BaseException of the file's own
+            _interrupted(exc)
             raise FlowFileError(_message(path, exc)) from None
         define = getattr(module, "flow", None)
         if isinstance(define, assembly.Flow):
@@ -169,7 +173,10 @@ def load(path: str, log_format: formats.LogFormat | None = None, format_given: b
                 result = define()
         except FlowFileError:
             raise
-        except (Exception, SystemExit) as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            _interrupted(exc)
             raise FlowFileError(_message(path, exc)) from None
         if not isinstance(result, assembly.Flow):
             raise FlowFileError(f"{defined_at}: flow() returned {_returned(result)}, not a logetl.api.Flow "
@@ -188,6 +195,14 @@ def load(path: str, log_format: formats.LogFormat | None = None, format_given: b
             sys.path.remove(here)       # the first occurrence: the one inserted above
         except ValueError:
             pass
+
+
+def _interrupted(exc: BaseException) -> None:
+    """Raises the signal's interrupt that ``exc`` was raised for (Python wraps one raised while a class
+    of the file is made), if any."""
+    stop = interrupt_of(exc)
+    if stop is not None:
+        raise stop from None
 
 
 def _exits(path: str, exc: SystemExit) -> str:

@@ -313,8 +313,8 @@ def write(path: str, n: int, seed: int, replace: bool = False) -> None:
     meanwhile raises FileExistsError). That name is fixed so that a run killed half-way leaves at most that
     file, which the next run into ``path`` writes over; it is removed if anything fails."""
     tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.logetl-generate")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
-    try:
+    try:     # (the open inside: a signal that comes as it returns still removes the file)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
         with os.fdopen(fd, "wb") as f:
             write_stream(f, n, seed)
         if replace:

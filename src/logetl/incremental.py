@@ -83,11 +83,14 @@ def flow_key(flow: assembly.Flow) -> dict:
 
 # --- input files --------------------------------------------------------------------------------------------
 
-def _head(path: str, limit: int) -> bytes:
-    """The first ``limit`` uncompressed bytes of a file (fewer when it is shorter)."""
+def _examine(path: str, packed: bool) -> tuple[os.stat_result, bytes]:
+    """The status of a file and its first ``FP_LEN`` uncompressed bytes (fewer when it is shorter), both of
+    the one file opened (a rotation renaming another file to ``path`` meanwhile cannot mix them up)."""
     out = bytearray()
     try:
         with inputs.open_input(path) as f:
+            st = os.fstat(inputs.underlying_fd(f))
+            limit = FP_LEN if packed else min(FP_LEN, st.st_size)
             while len(out) < limit:
                 got = f.read(limit - len(out))
                 if not got:
@@ -96,22 +99,25 @@ def _head(path: str, limit: int) -> bytes:
     except (OSError, EOFError, ValueError) as exc:
         raise inputs.InputReadError(f"cannot read input {path!r}: {getattr(exc, 'strerror', None) or exc}") \
             from None
-    return bytes(out)
+    return st, bytes(out)
 
 
-def _complete_end(path: str, start: int, size: int) -> int:
-    """The offset after the last ``\\n`` in ``[start, size)`` of an uncompressed file, else ``start``."""
+def _complete_end(path: str, start: int, size: int, ident: dict) -> int:
+    """The offset after the last ``\\n`` in ``[start, size)`` of an uncompressed file (the one ``ident``
+    describes, ``inputs.open_planned``), else ``start``."""
     block = 1 << 16
-    with open(path, "rb", buffering=0) as f:
+    fd = inputs.open_planned(path, ident, lambda p: os.open(p, os.O_RDONLY))
+    try:
         pos = size
         while pos > start:
             lo = max(start, pos - block)
-            f.seek(lo)
-            data = f.read(pos - lo)
+            data = os.pread(fd, pos - lo, lo)
             i = data.rfind(b"\n")
             if i >= 0:
                 return lo + i + 1
             pos = lo
+    finally:
+        os.close(fd)
     return start
 
 
@@ -150,6 +156,8 @@ class Plan:
     known: list[dict] = field(default_factory=list)   # the base's ``read_compressed`` records that still hold
     notes: list[str] = field(default_factory=list)
     bytes_to_read: int = 0
+    identities: dict[str, dict] = field(default_factory=dict)   # input path -> the file planned (``_identity``)
+    twins: dict[str, str] = field(default_factory=dict)   # a copy's input path -> its original's (``_match``)
 
     @property
     def nothing_new(self) -> bool:
@@ -292,6 +300,82 @@ def _known(st: os.stat_result, unused: list[dict], records: list[dict]) -> tuple
     return None
 
 
+@dataclass
+class _Seen:
+    """An input file as the plan saw it: its status and first bytes, of one opening (``_examine``)."""
+
+    given: str
+    path: str
+    st: os.stat_result
+    packed: bool
+    head: bytes
+
+
+def _fits(f: _Seen, e: dict) -> bool:
+    """Whether ``f`` can continue the state entry ``e``: its first bytes are ``e``'s, and (uncompressed) it
+    holds the bytes read of it, unless ``e`` is a copy whose bytes were read in its original."""
+    return (len(f.head) >= e["fp_len"] and _sha(f.head[: e["fp_len"]]) == e["fp"] and e["offset"] > 0
+            and (f.packed or bool(e.get("copy_of")) or f.st.st_size >= e["offset"]))
+
+
+def _copy_of(head: bytes, original: bytes) -> bool:
+    """Whether a file beginning with ``head`` is a copy of one beginning with ``original`` (whole, or being
+    made): one begins as the other does, over at least one whole line."""
+    n = min(len(head), len(original))
+    return n > 0 and head[:n] == original[:n] and b"\n" in head[:n]
+
+
+def _match(seen: list[_Seen], unused: list[dict]) -> tuple[dict[str, dict | None], dict[str, str]]:
+    """Which state entry each file continues (given -> entry or None: new), and the copies (given -> the
+    given path of their original). Entries taken are removed from ``unused``.
+
+    First, a file at its recorded path that is the same file (device and inode) keeps its entry, whatever
+    else shares its first bytes. Then a file that begins as one of those does is its copy (logrotate's
+    ``copy``; ``copytruncate`` before its truncation; either while it copies): the bytes they share are read
+    once, in the original, and the copy's entry records the original's offset. The other files continue
+    the entry whose first bytes they have, one of their own path first (a rename rotation, a compressed
+    rotation, the copy once ``copytruncate`` truncated its original)."""
+    match: dict[str, dict | None] = {}
+    originals: list[_Seen] = []
+    for f in seen:
+        e = next((e for e in unused if not e.get("copy_of") and e["path"] == f.path
+                  and (e.get("dev"), e.get("ino")) == (f.st.st_dev, f.st.st_ino) and _fits(f, e)), None)
+        if e is not None:
+            unused.remove(e)
+            match[f.given] = e
+            originals.append(f)
+    twins: dict[str, str] = {}
+    for f in seen:
+        original = next((o for o in originals if o is not f and _copy_of(f.head, o.head)), None)
+        if f.given in match or original is None:
+            continue
+        twins[f.given] = original.given
+        for e in [e for e in unused if e.get("copy_of") and e["path"] == f.path]:
+            unused.remove(e)           # its entry as a copy in the run before: this run's replaces it
+    for f in seen:
+        if f.given in match or f.given in twins:
+            continue
+        found = None
+        for e in unused:
+            if _fits(f, e) and (found is None or e["path"] == f.path):
+                found = e
+        if found is not None:
+            unused.remove(found)
+        match[f.given] = found
+    return match, twins
+
+
+def _what(path: str, st: os.stat_result, match: dict | None, packed: bool, new: str) -> str:
+    """What the notice says of a file the run reads: how it continues the state entry ``match``."""
+    if match is None:
+        return new
+    inode = (match.get("dev"), match.get("ino")) != (st.st_dev, st.st_ino)
+    if match["path"] != path:
+        return f"was {os.path.basename(match['path'])}" + (
+            ", now compressed" if packed and not match.get("compressed") else "") + (", inode changed" if inode else "")
+    return "inode changed" if inode else ""
+
+
 def plan(flow: assembly.Flow, files: list[str], outputs: list[tuple[str, str]], overwrite: bool) -> Plan:
     """The plan of an incremental run: the base state, which bytes of which file to read, and the
     outputs to rebuild. ``outputs``: (tap, path) of every output, the trap last."""
@@ -302,90 +386,110 @@ def plan(flow: assembly.Flow, files: list[str], outputs: list[tuple[str, str]], 
     base, notes = _base(outs)
     present = {os.path.abspath(f) for f in files}
     unused = list(base["inputs"])
-    entries, ranges, said, keys = [], {}, [], []
-    continues: dict[str, dict | None] = {}
-    result_known: list[dict] = []
-    to_read = 0
+    said: list[str] = []
+    result = Plan(flow=key, base_run=base["run"], run=base["run"] + 1, outputs=outs, entries=[], ranges={},
+                  trap=next((p for p, o in outs.items() if o.tap == TRAP), None), notes=notes)
+    known: dict[str, tuple] = {}
+    seen: list[_Seen] = []
     for given in files:
         path = os.path.abspath(given)
-        st = os.stat(path)
         packed = inputs.compressed(path)
         if packed and path.rsplit(".", 1)[0] in present:
             said.append(f"{os.path.basename(path)} left for the next run (its uncompressed twin is still there)")
             continue
-        known = _known(st, unused, base["read_compressed"]) if packed else None
-        if known is not None:
-            # read to its end before and unchanged since (device, inode, size, modification time): nothing
-            # in it is new, and it is not decompressed again, not even its first bytes
-            match, entry, record = known
-            entry = dict(entry, path=path)
-            start = match["offset"] if match is not None else 0
-            if match is not None:
-                unused.remove(match)
-            if record is not None:
-                result_known.append(record)
-            entry["offset"] = start
-            ranges[given] = (start, start)
-            entries.append(entry)
-            keys.append(given)
-            continues[given] = match
-            continue
-        head = _head(path, FP_LEN if packed else min(FP_LEN, st.st_size))
-        match = None
-        for e in unused:
-            if len(head) >= e["fp_len"] and _sha(head[: e["fp_len"]]) == e["fp"] \
-                    and (packed or st.st_size >= e["offset"]) and e["offset"] > 0:
-                if match is None or e["path"] == path:
-                    match = e
-        start = 0
-        if match is not None:
-            unused.remove(match)
-            start = match["offset"]
-        entry = {"path": path, "dev": st.st_dev, "ino": st.st_ino, "fp": _sha(head), "fp_len": len(head),
-                 "offset": start, "compressed": packed, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
         if packed:
-            unchanged = match is not None and match.get("compressed") and match.get("size") == st.st_size \
-                and match.get("mtime_ns") == st.st_mtime_ns
+            st = os.stat(path)
+            found = _known(st, unused, base["read_compressed"])
+            if found is not None:
+                # read to its end before and unchanged since (device, inode, size, modification time):
+                # nothing in it is new, and it is not decompressed again, not even its first bytes
+                known[given] = found
+                if found[0] is not None:
+                    unused.remove(found[0])
+                continue
+        st, head = _examine(path, packed)
+        seen.append(_Seen(given, path, st, packed, head))
+    match, twins = _match(seen, unused)
+    result.twins = twins
+    by_given = {f.given: f for f in seen}
+    for given in files:
+        if given in known:
+            entry_of, entry, record = known[given]
+            start = entry_of["offset"] if entry_of is not None else 0
+            if record is not None:
+                result.known.append(record)
+            _add(result, given, dict(entry, path=os.path.abspath(given), offset=start), (start, start), entry_of)
+            continue
+        f = by_given.get(given)
+        if f is None:
+            continue
+        path, st, packed, e = f.path, f.st, f.packed, match.get(given)
+        entry = {"path": path, "dev": st.st_dev, "ino": st.st_ino, "fp": _sha(f.head), "fp_len": len(f.head),
+                 "offset": 0, "compressed": packed, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+        if given in twins:
+            # read in its original; its offset is the original's (``finish_state``). A compressed copy
+            # records no size: once its original is gone, what it holds past that offset is read
+            entry.update(copy_of=os.path.abspath(twins[given]), **({"size": None} if packed else {}))
+            _add(result, given, entry, (0, 0), None)
+            notes.append(f"{os.path.basename(path)} is a copy of {os.path.basename(twins[given])} (logrotate's copy "
+                         f"or copytruncate): the lines they share are read once, from "
+                         f"{os.path.basename(twins[given])}")
+            continue
+        start = e["offset"] if e is not None else 0
+        if packed:
+            unchanged = e is not None and e.get("compressed") and e.get("size") == st.st_size \
+                and e.get("mtime_ns") == st.st_mtime_ns
             # a compressed file read to its end once is final: not decompressed again while it is unchanged
             end = start if unchanged else None
+            entry["offset"] = start
             if not unchanged:
-                to_read += st.st_size
+                result.bytes_to_read += st.st_size
         else:
-            end = _complete_end(path, start, st.st_size)
+            end = _complete_end(path, start, st.st_size, _identity(entry))
             entry["offset"] = end
-            to_read += end - start
-        ranges[given] = (start, end)
-        entries.append(entry)
-        keys.append(given)
-        continues[given] = match
-        name = os.path.basename(path)
-        if match is None:
-            what = "new file" if base["inputs"] else ""
-        elif match["path"] != path:
-            what = f"was {os.path.basename(match['path'])}" + (
-                ", now compressed" if packed and not match.get("compressed") else "") + (
-                ", inode changed" if (match.get("dev"), match.get("ino")) != (st.st_dev, st.st_ino) else "")
-        else:
-            what = "inode changed" if (match.get("dev"), match.get("ino")) != (st.st_dev, st.st_ino) else ""
+            if e is not None and e.get("copy_of") and st.st_size < start:
+                entry["copy_of"] = e["copy_of"]      # a copy shorter than what its original had read
+            result.bytes_to_read += end - start
+        _add(result, given, entry, (start, end), e)
+        what = _what(path, st, e, packed, "new file" if base["inputs"] else "")
         if end is None or end > start:
-            said.append(f"{name} from byte {start:,}" + (f" to {end:,}" if end is not None else " to its end")
-                        + (f" ({what})" if what else ""))
+            said.append(f"{os.path.basename(path)} from byte {start:,}"
+                        + (f" to {end:,}" if end is not None else " to its end") + (f" ({what})" if what else ""))
     gone = [os.path.basename(e["path"]) + ("" if e["path"] not in present else " (its first bytes changed)")
             for e in unused if e["offset"] > 0]
     if gone:
         notes.append(f"files of run {base['run']} that no input continues (dropped from the state): "
                      + ", ".join(gone[:SHOWN_FILES])
                      + (f" and {len(gone) - SHOWN_FILES} more" if len(gone) > SHOWN_FILES else ""))
-    trap = next((p for p, o in outs.items() if o.tap == TRAP), None)
-    result = Plan(flow=key, base_run=base["run"], run=base["run"] + 1, outputs=outs, trap=trap, entries=entries,
-                  ranges=ranges, keys=keys, continues=continues, known=result_known, notes=notes,
-                  bytes_to_read=to_read)
+    _copies_at_original(result)
     if not result.nothing_new:
         reads = said[:SHOWN_FILES] + ([f"and {len(said) - SHOWN_FILES} more"] if len(said) > SHOWN_FILES else [])
         after = f"after run {base['run']}" if base["run"] else "from the start"
         result.notes.insert(0, f"incremental run {result.run} ({after}): reading "
                                + ("; ".join(reads) if reads else "no new complete lines"))
     return result
+
+
+def _add(plan: Plan, given: str, entry: dict, span: tuple[int, int | None], continues: dict | None) -> None:
+    plan.entries.append(entry)
+    plan.keys.append(given)
+    plan.ranges[given] = span
+    plan.continues[given] = continues
+    plan.identities[given] = _identity(entry)
+
+
+def _identity(entry: dict) -> dict:
+    """Which file the plan saw (``inputs.open_planned``): device and inode, and its first bytes, or,
+    compressed, its size and modification time."""
+    keys = ("dev", "ino", "size", "mtime_ns") if entry["compressed"] else ("dev", "ino", "fp", "fp_len")
+    return {k: entry[k] for k in keys}
+
+
+def _copies_at_original(plan: Plan) -> None:
+    """A copy's entry records its original's offset (planned, or reached once read)."""
+    at = {key: e for key, e in zip(plan.keys, plan.entries)}
+    for copy, original in plan.twins.items():
+        at[copy]["offset"] = at[original]["offset"]
 
 
 # --- commit ---------------------------------------------------------------------------------------------
@@ -507,3 +611,4 @@ def finish_state(plan: Plan) -> None:
             e["offset"] = plan.reached.get(key, start) if end is None else start
         elif end > start:
             e["offset"] = min(end, plan.reached.get(key, end))
+    _copies_at_original(plan)

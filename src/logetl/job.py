@@ -9,7 +9,7 @@ from logetl.engines.base import Taps
 from logetl.io import inputs, outputs
 from logetl.listener import SUCCESSFUL, FlowListener, FlowRun, Listeners
 from logetl.errors import EnvError, UsageError, stop_reason
-from logetl.workdir import WorkDir, checkpoint_dir_problem, default_path, flow_identity
+from logetl.workdir import OutputLocks, WorkDir, checkpoint_dir_problem, default_path, flow_identity
 
 
 class JobError(UsageError):
@@ -156,9 +156,11 @@ def _overlap(a: str, b: str, ancestry) -> tuple[str, bool] | None:
 
 def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], trap: str | None = None,
          overwrite: bool = False, work_dir: str | None = None, checkpoint_dir: str | None = None,
-         engine: str = "local", *, fs, incremental: bool = False) -> Taps:
+         engine: str = "local", *, fs, incremental: bool = False, locks: OutputLocks | None = None) -> Taps:
     """The run's taps: the flow's input and outputs bound to paths, every path checked (``JobError``).
-    ``incremental``: read only what is new since the outputs' last run (``logetl.incremental``)."""
+    ``incremental``: read only what is new since the outputs' last run (``logetl.incremental``). ``locks``
+    takes the outputs for this run (``OutputsHeld`` when another run has them); the caller releases it."""
+    locks = locks if locks is not None else OutputLocks()
     program = flow.name
     wanted = sorted(s.tap for s in flow.sinks)
     if sorted(output_paths) != wanted:
@@ -203,6 +205,9 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
     work = WorkDir(default_path(first, work_dir, fs), identity, bound, fs)
     work.check()
     taps_out = list(output_paths.items()) + ([("trap", trap)] if trap else [])
+    # held until the outputs are published (or the run has failed and cleaned up, ``run_flow``): a second
+    # run on these outputs stops here, before it reads their state or touches the working directory
+    locks.acquire(taps_out, fs)
     # an earlier run of this very flow that died while (or after) publishing its outputs may have published
     # some: those still holding what it published are this flow's, and the rerun replaces them
     carry = work.replaceable([path for _, path in taps_out])
@@ -282,11 +287,11 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
                 raise JobError(f"{option} {given!r} contains input file {f!r}{through}", option.lstrip("-"))
     if plan is not None:
         return Taps(inputs=files, outputs=dict(output_paths), trap=trap, work=work, overwrite=overwrite,
-                    carry=carry, input_bytes=plan.bytes_to_read, incremental=plan, ranges=plan.ranges)
+                    carry=carry, input_bytes=plan.bytes_to_read, incremental=plan, ranges=plan.ranges, locks=locks)
     # (the sizes the identity holds: a second status query a file cost a round trip each on Spark)
     sizes = None if inputs.STDIN in files else [i["size"] for i in identity["inputs"]]
     return Taps(inputs=files, outputs=dict(output_paths), trap=trap, work=work, overwrite=overwrite,
-                carry=carry, input_bytes=sum(sizes or []), input_sizes=sizes, notices=notices)
+                carry=carry, input_bytes=sum(sizes or []), input_sizes=sizes, notices=notices, locks=locks)
 
 
 def _reshaped(tap: str, path: str, partition_by: tuple[str, ...], format: str, fs) -> list[str]:
@@ -406,9 +411,10 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
         refuse(flow, engine, input_path)
     runner = get_engine(engine)(**engine_options)
     run = None
+    locks = OutputLocks()
     try:
         taps = bind(flow, input_path, output_paths, trap, overwrite, work_dir, checkpoint_dir, engine,
-                    fs=runner.filesystem(), incremental=incremental)
+                    fs=runner.filesystem(), incremental=incremental, locks=locks)
         taps.max_malformed = max_malformed
         listeners = [listener or FlowListener()]
         if monitor:
@@ -434,3 +440,10 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
                 raise
             # the outputs are committed: an interrupt while the engine stops changes nothing of the result
             run.notices.append(f"{stop_reason(exc)} after the outputs were committed")
+        finally:
+            try:
+                locks.release()
+            except KeyboardInterrupt as exc:
+                if run is None or run.status != SUCCESSFUL:
+                    raise
+                run.notices.append(f"{stop_reason(exc)} after the outputs were committed")

@@ -23,6 +23,8 @@ own: the rerun replaces them (same bytes) instead of refusing them as "not empty
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -31,7 +33,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from logetl.errors import UsageError
+from logetl.errors import RunFailed, UsageError, signals_held
 from logetl.io.outputs import output_listing, short_name
 
 FLOW_FILE = "flow.json"
@@ -364,3 +366,113 @@ def _clear_checkpoint(path: str, fs) -> None:
     for name in fs.listdir(path):
         if _CHECKPOINT_FILE.fullmatch(name):
             fs.rmtree(fs.join(path, name))
+
+
+#: beside each output while a run writes it: the lock that keeps a second run off (``OutputLocks``)
+LOCK_SUFFIX = ".logetl-lock"
+
+
+class OutputsHeld(RunFailed):
+    """Another run (of this flow or another) is writing an output of this run; nothing was done."""
+
+
+class OutputLocks:
+    """Exclusive locks on a run's output directories, held from before it reads their state until they are
+    published (``engines.base``; on failure, until the run has cleaned up): a second run on the same outputs
+    (a cron job that overlaps its predecessor) stops at once, one line naming the output, instead of both
+    staging, publishing and retiring each other's working directory. Once the outputs are published, what
+    is left, removing the retired working directory, any run may do (a kill then leaves what a rerun
+    recognises, with or without the locks).
+
+    Each output ``DIR/NAME`` is locked with ``flock`` on ``DIR/.NAME.logetl-lock`` (in the nearest existing
+    ancestor when ``DIR`` is not made yet), which holds the holder's process id; the holder removes it when
+    it is done, while still holding the lock. A process that locked the file meanwhile removed checks that
+    the path still names the file it locked, and tries again. A killed run leaves the file, unlocked (the
+    kernel drops a dead process's locks): the next run takes it and removes it. Outputs of another file
+    system (HDFS) and directories logetl cannot write into are not locked (the checks that follow say why
+    the latter cannot be written)."""
+
+    def __init__(self):
+        self.held: list[tuple[str, int]] = []       # (lock path, descriptor)
+
+    @staticmethod
+    def lock_path(output: str) -> str:
+        """The lock of the local output directory ``output``."""
+        here = os.path.abspath(output)
+        while True:
+            parent = os.path.dirname(here)
+            if os.path.isdir(parent) or parent == here:
+                return os.path.join(parent, f".{short_name(os.path.basename(here))}{LOCK_SUFFIX}")
+            here = parent
+
+    def acquire(self, outputs: list[tuple[str, str]], fs) -> None:
+        """Locks every output (``(name, path)``: name as messages say it, e.g. ``output1``), in path order;
+        ``OutputsHeld`` when another run holds one (those taken are released)."""
+        wanted = {}
+        for name, path in outputs:
+            local = fs.local(path)
+            if local is not None:
+                wanted.setdefault(self.lock_path(local), (name, path))
+        try:
+            for where in sorted(wanted):
+                self._take(where, *wanted[where])
+        except BaseException:
+            self.release()
+            raise
+
+    def _take(self, where: str, name: str, path: str) -> None:
+        # a signal (which stops the run) waits until the lock is held and recorded, or not taken: the
+        # lock file is never left behind by a run that stopped half-way through taking it
+        with signals_held():
+            self._lock(where, name, path)
+
+    def _lock(self, where: str, name: str, path: str) -> None:
+        for _ in range(100):
+            try:
+                fd = os.open(where, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+            except OSError:
+                return                 # a directory logetl cannot write into: the output checks say so
+            st = os.fstat(fd)
+            if any(os.path.samestat(st, os.fstat(mine)) for _, mine in self.held):
+                os.close(fd)           # another output of this run, through a bind mount: refused after this
+                return
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _holder(fd)
+                os.close(fd)
+                raise OutputsHeld(f"{name} {path!r} is being written by another logetl run"
+                                  + (f" (process {holder})" if holder else "")
+                                  + ": wait for it to end, or choose another directory") from None
+            except BaseException:
+                os.close(fd)
+                raise
+            try:
+                same = os.path.samestat(st, os.stat(where, follow_symlinks=False))
+            except FileNotFoundError:
+                same = False
+            if same:
+                self.held.append((where, fd))
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, str(os.getpid()).encode(), 0)
+                return
+            os.close(fd)               # removed by its holder as it released it: lock the new one
+        raise OutputsHeld(f"{name} {path!r}: its lock {where!r} keeps being replaced")
+
+    def release(self) -> None:
+        """Removes and unlocks every lock held (removed first: a waiting run then locks a fresh file)."""
+        with signals_held():      # all of them, or a signal half-way leaves the others' files
+            while self.held:
+                where, fd = self.held.pop()
+                with contextlib.suppress(OSError):
+                    os.remove(where)
+                os.close(fd)
+
+
+def _holder(fd: int) -> str:
+    """The process id a lock file holds ("" when it says none)."""
+    with contextlib.suppress(OSError, ValueError):
+        text = os.pread(fd, 32, 0).decode().strip()
+        if text.isdigit():
+            return text
+    return ""

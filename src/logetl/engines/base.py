@@ -58,6 +58,8 @@ class Taps:
     ranges: dict | None = None
     #: what the binding has to say when the run starts (what --overwrite will remove beyond partitions)
     notices: list = field(default_factory=list)
+    #: the locks the run holds on its outputs (``workdir.OutputLocks``), let go once they are published
+    locks: object = None
 
     @property
     def replacing(self) -> bool:
@@ -367,8 +369,11 @@ class Engine:
                     # the outputs are committed: an interrupt now changes nothing of the result
                     run.notices.append(f"{stop_reason(exc)} after the outputs were committed")
         # Last, after the listeners: until the working directory is gone, a rerun recognises the outputs
-        # as this flow's (a kill from here on leaves the retired directory, named after the flow).
+        # as this flow's (a kill from here on leaves the retired directory, named after the flow). The
+        # outputs are let go first: what is left to do, removing the retired directory, any run may do.
         try:
+            if taps.locks is not None:
+                taps.locks.release()
             work.finish()
         except (OSError, KeyboardInterrupt):
             pass   # what is left is retired or recognisably logetl's: the next run removes it

@@ -132,14 +132,79 @@ def _skip(f, n: int) -> int:
     return done
 
 
+def underlying_fd(f) -> int:
+    """The descriptor of the file under ``open_input``'s object (a gzip or bz2 stream's compressed file)."""
+    return (getattr(f, "fileobj", None) or getattr(f, "_fp", None) or f).fileno()
+
+
+def _same_file(fd: int, ident: dict) -> bool:
+    """Whether the open file ``fd`` is the one ``ident`` describes (``open_planned``)."""
+    st = os.fstat(fd)
+    if (st.st_dev, st.st_ino) != (ident["dev"], ident["ino"]):
+        return False
+    if "fp" in ident:       # an inode number is reused once its file is removed: its first bytes tell
+        import hashlib
+
+        head = os.pread(fd, ident["fp_len"], 0)
+        return len(head) == ident["fp_len"] and hashlib.sha256(head).hexdigest() == ident["fp"]
+    return (st.st_size, st.st_mtime_ns) == (ident["size"], ident["mtime_ns"])
+
+
+def _renamed_to(path: str, ident: dict) -> str | None:
+    """Where the file ``ident`` that was at ``path`` is now in the same directory (a rename rotation:
+    ``access.log`` -> ``access.log.1``), or None when it is gone from there."""
+    try:
+        with os.scandir(os.path.dirname(path) or ".") as listing:
+            for entry in listing:
+                if entry.inode() == ident["ino"] and entry.path != path:
+                    return entry.path
+    except OSError:
+        return None
+    return None
+
+
+def open_planned(path: str, ident: dict | None, opener=None):
+    """Opens the very file an incremental run planned to read at ``path``, with ``opener`` (default
+    ``open_input``; an ``os.open``-like opener returns a descriptor). ``ident`` says which file that is:
+    its device and inode, and its first bytes (``fp_len``, their SHA-256 ``fp``) or, compressed (a file
+    written once), its size and modification time (``mtime_ns``). Renamed since (a rotation between the
+    plan and the read), it is opened under its new name in the same directory: the planned offsets are
+    offsets in that file, never in the new one at ``path``. Gone altogether, the run cannot read what it
+    planned: ``InputReadError`` (nothing is committed, and the next run plans again from the same state).
+    Other errors are the opener's."""
+    opener = opener or open_input
+    if ident is None:
+        return opener(path)
+    for target in (path, None):
+        if target is None:
+            target = _renamed_to(path, ident)
+            if target is None:
+                break
+        try:
+            f = opener(target)
+        except FileNotFoundError:
+            continue
+        try:
+            if _same_file(f if isinstance(f, int) else underlying_fd(f), ident):
+                return f
+        except BaseException:
+            os.close(f) if isinstance(f, int) else f.close()
+            raise
+        os.close(f) if isinstance(f, int) else f.close()
+    raise InputReadError(f"cannot read input {path!r}: it was rotated away after the run was planned (nothing "
+                         "was committed; run again)")
+
+
 def plain(path: str) -> bool:
     """Whether ``path`` can be read by ``regions``: a regular, uncompressed file."""
     return path != STDIN and not compressed(path) and os.path.isfile(path)
 
 
-def open_plain(path: str) -> int:
+def open_plain(path: str, ident: dict | None = None) -> int:
+    """A descriptor of the plain file ``path``; ``ident``: the file an incremental run planned to read
+    there (``open_planned``)."""
     try:
-        return os.open(path, os.O_RDONLY)
+        return open_planned(path, ident, lambda p: os.open(p, os.O_RDONLY))
     except OSError as exc:
         raise InputReadError(f"cannot open input {path!r}: {reason(exc)}") from None
 
@@ -208,21 +273,22 @@ def read_region(fd: int, offset: int, length: int, path: str) -> bytes:
 
 
 def read_chunks(files: list[str], chunk: int = CHUNK, on_bytes=None, ranges: dict | None = None,
-                reached: dict | None = None) -> Iterator[tuple[memoryview, bool]]:
+                reached: dict | None = None, identities: dict | None = None) -> Iterator[tuple[memoryview, bool]]:
     """Yields ``(data, final)``: data (a buffer) holds whole lines; ``final`` marks the last piece of a file,
     which may end without ``\\n``. ``on_bytes(n)`` is told how many (compressed) bytes were consumed.
 
     ``ranges`` (incremental runs): path -> ``(start, end)``, the (uncompressed) bytes of the file to read;
     ``end`` None reads to the end of the file (its unterminated last line counts), else ``end`` follows a
     ``\\n`` and nothing past it is read (a file that turns out shorter yields only its complete lines).
-    ``reached[path]`` is then set to the offset after the last byte yielded.
+    ``reached[path]`` is then set to the offset after the last byte yielded. ``identities``: path -> the
+    file planned to be read there (``open_planned``).
 
     Each chunk is read straight into a buffer of its own (the consumer may still hold earlier ones),
     after the partial line carried over from the previous read: no copy of the chunk is made."""
     for path in files:
         start, bound = ranges.get(path, (0, None)) if ranges else (0, None)
         try:
-            f = open_input(path)
+            f = open_planned(path, (identities or {}).get(path))
         except OSError as exc:
             raise InputReadError(f"cannot open input {path!r}: {reason(exc)}") from None
         with f:
