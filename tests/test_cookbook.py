@@ -44,7 +44,7 @@ def parse(data: bytes) -> list[dict]:
 
 
 def when(time: str) -> datetime | None:
-    """The aware datetime of a log time, None when it is not one (a month's 30th of February, hour 24)."""
+    """The aware datetime of a log time, None when it is not one (29 February 2015, hour 24)."""
     try:
         return datetime.strptime(time, TIME_FORMAT)
     except ValueError:
@@ -312,3 +312,16 @@ def test_recipes_run_from_the_command_line(tmp_path, sample):
     assert p.returncode == 0, p.stderr
     assert parts(out) == answer(parse(read(sample)))
     assert f"logetl {recipe}: SUCCESSFUL" in p.stderr.decode()
+
+
+def test_the_guide_shows_each_flow_and_check_as_they_are():
+    root = os.path.dirname(COOKBOOK.rstrip(os.sep))
+    guide = read(os.path.join(root, "..", "docs", "guides", "cookbook.md")).decode()
+    for recipe, (tap, _) in CASES.items():
+        text = read(os.path.join(COOKBOOK, f"{recipe}.py")).decode()
+        assert text[text.index("import logetl.api as L"):] in guide, recipe
+        assert f"logetl run examples/cookbook/{recipe}.py --input access.log --output {tap}=" in guide, recipe
+    this = read(__file__).decode()
+    for start, end in (("LINE = re.compile", "\n\n\ndef path_of("), ("def daily_traffic(", "\n\n\ndef top_pages(")):
+        assert this[this.index(start):this.index(end, this.index(start))] in guide, start
+    assert DUCKDB_RECORDS.strip("\n") in guide
