@@ -216,11 +216,7 @@ def _logs(tmp_path, sample) -> dict[str, str]:
 
 @pytest.mark.shared
 @pytest.mark.parametrize("recipe", sorted(CASES))
-def test_recipe_gives_the_independent_answer(engine, tmp_path, recipe, sample, request):
-    if engine == "local" and recipe == "status_classes":
-        # round(x, 4) on the local engine divides by 10**4 as a multiplication by its reciprocal on frames
-        # of more than two rows (Polars broadcasts the repeated divisor as a scalar): 0.27030000000000004
-        request.applymarker(pytest.mark.xfail(strict=True, reason="local round() is not correctly rounded"))
+def test_recipe_gives_the_independent_answer(engine, tmp_path, recipe, sample):
     tap, answer = CASES[recipe]
     for name, log in _logs(tmp_path, sample).items():
         out = tmp_path / f"{name}-out"

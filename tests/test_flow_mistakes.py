@@ -16,7 +16,7 @@ from conftest import CORPUS, logetl
 from logetl.cli import main
 from logetl.expressions import Col, Expr, ExpressionError, UnknownName
 
-FIELDS = "ip, time, request, response, size"
+FIELDS = "ip, time, request, response, size, referer, user_agent"   # combined, the default
 
 
 def _file(tmp_path, body: str, name: str = "my_flow.py") -> str:

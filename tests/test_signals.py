@@ -307,7 +307,13 @@ def test_a_signal_at_any_moment_of_a_run_ends_it_with_one_line_and_its_exit_code
             where = (round(delay, 3), signum.name, p.returncode, err, left)
             if not ours:        # the interpreter was starting: nothing of logetl's ran
                 before_logetl += 1
-                assert left == [], where
+                if p.returncode == 0:
+                    # CPython lost the signal: a KeyboardInterrupt raised in one of its import callbacks is
+                    # printed as "Exception ignored" and dropped, and the command then runs to its end
+                    assert "Exception ignored" in err and left == ["o1", "o2"], where
+                    assert parts(root / "o1") == parts(root / "o2") == expected, where
+                else:
+                    assert left == [], where
                 continue
             assert "Traceback" not in err and "Aborted!" not in err, where
             lines = err.splitlines()

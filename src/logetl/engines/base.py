@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from logetl import assembly
 from logetl.expressions import Expr
 from logetl.io.fs import LOCAL, hadoop_local_path
-from logetl.io.outputs import StagedOutput
+from logetl.io.outputs import StagedOutput, discard_own_staging
 from logetl.errors import EnvError, RunFailed, UsageError, out_of_space_reason, stop_reason
 from logetl.listener import (
     FAILED, RUNNING, SKIPPED, STOPPED, SUCCESSFUL, FlowListener, FlowRun, StepRun)
@@ -85,10 +85,11 @@ class RunState:
         self.fs = fs
         self.work = taps.work
         partitioned = partitioned or {}
-        self.outputs = {tap: StagedOutput(path, taps.may_replace(path), fs, create,
-                                          *partitioned.get(tap, ((), "tsv")))
-                        for tap, path in taps.outputs.items()}
-        self.trap = StagedOutput(taps.trap, taps.may_replace(taps.trap), fs, create) if taps.trap else None
+        self.outputs, self.trap = {}, None
+        for tap, path in taps.outputs.items():
+            self.outputs[tap] = StagedOutput(path, taps.may_replace(path), fs, create, *partitioned.get(tap, ((), "tsv")))
+        if taps.trap:
+            self.trap = StagedOutput(taps.trap, taps.may_replace(taps.trap), fs, create)
 
     def staged(self) -> list[StagedOutput]:
         """The outputs, then the trap: the order they are published in."""
@@ -219,9 +220,15 @@ class Engine:
             out.commit()
 
     def close(self, ctx: StepContext, ok: bool) -> None:
-        """Releases the run's resources; on failure, discards its staged outputs."""
+        """Releases the run's resources; on failure, discards its staged outputs. A run stopped while its
+        state was being made (a signal in ``prepare``) has none to ask: the staging directories this process
+        made beside its outputs are removed by their names."""
         if ctx.state is not None:
             ctx.state.close(ok)
+        elif not ok:
+            fs = self.filesystem()
+            for path in [*ctx.taps.outputs.values(), *([ctx.taps.trap] if ctx.taps.trap else [])]:
+                discard_own_staging(path, fs)
 
     # --- the protocol ---------------------------------------------------------------------------------
 

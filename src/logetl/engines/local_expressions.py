@@ -161,9 +161,11 @@ def _operands(c, e):
 
 def _divide(a, b, constant: bool):
     """``a / b``, correctly rounded: Polars divides by a scalar as a multiplication by its reciprocal (123.0 /
-    7.0 would be 17.57142857142857, not 17.571428571428573), so a ``constant`` divisor is repeated to the
-    frame's length first."""
-    return a / (_pl().repeat(b, _pl().len()) if constant else b)
+    7.0 would be 17.57142857142857, not 17.571428571428573; 836.0 / 10000.0 0.08360000000000001), and a
+    divisor repeated to the frame's length (``pl.repeat``) is still seen as a scalar. So a ``constant``
+    divisor is made a column of its own: ``a * 0.0 + b`` is ``b`` for every finite ``a`` (a float here is
+    always finite) and null where ``a`` is, whose quotient is null anyway."""
+    return a / (a * 0.0 + b if constant else b)
 
 
 def float_text(x):

@@ -252,6 +252,19 @@ def clean_stale(path: str, fs) -> None:
             fs.rmtree(where)
 
 
+def discard_own_staging(path: str, fs) -> None:
+    """Removes the staging directories of ``path`` that this process made: for a run stopped before it
+    knew them (``Engine.close``); a directory of another process, or of the user's, stays."""
+    parent = fs.parent(fs.abspath(path))
+    if not fs.isdir(parent):
+        return
+    base = _staging_base(path, fs)
+    for name in fs.listdir(parent):
+        m = _STAGING.fullmatch(name[len(base):]) if name.startswith(base) else None
+        if m and int(m.group(1)) == os.getpid() and fs.isdir(fs.join(parent, name)):
+            fs.rmtree(fs.join(parent, name))
+
+
 class StagedOutput:
     """One output directory being written. ``staging`` is where to write (``part`` for a single part
     file); ``commit`` publishes it."""
