@@ -292,7 +292,7 @@ def markdown(report: dict) -> str:
     rows = [f"status_by_hour, {report['lines']:,} lines ({report['bytes'] / 1e6:,.0f} MB, seed {report['seed']}), "
             f"median of {report['repeat']} runs, {report['cores']} cores, Python {report['python']}, "
             f"Polars {v['polars']}, DuckDB {v['duckdb']}", "",
-            f"load average at the end (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in report['load_average_1_5_15'])}",
+            f"system load at the end (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in report['load_average_1_5_15'])}",
             "", "| implementation | wall (s) | runs (s) | CPU (s) | peak RSS (MB) | output = tests/independent.py |",
             "|---|---:|---|---:|---:|---|"]
     for name, r in report["results"].items():

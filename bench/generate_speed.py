@@ -5,7 +5,7 @@
 Runs ``logetl generate`` as a user does (a fresh process each time, start-up included) ``--repeat`` times,
 writing to a file in ``--out`` (bench/out by default), and reports the median wall time, lines/s, MB/s and
 the peak RSS (from wait4). The file is deleted after each run, so page-cache writeback of an earlier run
-does not pile up. The load average is printed beside the result: on a shared machine it explains most of
+does not pile up. The system load is printed beside the result: on a shared machine it explains most of
 the spread.
 """
 from __future__ import annotations

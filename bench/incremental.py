@@ -125,7 +125,7 @@ def main() -> None:
     print(f"  incremental / full: whole command {results['ratio_command']:.3f}, in process "
           f"{results['ratio_in_process']:.3f}   (limit {LIMIT})")
     print(f"  incremental parts concatenate to the full run's bytes: {same}")
-    print("  load average before {:.2f} {:.2f} {:.2f}, after {:.2f} {:.2f} {:.2f}".format(
+    print("  system load before {:.2f} {:.2f} {:.2f}, after {:.2f} {:.2f} {:.2f}".format(
         *load_before, *results["load_average"]))
 
 

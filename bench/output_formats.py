@@ -7,7 +7,7 @@ Each format runs ``--repeat`` times, interleaved (a noisy neighbour hurts all al
 Reports the median wall time, CPU time (user + system) and peak RSS of each, and the ratio Parquet / TSV of
 the wall times against the target (<= 1.5), with the ratio of the CPU times beside it (on a machine shared
 with other work the wall ratio moves toward the CPU ratio: the Parquet run's third thread, the encoder,
-finds no idle core); the load average before and after. Checks that the Parquet and JSON Lines outputs
+finds no idle core); the system load before and after. Checks that the Parquet and JSON Lines outputs
 hold the TSV's records; writes bench/out/output_formats.json.
 """
 from __future__ import annotations
@@ -66,7 +66,7 @@ def main() -> None:
         print(f"{fmt:<8} median {med[fmt]:6.2f} s   CPU {med_cpu[fmt]:5.2f} s   peak RSS {max(rss[fmt]):5.0f} MB")
     print(f"Parquet / TSV = {ratio:.2f} (limit {LIMIT}: {'met' if ratio <= LIMIT else 'NOT met'}); "
           f"in CPU time {result['parquet_over_tsv_cpu']:.2f}; JSON Lines / TSV = {med['jsonl'] / med['tsv']:.2f}")
-    print("load average before {:.2f} {:.2f} {:.2f}, after {:.2f} {:.2f} {:.2f}".format(*load_before,
+    print("system load before {:.2f} {:.2f} {:.2f}, after {:.2f} {:.2f} {:.2f}".format(*load_before,
                                                                                     *result["load_average"]))
 
 

@@ -291,7 +291,7 @@ def main() -> None:
     load_after = os.getloadavg()
     report["load"] = {"before": load_before, "after": load_after}
     print(f"\n{args.lines:,} lines, median of {args.repeat} runs, {os.cpu_count()} cores, "
-          f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after")
+          f"system load {load_before[0]:.1f} before, {load_after[0]:.1f} after")
     print(f"logetl's JVM class archive: {report['class_archive']}")
     print(f"{'':<9}{'program':<8}{'hand-written':>13}{'logetl':>9}{'ratio':>7}  {'without session start':>22}"
           f"{'ratio':>7}  met (<= {TARGET})  same bytes  floor's ratio  python workers (ratio)")

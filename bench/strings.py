@@ -125,7 +125,7 @@ def main() -> None:
 
 def markdown(report: dict) -> str:
     rows = [f"extract vs matches, local engine, {report['lines']:,} generated lines (seed {report['seed']}), "
-            f"median of {report['repeat']} runs, {report['cores']} cores; load average at the end: "
+            f"median of {report['repeat']} runs, {report['cores']} cores; system load at the end: "
             f"{', '.join(f'{x:.1f}' for x in report['load_average_1_5_15'])}", "",
             "| regex | matches flow (s) | extract flow (s) | flow ratio | CPU (s) m / e | peak RSS (MB) m / e "
             "| matches expr (s) | extract expr (s) | expr ratio |", "|---|---:|---:|---:|---|---|---:|---:|---:|"]
