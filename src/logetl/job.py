@@ -159,8 +159,9 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
          engine: str = "local", *, fs, incremental: bool = False, locks: OutputLocks | None = None) -> Taps:
     """The run's taps: the flow's input and outputs bound to paths, every path checked (``JobError``).
     ``incremental``: read only what is new since the outputs' last run (``logetl.incremental``). ``locks``
-    takes the outputs for this run (``OutputsHeld`` when another run has them); the caller releases it."""
-    locks = locks if locks is not None else OutputLocks()
+    takes the outputs for this run (``OutputsHeld`` when another run has them); the caller releases it (a
+    run does, ``run_flow``). Without ``locks`` the outputs are only checked: a caller that binds and does
+    not run (``explain``, a test) holds nothing it would have to let go."""
     program = flow.name
     wanted = sorted(s.tap for s in flow.sinks)
     if sorted(output_paths) != wanted:
@@ -207,7 +208,8 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
     taps_out = list(output_paths.items()) + ([("trap", trap)] if trap else [])
     # held until the outputs are published (or the run has failed and cleaned up, ``run_flow``): a second
     # run on these outputs stops here, before it reads their state or touches the working directory
-    locks.acquire(taps_out, fs)
+    if locks is not None:
+        locks.acquire(taps_out, fs)
     # an earlier run of this very flow that died while (or after) publishing its outputs may have published
     # some: those still holding what it published are this flow's, and the rerun replaces them
     carry = work.replaceable([path for _, path in taps_out])
