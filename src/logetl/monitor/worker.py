@@ -77,6 +77,9 @@ class Worker:
                         for i in range(senders)]
         #: deliveries handed to the senders and not done yet: id -> (destination, owner)
         self.in_flight: dict[int, tuple[str, str]] = {}
+        #: when each delivery's last attempt ended (monotonic): a pass whose list of due deliveries was read
+        #: before that does not hand it out again (its attempt is recorded; the list is stale for it)
+        self.attempted: dict[int, float] = {}
         self.lock = threading.Lock()
         self.watermark: float | None = None
         #: whether there is anything to do for a run (a rule, or OpenLineage): a posted document wakes the
@@ -219,6 +222,7 @@ class Worker:
                                       order_by=deliveries.c.id).label("rank")
         ranked = (select(deliveries, rank).where(deliveries.c.state == "pending", deliveries.c.next_at <= time.time())
                   .subquery())
+        read_at = time.monotonic()
         with engine.connect() as conn:
             due = list(conn.execute(select(ranked).where(ranked.c.rank <= PER_URL).order_by(ranked.c.id)))
             pending_ol = {}
@@ -236,7 +240,7 @@ class Worker:
             with self.lock:
                 if len(self.in_flight) >= len(self.senders):
                     break
-                if d.id in self.in_flight:
+                if d.id in self.in_flight or self.attempted.get(d.id, -1.0) >= read_at:
                     continue
                 busy = list(self.in_flight.values())
                 if sum(w == where for w, _ in busy) >= self.per_destination or \
@@ -259,6 +263,10 @@ class Worker:
             finally:
                 with self.lock:
                     self.in_flight.pop(d.id, None)
+                    now = time.monotonic()
+                    self.attempted[d.id] = now
+                    if len(self.attempted) > 10_000:    # older than any pass still going on
+                        self.attempted = {k: v for k, v in self.attempted.items() if v > now - 600}
                 self.wake.set()
 
     def _attempt(self, d) -> None:
