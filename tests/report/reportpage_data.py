@@ -135,7 +135,7 @@ NETWORKS = {
 }
 
 
-def make_mmdb(path, networks: dict = NETWORKS, *, kind: str = "GeoLite2-City", fields=("country", "asn"),
+def make_mmdb(path, networks: dict = NETWORKS, *, kind: str = "Test-City-ASN", fields=("country", "asn"),
               ipv6: bool = True) -> str:
     """Writes a MaxMind-format database of ``networks`` (cidr -> (iso, country, asn, organization)) to
     ``path``, of database type ``kind``, its records holding the ``fields`` asked (country, asn)."""

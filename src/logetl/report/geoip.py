@@ -68,15 +68,17 @@ def _open(path):
     import maxminddb
 
     shown = os.fspath(path)
+    if os.path.isdir(shown):
+        raise GeoipError(f"the GeoIP database {shown} is a directory, not a .mmdb file")
     try:
         return maxminddb.open_database(shown)
     except FileNotFoundError:
         raise GeoipError(f"the GeoIP database {shown} does not exist") from None
-    except IsADirectoryError:
-        raise GeoipError(f"the GeoIP database {shown} is a directory, not a .mmdb file") from None
-    except (maxminddb.InvalidDatabaseError, ValueError, OSError) as e:
-        raise GeoipError(f"the GeoIP database {shown} is not a readable MaxMind-format database: "
-                         f"{_one_line(e)}") from None
+    except maxminddb.InvalidDatabaseError:
+        raise GeoipError(f"the GeoIP database {shown} is not a MaxMind-format database (.mmdb)") from None
+    except (OSError, ValueError) as e:
+        raise GeoipError(f"cannot read the GeoIP database {shown}: {getattr(e, 'strerror', None) or _one_line(e)}") \
+            from None
 
 
 def _kinds(reader) -> set[str]:
