@@ -135,6 +135,16 @@ NETWORKS = {
 }
 
 
+def require_writer() -> None:
+    """Skips (fails under CI) where mmdb-writer, the test dependency that writes the databases, is missing."""
+    from conftest import require
+
+    try:
+        import mmdb_writer  # noqa: F401
+    except ImportError:
+        require(False, "mmdb-writer (a test dependency: pip install -e '.[test]') is not installed")
+
+
 def make_mmdb(path, networks: dict = NETWORKS, *, kind: str = "Test-City-ASN", fields=("country", "asn"),
               ipv6: bool = True) -> str:
     """Writes a MaxMind-format database of ``networks`` (cidr -> (iso, country, asn, organization)) to

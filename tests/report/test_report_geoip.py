@@ -11,14 +11,14 @@ from collections import defaultdict
 import pytest
 
 from conftest import SAMPLE, require
-from reportpage_data import NETWORKS, build, make_mmdb
+from reportpage_data import NETWORKS, build, make_mmdb, require_writer
 from logetl.errors import UsageError
 from logetl.report.geoip import GeoipError, panels
 
 
 @pytest.fixture(scope="module")
 def mmdb(tmp_path_factory):
-    pytest.importorskip("mmdb_writer", reason="mmdb-writer (a test dependency) is not installed")
+    require_writer()
     return make_mmdb(tmp_path_factory.mktemp("geoip") / "city.mmdb")
 
 
@@ -61,7 +61,7 @@ def test_equal_hits_are_ordered_by_label_and_no_clients_give_empty_panels(mmdb):
 
 
 def test_a_country_database_and_an_asn_database(tmp_path):
-    pytest.importorskip("mmdb_writer", reason="mmdb-writer (a test dependency) is not installed")
+    require_writer()
     country = make_mmdb(tmp_path / "country.mmdb", kind="GeoLite2-Country", fields=("country",))
     asn = make_mmdb(tmp_path / "asn.mmdb", kind="GeoLite2-ASN", fields=("asn",))
     rows = CLIENTS[3:5]
@@ -84,7 +84,7 @@ def test_a_country_database_and_an_asn_database(tmp_path):
 
 
 def test_an_ipv6_client_in_an_ipv4_database_is_unknown(tmp_path):
-    pytest.importorskip("mmdb_writer", reason="mmdb-writer (a test dependency) is not installed")
+    require_writer()
     v4 = make_mmdb(tmp_path / "v4.mmdb", ipv6=False)
     assert panels(CLIENTS[3:5], v4)["countries"] == [
         {"country": "RU Russia", "hits": 4, "visitors": 1, "bytes": 400},

@@ -149,19 +149,20 @@ def _columns(labels: list[str], series: list[tuple[str, list]], every: int) -> d
     left, right, top, bottom, height = 64, 8, 12, 30, 240
     plot_w, plot_h = WIDTH - left - right, height - top - bottom
     highest, step = _scale(max((v for _, values in series for v in values), default=0))
-    slot = plot_w / max(len(labels), 1)
+    slot = min(plot_w / max(len(labels), 1), 120)     # a few days: columns of a readable width, centred
+    start = left + (plot_w - slot * len(labels)) / 2
     gap = slot * 0.2
     width = (slot - gap) / len(series)
     marks = []
     for j, (name, values) in enumerate(series):
         for i, v in enumerate(values):
             h = v / highest * plot_h
-            marks.append({"x": _r(left + i * slot + gap / 2 + j * width), "y": _r(top + plot_h - h),
+            marks.append({"x": _r(start + i * slot + gap / 2 + j * width), "y": _r(top + plot_h - h),
                           "w": _r(max(width, 0.5)), "h": _r(h), "cls": f"series{j}",
                           "title": f"{labels[i]}: {_count(v)} {name}"})
     ticks = [{"y": _r(top + plot_h - t / highest * plot_h), "text": _short(t)}
              for t in range(0, highest + 1, step)]
-    xlabels = [{"x": _r(left + (i + 0.5) * slot), "text": text} for i, text in enumerate(labels) if i % every == 0]
+    xlabels = [{"x": _r(start + (i + 0.5) * slot), "text": text} for i, text in enumerate(labels) if i % every == 0]
     return {"kind": "columns", "width": WIDTH, "height": height, "left": left, "right": WIDTH - right,
             "base": _r(top + plot_h), "label_y": height - 10, "marks": marks, "ticks": ticks, "xlabels": xlabels,
             "legend": [{"name": name, "cls": f"series{j}"} for j, (name, _) in enumerate(series)]}
@@ -204,7 +205,7 @@ def _shares(shares) -> dict | None:
             continue
         w = v / total * SHARES_WIDTH
         segments.append({"x": _r(x), "w": _r(w), "cls": f"share{j}", "text": f"{_heading(name)} {v / total:.1%}",
-                         "text_x": _r(x + 8), "fits": w >= 100})
+                         "text_x": _r(x + 8), "fits": w >= 120})
         x += w
     return {"columns": columns, "rows": rows, "segments": segments, "width": SHARES_WIDTH}
 
