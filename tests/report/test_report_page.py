@@ -186,3 +186,26 @@ def test_the_page_of_a_report_without_panels():
     html = render({})
     assert "<title>Traffic report</title>" in html and "No overview in this report." in html
     assert re.findall(r'data-panel="([^"]+)"', html) == ["general"]
+
+
+def test_status_codes_of_every_kind():
+    rows = [{"code": "404", "hits": 5}, {"code": "200", "hits": 9}, {"code": "999", "hits": 2},
+            {"code": "-", "hits": 1}, {"code": "", "hits": 1}]
+    panel = Page(render(small(status_codes=rows))).panels["status_codes"]
+    # the table keeps the report's order; the chart draws the most hits first (ties in the report's order)
+    assert [r[0]["text"] for r in panel["rows"]] == ["404", "200", "999", "-", ""]
+    assert [m["class"] for m in panel["marks"]] == ["mark s2", "mark s4", "mark bar", "mark bar", "mark bar"]
+    assert panel["texts"] == ["200 OK", "9", "404 Not Found", "5", "999", "2", "-", "1", "", "1"]
+
+
+def test_numbers_that_are_not_counts():
+    rows = [{"name": "a", "hits": 2, "visitors": 1.5}, {"name": "b", "hits": 1, "visitors": float("nan")},
+            {"name": "d", "hits": 0, "visitors": 1.0001}, {"name": "e", "hits": 0, "visitors": 12345.6789},
+            {"name": "c", "hits": 0, "visitors": True}]
+    page = Page(render(small(os=rows, general={"bandwidth": float("inf"), "log_size": 2048.0})))
+    assert [[c["text"] for c in r] for r in page.panels["os"]["rows"]] == [["a", "2", "1.5"], ["b", "1", "nan"],
+                                                                         ["d", "0", "1"], ["e", "0", "12,345.679"],
+                                                                         ["c", "0", "True"]]
+    assert [m["width"] for m in page.panels["os"]["marks"]] == ["360.0", "180.0", "0", "0", "0"]
+    assert [[c["text"] for c in r] for r in page.panels["general"]["rows"]] == [["Bandwidth", "inf"],
+                                                                              ["Log size", "2.00 KiB"]]

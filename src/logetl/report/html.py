@@ -14,6 +14,7 @@ first numeric column.
 from __future__ import annotations
 
 import http
+import json
 import math
 import re
 
@@ -109,11 +110,13 @@ def _panel(key: str, rows: list[dict], index: int) -> dict:
         "id": f"panel-{_slug(key) or index}", "key": key, "title": title, "about": about,
         "columns": [{"key": c, "head": _heading(c), "numeric": _numeric(rows, c)} for c in columns],
         "rows": [[_cell(c, row.get(c)) for c in columns] for row in rows],
-        "chart": _chart(chart, key, rows, columns),
+        "chart": _chart(chart, rows, columns),
     }
 
 
-def _chart(kind: str, key: str, rows: list[dict], columns: list[str]) -> dict | None:
+def _chart(kind: str, rows: list[dict], columns: list[str]) -> dict | None:
+    """The chart of a panel of ``kind`` (``days``, ``hours``: columns of hits and visitors; ``bars``,
+    ``status``: the top rows' hits, or the first numeric column of a panel without hits), or None."""
     if not rows or not columns:
         return None
     label = columns[0]
@@ -127,11 +130,10 @@ def _chart(kind: str, key: str, rows: list[dict], columns: list[str]) -> dict | 
     value = "hits" if _numeric(rows, "hits") else next((c for c in columns[1:] if _numeric(rows, c)), None)
     if value is None:
         return None
-    top = sorted(rows, key=lambda r: -(r.get(value) or 0))[:TOP] if kind != "status" else rows[:TOP]
     bars = []
-    for r in top:
+    for r in sorted(rows, key=lambda r: -(r.get(value) or 0))[:TOP]:      # stable: ties keep the report's order
         text = str(r.get(label, ""))
-        cls = f"s{text[:1]}" if kind == "status" and text[:1] in "12345" else "bar"
+        cls = f"s{text[0]}" if kind == "status" and text[:1] and text[0] in "12345" else "bar"
         shown = _status_text(text) if kind == "status" else text
         bars.append((shown, r.get(value) or 0, cls))
     return _bars(bars, _heading(value).lower())
@@ -213,15 +215,13 @@ def _shares(shares) -> dict | None:
 def _cell(key: str, value) -> dict:
     """A table cell: the text shown, the exact value (``data-value``) of a number, a tooltip if the text
     rounds it."""
-    if _is_number(value) and key in SIZES:
+    if _is_number(value) and key in SIZES and math.isfinite(value):
         return {"text": _size(value), "value": value, "title": f"{_count(value)} bytes"}
     if _is_number(value):
         return {"text": _count(value), "value": value, "title": None}
     if value is None:
         return {"text": "", "value": None, "title": None}
     if isinstance(value, (dict, list)):
-        import json
-
         return {"text": json.dumps(value, ensure_ascii=False, sort_keys=True), "value": None, "title": None}
     return {"text": str(value), "value": None, "title": None}
 
@@ -237,8 +237,10 @@ def _numeric(rows: list[dict], key: str) -> bool:
 
 def _count(n) -> str:
     """A number as people read it: 1,234,567 (a float to at most three decimals)."""
+    if isinstance(n, float) and not math.isfinite(n):
+        return str(n)
     if isinstance(n, float) and not n.is_integer():
-        return f"{n:,.3f}".rstrip("0")
+        return f"{n:,.3f}".rstrip("0").rstrip(".")
     return f"{int(n):,}"
 
 
