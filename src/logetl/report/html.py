@@ -19,6 +19,7 @@ import math
 import re
 
 import jinja2
+from markupsafe import Markup, escape
 
 #: the known panels, in the order of the page: key -> (title, what it shows, chart)
 PANELS = {
@@ -109,9 +110,25 @@ def _panel(key: str, rows: list[dict], index: int) -> dict:
     return {
         "id": f"panel-{_slug(key) or index}", "key": key, "title": title, "about": about,
         "columns": [{"key": c, "head": _heading(c), "numeric": _numeric(rows, c)} for c in columns],
-        "rows": [[_cell(c, row.get(c)) for c in columns] for row in rows],
+        "rows": _rows_html(rows, columns),
         "chart": _chart(chart, rows, columns),
     }
+
+
+def _rows_html(rows: list[dict], columns: list[str]) -> list[Markup]:
+    """A panel's table rows, as markup made here rather than in the template: a panel of many thousands of
+    rows (every client, ten years of days) renders in a second, not in a minute of template macro calls.
+    Every value goes through ``escape``, as in the template."""
+    classes = [' class="num"' if _numeric(rows, c) else (' class="label"' if i == 0 else "")
+               for i, c in enumerate(columns)]
+    return [Markup("<tr>" + "".join(_td(_cell(c, row.get(c)), cls) for c, cls in zip(columns, classes)) + "</tr>")
+            for row in rows]
+
+
+def _td(cell: dict, cls: str) -> str:
+    value = "" if cell["value"] is None else f' data-value="{escape(cell["value"])}"'
+    title = f' title="{escape(cell["title"])}"' if cell["title"] else ""
+    return f"<td{cls}{value}{title}>{escape(cell['text'])}</td>"
 
 
 def _chart(kind: str, rows: list[dict], columns: list[str]) -> dict | None:
