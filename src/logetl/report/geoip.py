@@ -93,14 +93,17 @@ def _kinds(reader) -> set[str]:
 
 
 def _address(host: str) -> str | None:
-    """``host`` as an address to look up, or None for a host name."""
-    text = host.strip()
+    """``host`` as an address to look up, or None for a host name (or no host at all)."""
+    text = str(host or "").strip()
     if text.startswith("[") and text.endswith("]"):
         text = text[1:-1]
     try:
-        return str(ipaddress.ip_address(text))
+        address = ipaddress.ip_address(text)
     except ValueError:
         return None
+    # an IPv4 client as a dual-stack server writes it (::ffff:83.149.9.216) is looked up as IPv4
+    mapped = getattr(address, "ipv4_mapped", None)
+    return str(mapped or address)
 
 
 def _place(readers, paths, address: str) -> tuple[str | None, str | None]:
