@@ -45,6 +45,7 @@ check: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q -k "not spark and not postgresql" \
 	    --ignore=tests/test_spark_cluster.py --ignore=tests/test_spark_sort.py \
 	    --ignore=tests/test_monitor_browser.py --ignore=tests/test_monitor_browser_pages.py \
+	    --ignore=tests/report/test_report_browser.py --ignore=tests/report/test_report_screenshot.py \
 	    --ignore=tests/test_monitor_load.py \
 	    --ignore=tests/test_crash_points.py
 
