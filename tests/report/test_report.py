@@ -60,8 +60,12 @@ def ranked(rows, label):
     return sorted(rows, key=lambda r: (-r["hits"], str(r[label])))
 
 
-def expected(records: list[dict], who: str = "all") -> dict:
-    """The report, computed here in plain Python (the agents classified by the libraries directly)."""
+def expected(records: list[dict], who: str = "all", keep=None) -> dict:
+    """The report, computed here in plain Python (the agents classified by the libraries directly);
+    ``keep``: the filters (--from, --until, --where), a function of the records."""
+    lines = len(records)
+    if keep is not None:
+        records = keep(records)
     from crawlerdetect import CrawlerDetect
     from ua_parser import parse as ua
 
@@ -79,8 +83,8 @@ def expected(records: list[dict], who: str = "all") -> dict:
     total = measures(kept)
     days = sorted(r["day"] for r in kept)
     return {
-        "general": {"total_requests": len(records), "valid_requests": len(records), "failed_requests": 0,
-                    "excluded_hits": len(records) - len(kept), "hits": total["hits"],
+        "general": {"total_requests": lines, "valid_requests": lines, "failed_requests": 0,
+                    "excluded_hits": lines - len(kept), "hits": total["hits"],
                     "unique_visitors": total["visitors"], "bandwidth": total["bytes"],
                     "start_date": days[0], "end_date": days[-1], "log_size": os.path.getsize(SAMPLE), "who": who},
         "who": sides,
@@ -119,6 +123,14 @@ def test_every_panel_equals_an_independent_computation(tmp_path, sample, who):
         assert got["who"]["crawlers"]["hits"] > 0 and got["who"]["humans"]["hits"] > 0
 
 
+def common_log(sample: str, path: str) -> str:
+    """The sample's requests in the common format (without the referer and agent), written at ``path``."""
+    with open(sample, encoding="utf-8") as f, open(path, "w", encoding="utf-8") as out:
+        for line in f:
+            out.write(line[:LINE.match(line.rstrip("\n")).end(8)] + "\n")
+    return path
+
+
 def goaccess(log: str, log_format: str, out: str) -> dict:
     require(shutil.which("goaccess") is not None, "goaccess is not installed (apt-get install goaccess)")
     subprocess.run(["goaccess", log, f"--log-format={log_format}", "-o", out, "--no-progress"], check=True,
@@ -146,12 +158,7 @@ def agrees_with_goaccess(report: dict, ga: dict) -> None:
 @pytest.mark.shared
 @pytest.mark.parametrize("log_format", ["combined", "common"])
 def test_totals_days_and_status_codes_equal_goaccess(tmp_path, sample, log_format):
-    log = sample
-    if log_format == "common":    # the same requests without the referer and agent
-        log = str(tmp_path / "common.log")
-        with open(sample, encoding="utf-8") as f, open(log, "w", encoding="utf-8") as out:
-            for line in f:
-                out.write(line[:LINE.match(line.rstrip("\n")).end(8)] + "\n")
+    log = common_log(sample, str(tmp_path / "common.log")) if log_format == "common" else sample
     ga = goaccess(log, log_format.upper(), str(tmp_path / "goaccess.json"))
     out = tmp_path / "report"
     p = logetl("report", "--input", log, "--output", str(out), "--format", log_format, "--quiet",

@@ -36,7 +36,8 @@ def parse_where(text: str, fmt: formats.LogFormat):
     functions: ``response == "404"``, ``path(request).starts_with("/blog/") & (size != "-")``. One
     ``ReportError`` line for text that is not such an expression."""
     import logetl.api as L
-    from logetl.expressions import Expr
+    from logetl.assembly import AssemblyError
+    from logetl.expressions import Expr, ExpressionError
 
     try:
         tree = ast.parse(text, mode="eval")
@@ -57,6 +58,11 @@ def parse_where(text: str, fmt: formats.LogFormat):
         raise ReportError(f"--where: {exc}") from None
     if not isinstance(value, Expr):
         raise ReportError(f"--where: {text!r} is not a condition on the log's fields")
+    try:        # its fields and types, checked now: a mistake is a usage error, before any data is read
+        L.read(fmt).filter(value, name="where")
+    except (AssemblyError, ExpressionError) as exc:
+        why = str(exc).removeprefix("filter 'where': ")
+        raise ReportError(f"--where: {why}") from None
     return value
 
 
