@@ -127,14 +127,17 @@ def test_filters_apply_before_every_panel(tmp_path, sample):
     (["--where", "response =="], "--where: not an expression: 'response ==' (invalid syntax)"),
     (["--where", "__import__('os')"], "--where: unknown name '__import__' in \"__import__('os')\""),
     (["--where", "42"], "--where: '42' is not a condition on the log's fields"),
+    (["--who", "humans", "--input", "-"], "--who humans reads the log twice: give it a file, directory or "
+                                          "glob, not standard input"),
     (["--output-format", "csv"], "--output-format is not an option of report (it writes report.json)"),
     (["--incremental"], "--incremental is not an option of report (it writes report.json)"),
 ])
 def test_a_bad_option_is_one_line(tmp_path, args, line):
     log = tmp_path / "access.log"
     log.write_text(LOG, encoding="utf-8")
-    p = logetl("report", "--input", str(log), "--output", str(tmp_path / "out"), *args,
-               env={"LOGETL_MONITOR": "off"})
+    given = [] if "--input" in args else ["--input", str(log)]
+    p = logetl("report", *given, "--output", str(tmp_path / "out"), *args, env={"LOGETL_MONITOR": "off"},
+               input=b"")
     assert (p.returncode, p.stderr.decode()) == (2, f"Error: {line}\n")
     assert not (tmp_path / "out").exists()
 

@@ -107,6 +107,8 @@ def build(input_path: str, out_dir: str, fmt: formats.LogFormat, *, who: str = "
 
     if who not in WHO:
         raise ReportError(f"--who: {who!r} is not one of {', '.join(WHO)}")
+    if who != "all" and input_path == "-":
+        raise ReportError(f"--who {who} reads the log twice: give it a file, directory or glob, not standard input")
     check_date("--from", date_from)
     check_date("--until", date_until)
     geo = None
