@@ -419,6 +419,13 @@ def report(input_path, out_dir, who, date_from, date_until, where, geoip, trap, 
             opts)
 
 
+# the run options report has no use for (it writes report.json, never output directories): refused in one
+# line when given, and left out of its --help
+for _param in report.params:
+    if _param.name in ("output_format", "header", "incremental", "work_dir"):
+        _param.hidden = True
+
+
 def _report(input_path, out_dir, who, date_from, date_until, where, geoip, trap, overwrite, quiet, work_dir,
             opts):
     from logetl import formats
