@@ -386,6 +386,88 @@ def run(flow_file, input_path, outputs, checkpoint_dir, trap, overwrite, quiet, 
 
 
 @main.command()
+@click.option("--input", "input_path", required=True, metavar="IN",
+              help="Log file, directory or glob (rotated and .gz logs too); - reads standard input.")
+@click.option("--output", "out_dir", required=True, metavar="DIR",
+              help="Where report.json (and index.html) go.")
+@click.option("--who", type=click.Choice(["all", "humans", "crawlers"]), default="all", show_default=True,
+              help="Count every request, or only humans' or crawlers' (by user agent) in every panel.")
+@click.option("--from", "date_from", metavar="YYYY-MM-DD", default=None,
+              help="Only requests of this day or later (the day as written in the log).")
+@click.option("--until", "date_until", metavar="YYYY-MM-DD", default=None,
+              help="Only requests of this day or earlier.")
+@click.option("--where", metavar="EXPR", default=None,
+              help='Only requests where a flow expression holds, e.g. \'response == "200"\' or '
+                   '\'path(request).starts_with("/blog/")\'.')
+@click.option("--geoip", metavar="FILE.mmdb", default=None,
+              help="A MaxMind-format database: adds the countries and ASNs panels.")
+@_engine_options
+def report(input_path, out_dir, who, date_from, date_until, where, geoip, trap, overwrite, quiet, work_dir,
+           **opts):
+    """Write a traffic report of access logs: DIR/report.json (every panel's data) and DIR/index.html.
+
+    Visitors per day, requested paths, 404s, hosts, operating systems, browsers, hours of the day,
+    referring sites, status codes and crawlers, with humans and crawlers apart (--who), on the local
+    engine or on Spark (--hdfs). See the guide "Traffic report" for every definition.
+
+    \b
+    Examples:
+      logetl report --input access.log --output report/
+      logetl report --input 'logs/access.log*' --output report/ --who humans --from 2015-05-18
+    """
+    _report(input_path, out_dir, who, date_from, date_until, where, geoip, trap, overwrite, quiet, work_dir,
+            opts)
+
+
+# the run options report has no use for (it writes report.json, never output directories): refused in one
+# line when given, and left out of its --help
+for _param in report.params:
+    if _param.name in ("output_format", "header", "incremental", "work_dir"):
+        _param.hidden = True
+
+
+def _report(input_path, out_dir, who, date_from, date_until, where, geoip, trap, overwrite, quiet, work_dir,
+            opts):
+    from logetl import formats
+    from logetl.console import ConsoleReporter
+    from logetl.job import engine_options_for
+    from logetl.report.build import build
+
+    for option, given in (("--output-format", opts["output_format"]), ("--header", opts["header"]),
+                          ("--incremental", opts["incremental"] or None), ("--work-dir", work_dir)):
+        if given is not None:
+            raise UserError(f"{option} is not an option of report (it writes report.json)")
+    if opts["hdfs"] and opts["engine"] == "local":
+        raise UserError("--hdfs runs on spark: it cannot go with --engine local")
+    engine = "spark" if opts["hdfs"] else (opts["engine"] or "local")
+    engine_options = engine_options_for(engine, {"memory_limit": opts["memory_limit"], "master": opts["master"],
+                                                 "conf": opts["confs"] or None})
+    fmt = formats.resolve(opts["log_format"], opts["format_file"])
+    listener = ConsoleReporter(outputs={"report": out_dir, **({"trap": trap} if trap else {})}, quiet=True)
+    run_options = {"engine": engine, "trap": trap, "listener": listener, "engine_options": engine_options,
+                   "application": opts["app_name"], "tags": opts["tags"], "quiet": quiet,
+                   "max_malformed": opts["max_malformed"]}
+    try:
+        with errors.ended_by_signals():
+            result = build(input_path, out_dir, fmt, who=who, where=where, date_from=date_from,
+                           date_until=date_until, geoip=geoip, overwrite=overwrite, run_options=run_options)
+            errors.command_done()
+    except errors.UsageError:
+        raise
+    except KeyboardInterrupt as exc:
+        click.echo(f"logetl: {errors.stop_reason(exc)}; no report was written", err=True)
+        errors.exit_stopped(getattr(exc, "exit_code", EXIT_INTERRUPTED))
+    except Exception as exc:  # one line names the cause
+        if errors.debug():
+            traceback.print_exc()
+        raise RunFailed(f"report failed: {exc}") from None
+    if not quiet:
+        g = result["general"]
+        click.echo(f"report: {g['hits']:,} requests, {g['unique_visitors']:,} visitors, "
+                   f"{g['failed_requests']:,} failed; wrote {os.path.join(out_dir, 'report.json')}", err=True)
+
+
+@main.command()
 @click.argument("program", metavar="PROGRAM|FLOW.py")
 @click.option("--dot", is_flag=True, help="Print Graphviz DOT instead of text.")
 @_format_options

@@ -1,0 +1,231 @@
+"""``logetl report``: runs the panels' flow (``panels``) on either engine, classifies the user agents it
+found (``classify``) and writes ``DIR/report.json`` (and ``DIR/index.html`` when the page renderer is
+installed). The flow's outputs are JSON Lines files in a working directory inside ``DIR``, removed once
+the report is written.
+
+With ``who`` ``humans`` or ``crawlers``, a first flow finds the distinct user agents of the records the
+filters keep, the driver classifies them, and the panels' flow keeps the records whose agent is (or is
+not) one of the crawlers': two passes over the log. With ``all`` (the default), one pass computes every
+panel and the per-agent rows the shares come from.
+"""
+from __future__ import annotations
+
+import ast
+import glob
+import json
+import os
+import shutil
+
+from logetl import formats
+from logetl.errors import UsageError
+from logetl.report import panels
+from logetl.report.classify import Classifier
+
+WHO = ("all", "humans", "crawlers")
+REPORT = "report.json"
+PAGE = "index.html"
+WORK = ".report-panels"
+
+
+class ReportError(UsageError):
+    """A report option that cannot be used; the message names it."""
+
+
+def parse_where(text: str, fmt: formats.LogFormat):
+    """A ``--where`` flow expression, in Python syntax over the log format's fields and ``logetl.api``'s
+    functions: ``response == "404"``, ``path(request).starts_with("/blog/") & (size != "-")``. One
+    ``ReportError`` line for text that is not such an expression."""
+    import logetl.api as L
+    from logetl.assembly import AssemblyError
+    from logetl.expressions import Expr, ExpressionError
+
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as exc:
+        raise ReportError(f"--where: not an expression: {text!r} ({exc.msg})") from None
+    for node in ast.walk(tree):     # names, calls, operators and literals only: no attribute of a non-name
+        if isinstance(node, ast.Name) and node.id.startswith("_"):
+            raise ReportError(f"--where: unknown name {node.id!r} in {text!r}")
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            raise ReportError(f"--where: unknown name {node.attr!r} in {text!r}")
+    names = {n: getattr(L, n) for n in L._public_names()}
+    names.update({f: L.col(f) for f in fmt.fields})
+    try:
+        value = eval(compile(tree, "--where", "eval"), {"__builtins__": {}}, names)  # noqa: S307 - the user's own expression, as a flow file is
+    except NameError as exc:
+        raise ReportError(f"--where: {exc} (the fields are {', '.join(fmt.fields)})") from None
+    except Exception as exc:  # noqa: BLE001 - an expression error of any kind is one line
+        raise ReportError(f"--where: {exc}") from None
+    if not isinstance(value, Expr):
+        raise ReportError(f"--where: {text!r} is not a condition on the log's fields")
+    try:        # its fields and types, checked now: a mistake is a usage error, before any data is read
+        L.read(fmt).filter(value, name="where")
+    except (AssemblyError, ExpressionError) as exc:
+        why = str(exc).removeprefix("filter 'where': ")
+        raise ReportError(f"--where: {why}") from None
+    return value
+
+
+def check_date(option: str, value: str | None) -> str | None:
+    """``YYYY-MM-DD``, a real date, or one ``ReportError`` line."""
+    import datetime
+
+    if value is None:
+        return None
+    try:
+        if len(value) != 10:
+            raise ValueError
+        datetime.date.fromisoformat(value)
+    except ValueError:
+        raise ReportError(f"{option}: {value!r} is not a date YYYY-MM-DD") from None
+    return value
+
+
+def read_rows(directory: str) -> list[dict]:
+    """The records of a JSON Lines output, its part files in name order."""
+    rows = []
+    for part in sorted(glob.glob(os.path.join(directory, "part-*"))):
+        with open(part, encoding="utf-8") as f:
+            rows.extend(json.loads(line) for line in f if line.strip())
+    return rows
+
+
+def _run(flow, input_path: str, work: str, run_flow, options: dict):
+    outputs = {s.tap: os.path.join(work, s.tap) for s in flow.sinks}
+    run = run_flow(flow, input_path, outputs, overwrite=True, work_dir=os.path.join(work, ".work"),
+                   output_format="jsonl", **options)
+    return run, {tap: read_rows(path) for tap, path in outputs.items()}
+
+
+def build(input_path: str, out_dir: str, fmt: formats.LogFormat, *, who: str = "all", where: str | None = None,
+          date_from: str | None = None, date_until: str | None = None, geoip: str | None = None,
+          overwrite: bool = False, run_options: dict | None = None) -> dict:
+    """Writes ``out_dir/report.json`` (and ``index.html`` when ``logetl.report.html`` is installed) for the
+    log(s) at ``input_path``; returns the report. ``run_options``: ``job.run_flow``'s options (engine, trap,
+    listener, monitor, ...)."""
+    from logetl.job import run_flow
+
+    if who not in WHO:
+        raise ReportError(f"--who: {who!r} is not one of {', '.join(WHO)}")
+    if who != "all" and input_path == "-":
+        raise ReportError(f"--who {who} reads the log twice: give it a file, directory or glob, not standard input")
+    check_date("--from", date_from)
+    check_date("--until", date_until)
+    geo = None
+    if geoip is not None:
+        try:
+            from logetl.report import geoip as geo
+        except ImportError:
+            raise ReportError("--geoip: this installation has no GeoIP panels (logetl.report.geoip)") from None
+        if not os.path.isfile(geoip):
+            raise ReportError(f"--geoip: no such file {geoip!r}")
+    target = os.path.join(out_dir, REPORT)
+    if os.path.exists(target) and not overwrite:
+        raise ReportError(f"{target} exists: use --overwrite to replace it")
+    filters = {"where": parse_where(where, fmt) if where else None, "date_from": date_from,
+               "date_until": date_until}
+    classifier = Classifier()
+    work = os.path.join(out_dir, WORK)
+    options = dict(run_options or {})
+    if who == "all":
+        run, rows = _run(panels.panels_flow(fmt, **filters), input_path, work, run_flow, options)
+        agents = rows["agents"]
+    else:
+        first, found = _run(panels.agents_flow(fmt, **filters), input_path, work, run_flow,
+                            {**options, "trap": None})
+        agents = found["agents"]
+        crawlers = {r["agent"] for r in agents if classifier.classify(r["agent"]).crawler is not None}
+        run, rows = _run(panels.panels_flow(fmt, agents=crawlers, keep_agents=who == "crawlers", **filters),
+                         input_path, work, run_flow, options)
+    report = assemble(rows, agents, classifier, run, who)
+    if geo is not None:
+        report.update(geo.panels(report["hosts"], geoip))
+    os.makedirs(out_dir, exist_ok=True)
+    _write(target, json.dumps(report, ensure_ascii=False, indent=1) + "\n")
+    try:
+        from logetl.report import html
+    except ImportError:
+        html = None
+    if html is not None:
+        _write(os.path.join(out_dir, PAGE), html.render(report))
+    shutil.rmtree(work, ignore_errors=True)
+    return report
+
+
+def _write(path: str, text: str) -> None:
+    """Whole or not at all: a reader never sees half a report."""
+    part = path + ".tmp"
+    with open(part, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(part, path)
+
+
+def _ranked(rows: list[dict], label: str, source: str | None = None, keys=("hits", "visitors", "bytes")):
+    """Flat rows ``{label, hits, visitors, bytes}``, most hits first, then by label."""
+    out = [{label: r[source or label], **{k: r[k] for k in keys}} for r in rows]
+    return sorted(out, key=lambda r: (-r["hits"], str(r[label])))
+
+
+def _rolled(agents: list[dict], family, label: str = "name") -> list[dict]:
+    """Per-agent rows summed per family (``family(agent)``; None leaves the agent out)."""
+    sums: dict[str, dict] = {}
+    for r in agents:
+        name = family(r["agent"])
+        if name is None:
+            continue
+        s = sums.setdefault(name, {label: name, "hits": 0, "visitors": 0, "bytes": 0})
+        for k in ("hits", "visitors", "bytes"):
+            s[k] += r[k]
+    return sorted(sums.values(), key=lambda r: (-r["hits"], r[label]))
+
+
+def assemble(rows: dict[str, list[dict]], agents: list[dict], classifier: Classifier, run, who: str) -> dict:
+    """The report's dict from the flow's outputs (see ``panels`` for every definition)."""
+    kinds = {r["agent"]: classifier.classify(r["agent"]) for r in agents}
+    sides = {"humans": {"hits": 0, "visitors": 0, "bytes": 0}, "crawlers": {"hits": 0, "visitors": 0, "bytes": 0}}
+    for r in agents:
+        side = sides["crawlers" if kinds[r["agent"]].crawler is not None else "humans"]
+        for k in side:
+            side[k] += r[k]
+    total_hits = sum(s["hits"] for s in sides.values())
+    shares = {k: (round(s["hits"] / total_hits, 4) if total_hits else 0.0) for k, s in sides.items()}
+    kept = rows["agents"]
+    for r in kept:
+        if r["agent"] not in kinds:
+            kinds[r["agent"]] = classifier.classify(r["agent"])
+    malformed = sum(run.malformed.values()) if run.lines_read is not None else 0
+    left_out = run.left_out()
+    invalid_time = left_out.get("valid_time", 0)
+    g = rows["general"][0] if rows["general"] else {"hits": 0, "visitors": 0, "bytes": 0, "start": None, "end": None}
+    general = {
+        "total_requests": run.lines_read or 0,
+        "valid_requests": (run.lines_read or 0) - malformed - invalid_time,
+        "failed_requests": malformed + invalid_time,
+        "excluded_hits": sum(v for k, v in left_out.items() if k != "valid_time" and k != "not_found"
+                             and k != "with_referer"),
+        "hits": g["hits"],
+        "unique_visitors": g["visitors"],
+        "bandwidth": g["bytes"] or 0,
+        "start_date": g["start"],
+        "end_date": g["end"],
+        "log_size": sum(i.get("size") or 0 for i in run.inputs),
+        "who": who,
+    }
+    return {
+        "general": general,
+        "who": sides,
+        "shares": shares,
+        "visitors": sorted(({"day": r["day"], "hits": r["hits"], "visitors": r["visitors"], "bytes": r["bytes"]}
+                            for r in rows["visitors"]), key=lambda r: r["day"]),
+        "requests": _ranked(rows["requests"], "path", "target"),
+        "not_found": _ranked(rows["not_found"], "path", "target"),
+        "hosts": _ranked(rows.get("hosts", []), "host", "ip"),
+        "os": _rolled(kept, lambda a: kinds[a].os),
+        "browsers": _rolled(kept, lambda a: kinds[a].browser),
+        "visit_time": sorted(({"hour": f"{r['hour']:02d}", "hits": r["hits"], "visitors": r["visitors"],
+                               "bytes": r["bytes"]} for r in rows["visit_time"]), key=lambda r: r["hour"]),
+        "referring_sites": _ranked(rows.get("referring_sites", []), "site"),
+        "status_codes": sorted(({"code": r["status"], "hits": r["hits"], "visitors": r["visitors"],
+                                 "bytes": r["bytes"]} for r in rows["status_codes"]), key=lambda r: r["code"]),
+        "crawlers": _rolled(kept, lambda a: kinds[a].crawler),
+    }

@@ -1,0 +1,116 @@
+"""The report's panels as one logetl flow: every panel is a ``group_by`` of the parsed log written to an
+output of its own (JSON Lines), so that the local engine and Spark compute them with the same description
+and the same answers. ``assemble`` turns those outputs into the report's dict.
+
+Definitions (GoAccess's, where it has them; the guide ``docs/guides/report.md`` says the same):
+
+- a **request** (hit) is a parsed record whose time is valid; a malformed line, or a record whose time is
+  not a valid ``dd/Mon/yyyy:HH:MM:SS ±zzzz``, is a *failed request*;
+- a record's **day** and **hour** are read as written in the log (no time-zone conversion);
+- its **bytes** are its size, a size of ``-`` counting 0;
+- a **visitor** is one client (``ip``), day and user agent (as written; none when the format has no user
+  agent). As GoAccess counts them by default, requests answered with a 4xx status count no visitor (they
+  are hits and bytes all the same): a panel's ``visitors`` is the number of distinct visitors among its
+  records with a status outside 400-499;
+- ``requests`` and ``not_found`` are keyed by the request's target as written (``GET /a?b=1 HTTP/1.1`` is
+  ``/a?b=1``; the whole request field when it is not a ``METHOD TARGET PROTOCOL`` line), ``not_found``
+  being the requests answered 404;
+- ``referring_sites`` by the host of the referer URL (requests without one are left out of that panel).
+"""
+from __future__ import annotations
+
+import logetl.api as L
+
+#: the panels computed by the flow, each an output of the flow: {output: (label field, label expression)}
+KEYED = ("visitors", "requests", "not_found", "hosts", "visit_time", "referring_sites", "status_codes",
+         "agents")
+#: the field of the log each panel needs (a format without it has no such panel)
+NEEDS = {"referring_sites": "referer"}
+
+
+def _expressions(fields: tuple[str, ...]) -> dict:
+    """The derived fields every panel reads: day, hour, bytes, the visitor key, the request target."""
+    agent = L.coalesce(L.col("user_agent"), L.lit("")) if "user_agent" in fields else L.lit("")
+    size = L.coalesce(L.col("size").to_int(), L.lit(0)) if "size" in fields else L.lit(0)
+    request = L.col("request")
+    target = (L.when(L.method(request).is_not_null()).then(request.split_part(" ", 2))
+              .otherwise(request)) if "request" in fields else L.lit("-")
+    status = L.col("response") if "response" in fields else L.lit("-")
+    return {
+        "day": L.day(L.col("time")),
+        "hour": L.hour_of_day(L.col("time")),
+        "bytes": size,
+        "agent": agent,
+        "status": status,
+        "target": target,
+    }
+
+
+def base(fmt, where=None, date_from: str | None = None, date_until: str | None = None, agents=None,
+         keep_agents: bool = True):
+    """The records every panel counts: parsed with ``fmt``, their time valid, then ``where`` (an
+    expression on the log's fields), ``date_from``/``date_until`` (``YYYY-MM-DD``, inclusive) and, when
+    ``agents`` is a set of user agents, only the records whose agent is (``keep_agents``) or is not in it.
+    Returns the pipe, with fields ``day hour bytes agent status target visitor counted`` added."""
+    records = L.read(fmt)
+    fields = records.fields
+    if where is not None:
+        records = records.filter(where, name="where")
+    derived = _expressions(fields)
+    records = records.derive(name="report_fields", **derived)
+    records = records.filter(L.col("day").is_not_null(), name="valid_time")
+    if date_from is not None:
+        records = records.filter(L.col("day") >= L.lit(date_from), name="from")
+    if date_until is not None:
+        records = records.filter(L.col("day") <= L.lit(date_until), name="until")
+    if agents is not None:
+        member = L.col("agent").is_in(sorted(agents)) if agents else L.lit(False)
+        records = records.filter(member if keep_agents else ~member,
+                                 name="crawlers" if keep_agents else "humans")
+    client = L.col("ip") if "ip" in fields else L.lit("-")
+    return records.derive(
+        name="visitor_key",
+        visitor=L.concat(client, L.lit("|"), L.col("day"), L.lit("|"), L.col("agent")),
+        counted=~L.col("status").starts_with("4"))
+
+
+def _measures(with_bytes: bool = True) -> dict:
+    out = {"hits": L.count(), "visitors": L.count_distinct(L.col("visitor"), where=L.col("counted"))}
+    if with_bytes:
+        out["bytes"] = L.sum(L.col("bytes"))
+    return out
+
+
+def panels_flow(fmt, **filters) -> L.Flow:
+    """The flow of every panel the log's format allows (``base``'s filters apply to all of them)."""
+    records = base(fmt, **filters)
+    fields = L.read(fmt).fields
+    sinks = [
+        records.derive(name="everything", everything=L.lit("all")).group_by("everything", name="general").agg(
+            hits=L.count(), visitors=L.count_distinct(L.col("visitor"), where=L.col("counted")),
+            bytes=L.sum(L.col("bytes")), start=L.min(L.col("day")), end=L.max(L.col("day"))
+        ).write("general", format="jsonl"),
+        records.group_by("day", name="per_day").agg(**_measures()).write("visitors", format="jsonl"),
+        records.group_by("target", name="per_request").agg(**_measures()).write("requests", format="jsonl"),
+        records.filter(L.col("status") == "404", name="not_found").group_by("target", name="per_not_found")
+        .agg(**_measures()).write("not_found", format="jsonl"),
+        records.group_by("hour", name="per_hour").agg(**_measures()).write("visit_time", format="jsonl"),
+        records.group_by("status", name="per_status").agg(**_measures()).write("status_codes", format="jsonl"),
+        records.group_by("agent", name="per_agent").agg(**_measures()).write("agents", format="jsonl"),
+    ]
+    if "ip" in fields:
+        sinks.append(records.group_by("ip", name="per_client").agg(**_measures())
+                     .write("hosts", format="jsonl"))
+    if "referer" in fields:
+        sinks.append(records.derive(name="referring_site", site=L.url_host(L.col("referer")))
+                     .filter(L.col("site").is_not_null(), name="with_referer")
+                     .group_by("site", name="per_site").agg(**_measures()).write("referring_sites", format="jsonl"))
+    return L.Flow("report", sinks, "the traffic report's panels")
+
+
+def agents_flow(fmt, **filters) -> L.Flow:
+    """The distinct user agents of the records ``base`` keeps (before the humans/crawlers split), with
+    their hits, visitors and bytes: what the classification reads first when ``--who`` picks one side."""
+    records = base(fmt, **filters)
+    return L.Flow("report_agents", [records.group_by("agent", name="per_agent").agg(**_measures())
+                                    .write("agents", format="jsonl")], "the report's user agents")
