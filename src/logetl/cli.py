@@ -464,7 +464,7 @@ def _report(input_path, out_dir, who, date_from, date_until, where, geoip, trap,
     if not quiet:
         g = result["general"]
         click.echo(f"report: {g['hits']:,} requests, {g['unique_visitors']:,} visitors, "
-                   f"{g['failed_requests']:,} failed; wrote {os.path.join(out_dir, 'report.json')}", err=True)
+                   f"{g['failed_requests']:,} failed; wrote {os.path.join(out_dir, 'report.json')} and index.html", err=True)
 
 
 @main.command()

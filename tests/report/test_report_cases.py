@@ -5,8 +5,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -154,16 +152,29 @@ def test_an_existing_report_is_kept_without_overwrite(tmp_path):
     assert (out / "report.json").read_text() == "{}"
 
 
-def test_geoip_without_its_module_is_one_line(tmp_path):
-    """Where ``logetl.report.geoip`` is not installed, --geoip is refused before anything runs."""
-    code = ("import sys; sys.modules['logetl.report.geoip'] = None; from logetl.cli import main; "
-            "main(['report', '--input', sys.argv[1], '--output', sys.argv[2], '--geoip', sys.argv[1]])")
+def test_geoip_panels_are_the_reports_clients_placed_and_a_bad_database_is_refused_first(tmp_path):
+    """--geoip adds countries and networks made from every client of the report; a file that is not a
+    MaxMind-format database is refused in one line before the log is read (nothing written)."""
+    from reportpage_data import make_mmdb, require_writer
+
+    from logetl.report import geoip
+
+    require_writer()
     log = tmp_path / "access.log"
     log.write_text(LOG, encoding="utf-8")
-    p = subprocess.run([sys.executable, "-c", code, str(log), str(tmp_path / "out")], capture_output=True,
-                       env={**os.environ, "LOGETL_MONITOR": "off"})
+    mmdb = make_mmdb(tmp_path / "city.mmdb", {"1.1.1.0/24": ("AU", "Australia", 13335, "Cloudflare")})
+    p = logetl("report", "--input", str(log), "--output", str(tmp_path / "out"), "--geoip", mmdb,
+               env={"LOGETL_MONITOR": "off"})
+    assert p.returncode == 0, p.stderr.decode()
+    got = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert got["countries"] == [{"country": "AU Australia", "hits": 3, "visitors": 1, "bytes": 150},
+                                {"country": "unknown", "hits": 3, "visitors": 2, "bytes": 17}]
+    assert {k: got[k] for k in ("countries", "asns")} == geoip.panels(got["hosts"], mmdb)
+    p = logetl("report", "--input", str(log), "--output", str(tmp_path / "bad"), "--geoip", str(log),
+               env={"LOGETL_MONITOR": "off"})
     assert (p.returncode, p.stderr.decode()) == (
-        2, "Error: --geoip: this installation has no GeoIP panels (logetl.report.geoip)\n")
+        2, f"Error: the GeoIP database {log} is not a MaxMind-format database (.mmdb)\n")
+    assert not (tmp_path / "bad").exists()
 
 
 @pytest.mark.shared

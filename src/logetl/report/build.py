@@ -18,6 +18,8 @@ import shutil
 
 from logetl import formats
 from logetl.errors import UsageError
+from logetl.report import geoip as geo
+from logetl.report import html
 from logetl.report import panels
 from logetl.report.classify import Classifier
 
@@ -111,14 +113,8 @@ def build(input_path: str, out_dir: str, fmt: formats.LogFormat, *, who: str = "
         raise ReportError(f"--who {who} reads the log twice: give it a file, directory or glob, not standard input")
     check_date("--from", date_from)
     check_date("--until", date_until)
-    geo = None
     if geoip is not None:
-        try:
-            from logetl.report import geoip as geo
-        except ImportError:
-            raise ReportError("--geoip: this installation has no GeoIP panels (logetl.report.geoip)") from None
-        if not os.path.isfile(geoip):
-            raise ReportError(f"--geoip: no such file {geoip!r}")
+        geo.check(geoip)           # a bad database is refused before the log is read
     target = os.path.join(out_dir, REPORT)
     if os.path.exists(target) and not overwrite:
         raise ReportError(f"{target} exists: use --overwrite to replace it")
@@ -138,16 +134,11 @@ def build(input_path: str, out_dir: str, fmt: formats.LogFormat, *, who: str = "
         run, rows = _run(panels.panels_flow(fmt, agents=crawlers, keep_agents=who == "crawlers", **filters),
                          input_path, work, run_flow, options)
     report = assemble(rows, agents, classifier, run, who)
-    if geo is not None:
+    if geoip is not None:
         report.update(geo.panels(report["hosts"], geoip))
     os.makedirs(out_dir, exist_ok=True)
     _write(target, json.dumps(report, ensure_ascii=False, indent=1) + "\n")
-    try:
-        from logetl.report import html
-    except ImportError:
-        html = None
-    if html is not None:
-        _write(os.path.join(out_dir, PAGE), html.render(report))
+    _write(os.path.join(out_dir, PAGE), html.render(report))
     shutil.rmtree(work, ignore_errors=True)
     return report
 

@@ -64,6 +64,14 @@ def panels(hosts_rows: Iterable[dict], mmdb_path) -> dict:
     return {name: _rows(name, table) for name, table in totals.items() if name in want}
 
 
+def check(mmdb_path) -> None:
+    """Opens the database(s) at ``mmdb_path`` and closes them: ``GeoipError`` (one line) before any work for
+    a database that is missing, unreadable or not a MaxMind-format database."""
+    paths = [mmdb_path] if isinstance(mmdb_path, (str, os.PathLike)) else list(mmdb_path)
+    for p in paths:
+        _open(p).close()
+
+
 def _open(path):
     import maxminddb
 

@@ -84,7 +84,7 @@ def render(report: dict) -> str:
         elif key in extra:
             others.append((_heading(key), _cell(key, value)))
     return _ENV.get_template("report.html").render(
-        title=_title(general), who=WHO.get(report.get("who"), report.get("who")),
+        title=_title(general), who=WHO.get(_who(report), _who(report)),
         general=_general(general), shares=_shares(report.get("shares")), panels=panels, others=others)
 
 
@@ -201,6 +201,13 @@ def _bars(bars: list[tuple[str, int, str]], value_name: str) -> dict:
                       "title": f"{label}: {_count(v)} {value_name}"})
     return {"kind": "bars", "width": WIDTH, "height": 8 + len(bars) * row, "left": left, "row": row,
             "marks": marks}
+
+
+def _who(report: dict):
+    """Whose requests the report counts: ``general.who`` ("all", "humans" or "crawlers"); a report whose
+    top-level ``who`` is that word (rather than the hits of each side) says it there."""
+    who = report.get("who")
+    return who if isinstance(who, str) else (report.get("general") or {}).get("who")
 
 
 def _shares(shares) -> dict | None:
