@@ -97,10 +97,20 @@ def check(query: str, engine: str, tables: dict[str, list[str]]) -> Checked:
     return Checked(query, tree, _columns(names, types), tuple(types))
 
 
-def to_spark(query: str) -> str:
+def to_spark(query: str, tables: dict[str, str] | None = None) -> str:
     """``query`` (DuckDB's SQL, in the portable subset) as Spark SQL: sqlglot's translation, with explicit
-    null ordering (DuckDB sorts nulls last, Spark first)."""
-    return _parse(query).sql(dialect="spark")
+    null ordering (DuckDB sorts nulls last, Spark first); ``tables`` renames the tables it reads (name ->
+    the name Spark knows it by; a CTE of the same name is left alone)."""
+    tree = _parse(query)
+    if tables:
+        ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+        for table in tree.find_all(exp.Table):
+            name = table.name
+            if name in tables and name.lower() not in ctes and not table.args.get("db"):
+                alias = table.alias or name
+                table.set("this", exp.to_identifier(tables[name]))
+                table.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+    return tree.sql(dialect="spark")
 
 
 # --- the checks -------------------------------------------------------------------------------------------------
