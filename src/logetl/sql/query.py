@@ -94,7 +94,7 @@ class LocalQuery:
 
         try:
             self.con.register(TABLE, pa.RecordBatchReader.from_batches(self.schema, self._batches()))
-            reader = self.con.sql(self.op.node.query).fetch_arrow_reader(self.local.BATCH_ROWS)
+            reader = self.con.sql(self.op.node.query).to_arrow_reader(self.local.BATCH_ROWS)
             for batch in reader:
                 self.outbox.put(batch)
             self.outbox.put(_END)
