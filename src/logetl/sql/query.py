@@ -70,9 +70,9 @@ class LocalQuery:
         state = self.op.ctx.state
         spill = state.spill_dir(self.op.node.name)
         os.makedirs(spill.path, exist_ok=True)
-        self.limit = state.memory.buffers
+        self.limit, self.budget = state.memory.limit, state.memory.buffers
         self.con = duckdb.connect(config={
-            "memory_limit": f"{max(self.limit >> 20, 16)}MiB", "temp_directory": spill.path,
+            "memory_limit": f"{max(self.budget >> 20, 16)}MiB", "temp_directory": spill.path,
             "threads": os.cpu_count() or 1})
         try:    # times in UTC, as on Spark (without DuckDB's ICU extension they are UTC already)
             self.con.execute("SET TimeZone = 'UTC'")
@@ -134,8 +134,8 @@ class LocalQuery:
         import duckdb
 
         if isinstance(exc, duckdb.OutOfMemoryException):
-            return MemoryError(f"the SQL query needs more memory than the memory limit ({_size(self.limit)} "
-                               "for the query; --memory-limit) allows")
+            return MemoryError(f"the SQL query needs more memory than the memory limit allows ({_size(self.limit)}, "
+                               f"{_size(self.budget)} of it for the query): give a higher --memory-limit")
         if isinstance(exc, duckdb.Error):
             return RuntimeError(f"SQL: {str(exc).splitlines()[0]}")
         return exc
