@@ -9,7 +9,6 @@ import datetime as dt
 import re
 from collections import Counter, defaultdict
 
-import pytest
 from conftest import parts
 
 from logetl import assembly
