@@ -184,7 +184,7 @@ def _portable(tree: exp.Expression) -> None:
     for node in tree.find_all(exp.Join):
         kind = " ".join(filter(None, (node.args.get("method"), node.side, node.kind))).upper()
         if kind not in ("", "INNER", "LEFT", "LEFT OUTER", "RIGHT", "FULL", "CROSS", "OUTER", "LEFT INNER"):
-            raise SqlError(f"a {kind} JOIN is outside the SQL subset that runs on spark: {_snippet(node)}")
+            raise SqlError(f"{kind} JOIN is outside the SQL subset that runs on spark: {_snippet(node)}")
 
 
 def _construct(node: exp.Expression) -> str:
