@@ -38,7 +38,7 @@ def small(tmp_path) -> str:
     ("SELECT ip FROM hits", "unknown table 'hits': a query reads log"),
     ("DELETE FROM log", "only queries run (SELECT ..., WITH ...), not DELETE"),
     ("SELECT * FROM read_csv('/etc/passwd')",
-     "READ_CSV('/etc/passwd'): a query reads only the tables log, not table functions"),
+     "the table function read_csv(): a query reads only the table log"),
 ])
 def test_a_query_that_cannot_run_is_one_line_exit_2(small, tmp_path, query, message):
     r = logetl("sql", query, "--input", small, "--output", str(tmp_path / "out"))

@@ -1,27 +1,25 @@
 """The one SQL dialect of logetl: DuckDB's, checked before anything runs, and translated for Spark.
 
-A query is written in DuckDB's SQL. ``check`` parses it with sqlglot (``read="duckdb"``), binds it in DuckDB
-against empty tables of the given columns (every column a string, as parsed), and refuses, as one line
+A query is written in DuckDB's SQL. ``check`` parses it with DuckDB's parser (and, for Spark, with sqlglot,
+``read="duckdb"``), binds it in DuckDB against empty tables of the given columns (every column a string, as parsed), and refuses, as one line
 (``SqlError``, exit 2), a syntax error (with its line and column), an unknown column (with the table's
 columns), a statement that is not a query, and, for the Spark engine, any construct outside the portable
 subset (naming it and the engine). ``to_spark`` writes the checked query as Spark SQL, with the fixes the
 subset needs beyond what sqlglot does.
 
-The portable subset (``PORTABLE`` and ``FUNCTIONS``) is what gives the same rows on DuckDB and on Spark;
-the local engine runs all of DuckDB's SQL, the Spark engine only the subset.
+The portable subset (``_portable_syntax`` and ``_portable_functions``: sqlglot's node classes) is what
+gives the same rows on DuckDB and on Spark; the local engine runs all of DuckDB's SQL, the Spark engine only the subset.
 """
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass
-
-import sqlglot
-from sqlglot import exp
+from dataclasses import dataclass, field
 
 from logetl.errors import UsageError
 from logetl.expressions import BOOLEAN, FLOAT, INTEGER, STRING, TIMESTAMP
 
-__all__ = ["SqlError", "Checked", "check", "to_spark", "ENGINES", "PORTABLE", "FUNCTIONS"]
+__all__ = ["SqlError", "Checked", "check", "to_spark", "ENGINES"]
 
 ENGINES = ("local", "spark")
 
@@ -32,7 +30,10 @@ class SqlError(UsageError):
 
 #: the syntax of the portable subset (sqlglot's node classes): queries, CTEs, joins, grouping, windows,
 #: conditions, arithmetic, casts, literals
-PORTABLE = (
+def _portable_syntax():
+    from sqlglot import exp
+
+    return (
     exp.Select, exp.From, exp.Table, exp.TableAlias, exp.Column, exp.Identifier, exp.Star, exp.Alias,
     exp.Literal, exp.Boolean, exp.Null, exp.With, exp.CTE, exp.Join, exp.Where, exp.Group, exp.Having,
     exp.Order, exp.Ordered, exp.Limit, exp.Offset, exp.Distinct, exp.Subquery, exp.Union, exp.Paren,
@@ -40,10 +41,14 @@ PORTABLE = (
     exp.Like, exp.ILike, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Neg, exp.DPipe,
     exp.Case, exp.If, exp.Cast, exp.TryCast, exp.DataType, exp.Filter, exp.Window, exp.WindowSpec,
     exp.Tuple, exp.Var, exp.Interval,
-)
+    )
+
 
 #: the functions of the portable subset (sqlglot's node classes), with the name a message gives them
-FUNCTIONS = {
+def _portable_functions():
+    from sqlglot import exp
+
+    return {
     exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
     exp.Round: "round", exp.Abs: "abs", exp.Floor: "floor", exp.Ceil: "ceil",
     exp.Lower: "lower", exp.Upper: "upper", exp.Length: "length", exp.Substring: "substring",
@@ -56,7 +61,7 @@ FUNCTIONS = {
     exp.DayOfWeek: "dayofweek",
     exp.Lag: "lag", exp.Lead: "lead", exp.RowNumber: "row_number", exp.Rank: "rank",
     exp.DenseRank: "dense_rank", exp.CountIf: "count_if",
-}
+    }
 
 #: DuckDB's types -> logetl's field types (``logetl.expressions``); a DATE is written as its ISO text
 _TYPES = [(re.compile(r"(TINY|SMALL|BIG|HUGE|U?)INT(EGER)?|UBIGINT|UHUGEINT|USMALLINT|UTINYINT|UINTEGER"), INTEGER),
@@ -68,13 +73,24 @@ _TYPES = [(re.compile(r"(TINY|SMALL|BIG|HUGE|U?)INT(EGER)?|UBIGINT|UHUGEINT|USMA
 
 @dataclass
 class Checked:
-    """A query that passed ``check``: its sqlglot tree, and its result's columns as (name, logetl type) with
-    DuckDB's type beside (``duck_types``)."""
+    """A query that passed ``check``: its result's columns as (name, logetl type) with DuckDB's type beside
+    (``duck_types``), and its sqlglot tree (``tree``, parsed when first asked for)."""
 
     query: str
-    tree: exp.Expression
     columns: tuple[tuple[str, str], ...]
     duck_types: tuple[str, ...]
+    _tree: object = field(default=None, repr=False)
+
+    @property
+    def tree(self):
+        if self._tree is None:
+            self._tree = _parse(self.query)
+        return self._tree
+
+    @property
+    def ordered(self) -> bool:
+        """Whether the query's result has an order (an ``ORDER BY`` on its outermost query)."""
+        return self.tree.args.get("order") is not None
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -88,16 +104,18 @@ def check(query: str, engine: str, tables: dict[str, list[str]]) -> Checked:
         raise SqlError(f"unknown SQL engine {engine!r} ({', '.join(ENGINES)})")
     if not isinstance(query, str) or not query.strip():
         raise SqlError("the SQL query is empty")
-    _duckdb_syntax(query)
-    tree = _parse(query)
-    _only_queries(tree, tables)
+    _only_queries(query, tables)      # DuckDB's parser: the local engine needs no other
+    tree = None
     if engine == "spark":
+        tree = _parse(query)
         _portable(tree)
-    names, types = _bind(query, tree, tables)
-    return Checked(query, tree, _columns(names, types), tuple(types))
+    names, types = _bind(query, tables)
+    return Checked(query, _columns(names, types), tuple(types), tree)
 
 
 def to_spark(query: str, tables: dict[str, str] | None = None) -> str:
+    from sqlglot import exp
+
     """``query`` (DuckDB's SQL, in the portable subset) as Spark SQL: sqlglot's translation, with explicit
     null ordering (DuckDB sorts nulls last, Spark first); ``tables`` renames the tables it reads (name ->
     the name Spark knows it by; a CTE of the same name is left alone)."""
@@ -115,19 +133,48 @@ def to_spark(query: str, tables: dict[str, str] | None = None) -> str:
 
 # --- the checks -------------------------------------------------------------------------------------------------
 
-def _duckdb_syntax(query: str) -> None:
-    """DuckDB's parser, the dialect's own: a syntax error with its line and column."""
+def _only_queries(query: str, tables) -> None:
+    """DuckDB's parser, the dialect's own: a syntax error with its line and column; one statement, a query,
+    reading no table function."""
     import duckdb
 
     con = duckdb.connect()
     try:
-        con.extract_statements(query)
-    except duckdb.ParserException as exc:
-        text = str(exc)
-        what = text.splitlines()[0].removeprefix("Parser Error: ").removeprefix("syntax error ")
-        raise SqlError(f"SQL syntax error{_caret(query, text)}: {what}") from None
+        try:
+            statements = con.extract_statements(query)
+        except duckdb.ParserException as exc:
+            text = str(exc)
+            what = text.splitlines()[0].removeprefix("Parser Error: ").removeprefix("syntax error ")
+            raise SqlError(f"SQL syntax error{_caret(query, text)}: {what}") from None
+        if len(statements) != 1:
+            raise SqlError(f"give one query, not {len(statements)} statements")
+        kind = str(statements[0].type).rsplit(".", 1)[-1]
+        if kind != "SELECT":
+            raise SqlError(f"only queries run (SELECT ..., WITH ...), not {kind}")
+        tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [query]).fetchone()[0])
     finally:
         con.close()
+    function = _table_function(tree)
+    if function:
+        raise SqlError(f"the table function {function}(): a query reads only the table{'s' if len(tables) > 1 else ''} "
+                       f"{', '.join(tables)}")
+
+
+def _table_function(node) -> str | None:
+    """The name of the first table function in DuckDB's tree of a query, or None."""
+    if isinstance(node, dict):
+        if node.get("type") == "TABLE_FUNCTION":
+            return (node.get("function") or {}).get("function_name", "?")
+        values = node.values()
+    elif isinstance(node, list):
+        values = node
+    else:
+        return None
+    for value in values:
+        found = _table_function(value)
+        if found:
+            return found
+    return None
 
 
 def _caret(query: str, text: str) -> str:
@@ -144,7 +191,9 @@ def _caret(query: str, text: str) -> str:
     return f" at line {number}, column {offset + 1}" if offset >= 0 else f" at line {number}"
 
 
-def _parse(query: str) -> exp.Expression:
+def _parse(query: str):
+    import sqlglot
+
     try:
         trees = sqlglot.parse(query, read="duckdb")
     except sqlglot.errors.ParseError as exc:
@@ -161,18 +210,12 @@ def _parse(query: str) -> exp.Expression:
     return trees[0]
 
 
-def _only_queries(tree: exp.Expression, tables) -> None:
-    if not isinstance(tree, exp.Query):
-        raise SqlError(f"only queries run (SELECT ..., WITH ...), not {tree.key.upper()}")
-    for node in tree.find_all(exp.Table):
-        if not isinstance(node.this, exp.Identifier):
-            raise SqlError(f"{node.sql(dialect='duckdb')}: a query reads only the tables "
-                           f"{', '.join(tables)}, not table functions")
+def _portable(tree) -> None:
+    from sqlglot import exp
 
-
-def _portable(tree: exp.Expression) -> None:
+    syntax, functions = _portable_syntax(), _portable_functions()
     for node in tree.walk():
-        if isinstance(node, PORTABLE) or type(node) in FUNCTIONS:
+        if isinstance(node, syntax) or type(node) in functions:
             continue
         if isinstance(node, exp.Anonymous):
             what = f"the function {node.name}()"
@@ -187,19 +230,21 @@ def _portable(tree: exp.Expression) -> None:
             raise SqlError(f"{kind} JOIN is outside the SQL subset that runs on spark: {_snippet(node)}")
 
 
-def _construct(node: exp.Expression) -> str:
+def _construct(node) -> str:
+    from sqlglot import exp
+
     if isinstance(node, exp.Bracket):
         return "a subscript ([...])"
     words = re.sub(r"(?<!^)(?=[A-Z])", " ", type(node).__name__).lower()
     return f"a {words} ({node.key})" if words != node.key else f"a {words}"
 
 
-def _snippet(node: exp.Expression) -> str:
+def _snippet(node) -> str:
     text = node.sql(dialect="duckdb")
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _bind(query: str, tree: exp.Expression, tables) -> tuple[list[str], list[str]]:
+def _bind(query: str, tables) -> tuple[list[str], list[str]]:
     """The result's column names and DuckDB types, from binding the query against empty tables."""
     import duckdb
 
@@ -212,19 +257,19 @@ def _bind(query: str, tree: exp.Expression, tables) -> tuple[list[str], list[str
             relation = con.sql(query)
             names, types = list(relation.columns), [str(t) for t in relation.types]
         except duckdb.Error as exc:
-            raise SqlError(_binder_message(exc, query, tree, tables)) from None
+            raise SqlError(_binder_message(exc, query, tables)) from None
     finally:
         con.close()
     return names, types
 
 
-def _binder_message(exc, query: str, tree: exp.Expression, tables) -> str:
+def _binder_message(exc, query: str, tables) -> str:
     text = str(exc)
     first = text.splitlines()[0]
     column = re.search(r'Referenced column "([^"]+)" not found', first)
     if column:
         name = column.group(1)
-        where = _position(tree, name)
+        where = _position(query, name)
         listed = "; ".join(f"{t} has {', '.join(cols)}" for t, cols in tables.items())
         return f"unknown column {name!r}{where}: {listed}"
     table = re.search(r"Table with name (\S+) does not exist", first)
@@ -235,7 +280,14 @@ def _binder_message(exc, query: str, tree: exp.Expression, tables) -> str:
     return first + (f" (line {line.group(1)})" if line else "")
 
 
-def _position(tree: exp.Expression, name: str) -> str:
+def _position(query: str, name: str) -> str:
+    """`` at line L, column C`` of the column ``name`` in ``query`` (sqlglot's tokens know where they are)."""
+    from sqlglot import exp
+
+    try:
+        tree = _parse(query)
+    except SqlError:
+        return ""
     for column in tree.find_all(exp.Column):
         if column.name.lower() == name.lower():
             meta = column.this.meta if isinstance(column.this, exp.Identifier) else {}

@@ -215,7 +215,7 @@ def spark_query(node: Query, inputs):
     result = df.sparkSession.sql(dialect.to_spark(node.query, tables={TABLE: view}))
     result = result.select(*[F.col(f"`{c}`").cast(_SPARK_TYPES[node.types[f]]).alias(f)
                              for c, f in zip(result.columns, node.fields)])
-    return engine._renumbered(result) if node.checked.tree.args.get("order") is not None else result
+    return engine._renumbered(result) if node.checked.ordered else result
 
 
 def register() -> None:
