@@ -128,3 +128,12 @@ def test_malformed_lines_are_counted_trapped_and_thresholded_as_in_every_run(sma
     r = logetl("sql", BY_STATUS, "--input", small, "--max-malformed", "0.2", "--output", str(tmp_path / "out2"))
     assert r.returncode == 1
     assert not (tmp_path / "out2").exists()
+
+
+def test_a_query_that_fails_as_it_runs_is_one_line_exit_1(sample, tmp_path):
+    r = logetl("sql", "SELECT sum(CAST(size AS BIGINT)) AS s FROM log", "--input", sample, "-q",
+               "--output", str(tmp_path / "out"))
+    assert (r.returncode, r.stderr.decode()) == (
+        1, "Error: sql failed: SQL: Conversion Error: Could not convert string '-' to INT64 when casting from "
+           "source column size\n")
+    assert not (tmp_path / "out").exists()

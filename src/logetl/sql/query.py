@@ -127,6 +127,10 @@ class LocalQuery:
             if item is _END:
                 return
             if isinstance(item, BaseException):
+                if not wait:            # the query's thread waits for the end of the input to finish
+                    self.inbox.put(_END)
+                    self.thread.join()
+                    self.con.close()
                 raise self._failure(item)
             self.op.emit(self.local.Batch(self.op.node.fields, _typed(item, self.op.node)))
 
