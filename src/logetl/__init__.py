@@ -12,3 +12,7 @@ if _program == "-m" or _program.rsplit("/", 1)[-1] == "logetl":
     from logetl import errors as _errors
 
     _errors.command_signals(_errors.said_when_stopped(_sys.argv[1:]), program=True)
+
+from logetl.sql.table import read_log  # noqa: E402  (the parsed log as an Arrow stream, a Polars or DuckDB table)
+
+__all__ = ["read_log", "__version__"]

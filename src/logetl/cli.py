@@ -220,19 +220,27 @@ def _flow(program: str | None, flow_file: str | None, log_format: str | None, fo
     return program_flow(program, fmt)
 
 
+def _engine(opts: dict) -> str:
+    if opts["hdfs"] and opts["engine"] == "local":
+        raise UserError("--hdfs runs on spark: it cannot go with --engine local")
+    return "spark" if opts["hdfs"] else (opts["engine"] or "local")
+
+
 def _run(program: str | None, input_path: str, outputs: dict[str, str], opts: dict, trap, overwrite: bool,
-         quiet: bool, work_dir: str | None, checkpoint_dir: str | None = None, flow_file: str | None = None):
+         quiet: bool, work_dir: str | None, checkpoint_dir: str | None = None, flow_file: str | None = None,
+         flow=None, shown: dict[str, str] | None = None):
+    """Runs a program, a flow file's flow or ``flow``; ``shown``: how the summary names the outputs (default
+    their paths)."""
     from logetl.console import ConsoleReporter
     from logetl.job import engine_options_for, run_flow
 
-    flow = _flow(program, flow_file, opts["log_format"], opts["format_file"])
-    if opts["hdfs"] and opts["engine"] == "local":
-        raise UserError("--hdfs runs on spark: it cannot go with --engine local")
-    engine = "spark" if opts["hdfs"] else (opts["engine"] or "local")
+    if flow is None:
+        flow = _flow(program, flow_file, opts["log_format"], opts["format_file"])
+    engine = _engine(opts)
     # checked as run_flow checks its engine_options: one place says what each engine takes
     engine_options = engine_options_for(engine, {"memory_limit": opts["memory_limit"], "master": opts["master"],
                                                  "conf": opts["confs"] or None})
-    listener = ConsoleReporter(outputs={**outputs, **({"trap": trap} if trap else {})}, quiet=quiet)
+    listener = ConsoleReporter(outputs={**(shown or outputs), **({"trap": trap} if trap else {})}, quiet=quiet)
     try:
         with errors.ended_by_signals():     # SIGTERM and SIGHUP stop the run as Ctrl-C does
             run_flow(flow, input_path, outputs, engine=engine, trap=trap, overwrite=overwrite, listener=listener,
@@ -346,6 +354,40 @@ def join(in_arg, out_arg, input_path, output, checkpoint_dir, trap, overwrite, q
     if not output:
         raise click.UsageError("missing output directory: logetl join IN OUTDIR")
     _run("join", input_path, {"output": output}, opts, trap, overwrite, quiet, work_dir, checkpoint_dir)
+
+
+@main.command()
+@click.argument("query", metavar="QUERY")
+@click.option("--input", "input_path", required=True, metavar="IN",
+              help="Log file, directory or glob; - reads standard input.")
+@click.option("--output", metavar="DIR", default=None,
+              help="Write the result here (part-* and _SUCCESS, as every output); without it the result "
+                   "prints: an aligned table on a terminal, TSV with a header line when piped.")
+@_engine_options
+def sql(query, input_path, output, trap, overwrite, quiet, work_dir, **opts):
+    """Run a SQL query (DuckDB's dialect) over the log: the table log has one string column per field of
+    the log format, as parsed. QUERY is the query's text, or @FILE.sql.
+
+    Malformed lines are not rows: they are counted, trapped (--trap) and thresholded (--max-malformed) as in
+    every run. On the local engine the query runs in DuckDB within --memory-limit (it spills to the working
+    directory); with --hdfs it runs as Spark SQL, translated, and only the portable subset is accepted.
+
+    \b
+    Examples:
+      logetl sql "SELECT response, count(*) AS n FROM log GROUP BY response ORDER BY n DESC" --input access.log
+      logetl sql @top_paths.sql --input 'logs/*.gz' --output out/top --hdfs
+    """
+    from logetl.sql import shell
+
+    flow = shell.query_flow(shell.query_text(query), _engine(opts), opts["log_format"], opts["format_file"],
+                            opts["output_format"], output is not None)
+    if output is not None:
+        _run(None, input_path, {"output": output}, opts, trap, overwrite, quiet, work_dir, flow=flow)
+        return
+    with shell.result_directory(opts["output_format"]) as tmp:
+        _run(None, input_path, {"output": tmp}, {**opts, "header": False}, trap, True, quiet, work_dir, flow=flow,
+             shown={"output": "(standard output)"})
+        shell.show(tmp, flow, sys.stdout, header=opts["header"] is not False)
 
 
 def _parse_outputs(ctx, param, values):
