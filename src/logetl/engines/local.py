@@ -1158,6 +1158,8 @@ OPS = {
     assembly.HashJoin: HashJoinOp,
 }
 OPS[assembly.Visits] = VisitsOp
+from logetl.engines.local_sql import SqlOp  # noqa: E402 - it builds on Op and Batch, above
+OPS[assembly.Sql] = SqlOp
 
 
 class Scan:
