@@ -33,14 +33,15 @@ def lines(*rows: str) -> bytes:
     return "".join(r + "\n" for r in rows).encode("utf-8")
 
 
-def run(flow, engine: str, where) -> dict[str, bytes]:
-    runner = get_engine(engine)()
+def run(flow, engine: str, where, **options) -> dict[str, bytes]:
+    runner = get_engine(engine)(**options)
     outs = {s.tap: str(where / s.tap) for s in flow.sinks}
     try:
         taps = bind(flow, LOG, outs, engine=engine, fs=runner.filesystem())
-        runner.run(flow, taps, FlowListener())
+        done = runner.run(flow, taps, FlowListener())
     finally:
         runner.shutdown()
+    run.last = done
     return {tap: parts(path).decode("utf-8") for tap, path in outs.items()}
 
 
@@ -110,6 +111,15 @@ EXPECTED = {
 def test_every_query_gives_the_expected_bytes(engine, tmp_path):
     got = run(every_query(), engine, tmp_path)
     assert got == {tap: data.decode("utf-8") for tap, data in EXPECTED.items()}
+
+
+def test_an_input_past_the_memory_budget_is_read_from_disk_with_the_same_bytes(tmp_path):
+    """With a budget of one byte every step's input goes into DuckDB's database file in the spill directory."""
+    got = run(every_query(), "local", tmp_path, spill_buffers=1)
+    assert got == {tap: data.decode("utf-8") for tap, data in EXPECTED.items()}
+    spilled = run.last.spilled
+    assert sorted(spilled) == ["by_status", "cte", "ok", "self_join", "times", "window"]
+    assert all(s["bytes"] > 0 and s["files"] == 1 for s in spilled.values())
 
 
 # --- explain, the monitor's graph ------------------------------------------------------------------------------
