@@ -78,7 +78,10 @@ def every_query():
              p.derive(ts=L.timestamp("time")).sql(TIMES, name="times").write("times"),
              ok.write("ok"),
              ok.limit(3).write("ok3"),
-             ok.filter(L.col("response") != "200").write("not200")]
+             ok.filter(L.col("response") != "200").write("not200"),
+             # no record reaches the step: the query still runs, over an empty input
+             p.filter(L.col("ip") == "none").sql("SELECT count(*) AS n, max(size) AS m FROM input",
+                                                 name="nothing").write("nothing")]
     return L.Flow("sql_steps", sinks)
 
 
@@ -105,6 +108,7 @@ EXPECTED = {
     "ok": lines("10.0.0.1\t200", "10.0.0.1\t200", "10.0.0.2\t200", "10.0.0.5\t200", "10.0.0.6\t201"),
     "ok3": lines("10.0.0.1\t200", "10.0.0.1\t200", "10.0.0.2\t200"),
     "not200": lines("10.0.0.6\t201"),
+    "nothing": lines("0\t"),
 }
 
 
@@ -155,7 +159,7 @@ def test_explain_shows_the_step_its_query_on_one_line_and_its_fields():
 
 # --- restart ----------------------------------------------------------------------------------------------------
 
-def test_a_failed_run_restarts_after_the_checkpoint_before_the_step(tmp_path, monkeypatch):
+def test_a_failed_run_restarts_after_the_checkpoint_before_the_step(engine, tmp_path, monkeypatch):
     def flow():
         stored = logs().checkpoint("cp")
         return L.Flow("restarting", [stored.sql(OK, name="ok").write("ok")])
@@ -163,10 +167,10 @@ def test_a_failed_run_restarts_after_the_checkpoint_before_the_step(tmp_path, mo
     out = str(tmp_path / "out")
     monkeypatch.setenv("LOGETL_FAIL_AT", "ok")
     with pytest.raises(InjectedFailure):
-        run_flow(flow(), LOG, {"ok": out}, monitor=False, quiet=True)
+        run_flow(flow(), LOG, {"ok": out}, engine=engine, monitor=False, quiet=True)
     monkeypatch.delenv("LOGETL_FAIL_AT")
     assert not os.path.exists(out)
-    result = run_flow(flow(), LOG, {"ok": out}, monitor=False, quiet=True)
+    result = run_flow(flow(), LOG, {"ok": out}, engine=engine, monitor=False, quiet=True)
     assert result.restarted_after == "cp"
     assert [(s.name, s.status) for s in result.steps] == [("parse", "SKIPPED"), ("ok", "SUCCESSFUL")]
     assert parts(out) == EXPECTED["ok"]
