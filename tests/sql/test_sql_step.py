@@ -238,11 +238,11 @@ def plain_python(data: bytes) -> str:
 
 
 @pytest.mark.shared
-def test_the_sample_log_gives_what_plain_python_computes(sample, tmp_path):
+def test_the_sample_log_gives_what_plain_python_computes(engine, sample, tmp_path):
     flow = L.Flow("statuses", [L.read(fields=("ip", "time", "request", "response", "size"))
                                .sql(SAMPLE_QUERY, name="statuses").write("out")])
     out = str(tmp_path / "out")
-    run_flow(flow, sample, {"out": out}, monitor=False, quiet=True)
+    run_flow(flow, sample, {"out": out}, engine=engine, monitor=False, quiet=True)
     with open(sample, "rb") as f:
         expected = plain_python(f.read())
     assert parts(out).decode() == expected
