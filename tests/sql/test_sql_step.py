@@ -126,6 +126,23 @@ def test_an_input_past_the_memory_budget_is_read_from_disk_with_the_same_bytes(t
     assert all(s["bytes"] > 0 and s["files"] == 1 for s in spilled.values())
 
 
+def test_a_query_that_needs_more_memory_than_the_limit_fails_naming_it(tmp_path, monkeypatch):
+    """DuckDB given 8 MiB: a string of 1.4 GB (an aggregate that cannot spill) fails the run, exit 1, and
+    nothing is published."""
+    from logetl.engines import local_sql
+    from logetl.engines.spill import MemoryLimitExceeded
+
+    monkeypatch.setattr(local_sql, "MIN_DUCKDB", 8 << 20)
+    query = "SELECT length(string_agg(repeat(ip, 100000), ',')) AS n FROM input, range(200)"
+    flow = L.Flow("huge", [logs().sql(query, name="huge").write("out")])
+    with pytest.raises(MemoryLimitExceeded) as caught:
+        run(flow, "local", tmp_path, spill_buffers=1)
+    assert str(caught.value) == ("operator 'huge' (sql) needs more memory than --memory-limit allows (512 MiB; "
+                                 "DuckDB had 8 MiB of it and spilled what it could to disk): raise --memory-limit")
+    assert MemoryLimitExceeded.exit_code == 1
+    assert not os.path.exists(tmp_path / "out")
+
+
 # --- explain, the monitor's graph ------------------------------------------------------------------------------
 
 def test_explain_shows_the_step_its_query_on_one_line_and_its_fields():

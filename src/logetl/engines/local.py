@@ -1158,8 +1158,15 @@ OPS = {
     assembly.HashJoin: HashJoinOp,
 }
 OPS[assembly.Visits] = VisitsOp
-from logetl.engines.local_sql import SqlOp  # noqa: E402 - it builds on Op and Batch, above
-OPS[assembly.Sql] = SqlOp
+
+
+def _sql_op(*args) -> Op:
+    from logetl.engines.local_sql import SqlOp  # it builds on Op and Batch: imported once they exist
+
+    return SqlOp(*args)
+
+
+OPS[assembly.Sql] = _sql_op
 
 
 class Scan:

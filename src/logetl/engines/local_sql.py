@@ -126,9 +126,9 @@ class SqlOp(Op):
         except duckdb.OutOfMemoryException:
             memory = self.budget
             raise MemoryLimitExceeded(
-                f"operator {self.node.name!r} (sql) needs more memory than the memory limit allows "
-                f"({memory.limit / MiB:,.0f} MiB, of which DuckDB had {self.duckdb_limit / MiB:,.0f} MiB and "
-                "spilled the rest to disk): raise --memory-limit") from None
+                f"operator {self.node.name!r} (sql) needs more memory than --memory-limit allows "
+                f"({memory.limit / MiB:,.0f} MiB; DuckDB had {self.duckdb_limit / MiB:,.0f} MiB of it and spilled "
+                "what it could to disk): raise --memory-limit") from None
         finally:
             con.close()
             self.held = []
