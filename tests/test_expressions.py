@@ -307,6 +307,11 @@ def case_checkpoint(p):
         "first": lines("10.0.0.1", "10.0.0.2", "10.0.0.3")}
 
 
+def case_sql(p):
+    out = p.sql("SELECT response, count(*) AS n FROM input GROUP BY response ORDER BY n DESC, response")
+    return [out.write("out")], {"out": lines("200\t4", "404\t2", "201\t1", "304\t1", "500\t1")}
+
+
 CASES = {name[len("case_"):]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
 
 

@@ -18,7 +18,8 @@ defined, before any data is read), and every engine runs the same description wi
 The operators, each documented with its memory and ordering contract (``logetl.assembly``):
 ``read`` (a source with a log format), ``drop_size_dash`` (the three programs' rule), ``filter``,
 ``select``, ``rename``, ``derive``, ``unique``, ``group_by(...).agg(...)``, ``join`` (inner, left), ``sort``,
-``limit``, ``top``, ``checkpoint``, ``branch`` and ``write`` (a sink). The expressions
+``limit``, ``top``, ``checkpoint``, ``branch``, ``sql`` (a query in DuckDB's SQL over the records, as the
+table ``input``) and ``write`` (a sink). The expressions
 (``logetl.expressions``) are the portable set both engines compile: comparisons, ``& | ~``, ``is_in``, ``starts_with``/``ends_with``/``contains``,
 ``matches`` (a portable regex subset), ``substring``, ``lower``/``upper``, ``split_part``, ``concat``,
 ``to_int``, arithmetic, ``coalesce``, ``crc32``, ``day`` and ``hour``; for strings and URLs, ``extract``

@@ -203,6 +203,17 @@ class Pipe:
         field, a new visit after more than ``gap_minutes`` of inactivity, numbered in field ``field``."""
         return Visits(name, self, by, time, gap_minutes, field)
 
+    def sql(self, query: str, name: str | None = None) -> "Sql":
+        """A SQL step: ``query``, in DuckDB's SQL, over this pipe's records as the table ``input``; its
+        rows are the records that follow (``Sql``)::
+
+            hits = logs.sql("SELECT response, count(*) AS n FROM input GROUP BY response")
+
+        Each column of the result is a field, named as the query names it (``count(*) AS n``), of the
+        type the query gives it. A syntax error, an unknown column or a column of a type logetl does not
+        carry fails here, in one line."""
+        return Sql(name, self, query)
+
     def drop_size_dash(self, name: str | None = None) -> "DropSizeDash":
         """The three programs' rule as a step: drops the records whose size is ``-`` (``DropSizeDash``)."""
         return DropSizeDash(name, self)
@@ -707,6 +718,46 @@ class Visits(Pipe):
     def describe(self) -> str:
         return (f"{self.field} per {', '.join(self.by)} in {self.time} order, a new one after a gap of more "
                 f"than {self.gap_minutes} min")
+
+
+# --- SQL steps ----------------------------------------------------------------------------------------------
+
+class Sql(Pipe):
+    """A query over its input's records, read as the table ``input`` (``logetl.sqlstep``): DuckDB's SQL,
+    run by DuckDB on the local engine and, translated by sqlglot, by Spark SQL. The fields are the query's
+    columns, named and typed as it gives them (``sqlstep.OUTPUT_TYPES``), found when the flow is defined.
+
+    Blocking and not per record (a query may aggregate, join or number its whole input): on the local
+    engine DuckDB reads the input as Arrow, without a copy, while it fits the run's memory budget, and
+    from a database file in the run's spill directory past it, within ``--memory-limit`` (DuckDB spills
+    there too); a query that needs more fails naming the limit. Order: the query's ``ORDER BY`` (make it
+    total for the same bytes on both engines); without one, the order is not defined."""
+
+    kind = "sql"
+    #: a query may aggregate, join or number its whole input: never run batch by batch
+    per_record = False
+
+    def __init__(self, name: str | None, previous: Pipe, query: str):
+        self.query = query
+        super().__init__(name, previous)
+
+    def _resolve(self) -> None:
+        from logetl import sqlstep
+
+        source = self._input()
+        try:
+            self.fields, self.types = sqlstep.output_of(self.query, source.fields, source.types)
+        except sqlstep.SqlError as exc:
+            raise AssemblyError(f"sql {self.label}: {exc}") from None
+
+    @property
+    def blocking(self) -> bool:
+        return True
+
+    def describe(self) -> str:
+        from logetl.sqlstep import one_line
+
+        return one_line(self.query)
 
 
 #: the types a sink does not partition by: type -> what to do instead (a directory name per second, with

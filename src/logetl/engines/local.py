@@ -1160,6 +1160,15 @@ OPS = {
 OPS[assembly.Visits] = VisitsOp
 
 
+def _sql_op(*args) -> Op:
+    from logetl.engines.local_sql import SqlOp  # it builds on Op and Batch: imported once they exist
+
+    return SqlOp(*args)
+
+
+OPS[assembly.Sql] = _sql_op
+
+
 class Scan:
     """Parsed chunks of the input files in order (iterate it); the kernel runs ahead on ``threads`` threads
     (with ``parser``'s format and fields; default the original expression). ``ranges`` and ``reached``: an

@@ -1021,6 +1021,8 @@ OPERATORS = {
     assembly.Top: _top,
 }
 OPERATORS[assembly.Visits] = _visits
+from logetl.engines.spark_sql import sql_step  # noqa: E402 - SQL steps (assembly.Sql)
+OPERATORS[assembly.Sql] = sql_step
 
 
 class SparkRun(RunState):
