@@ -178,8 +178,15 @@ static PyObject *run_scan(Py_buffer *inp, int final, int columns, const program 
          * the heap so fragmented that Branch with Parquet held 386 MB instead of 206 MB.) */
         tsv = Py_None; Py_INCREF(tsv);
     } else {
-        /* Each record's TSV is no longer than its line plus the '\n' it may lack. */
-        tsv = PyBytes_FromStringAndSize(NULL, in.len + 1);
+        /* Each record's TSV is no longer than its line plus the '\n' it may lack, plus, when a field may
+         * take no text of the line, one TAB a field. */
+        Py_ssize_t room = in.len + 1;
+        if (pg && pg->may_be_absent) {
+            Py_ssize_t n_nl = 0;
+            for (const char *c = in.buf, *e = c + in.len; (c = memchr(c, '\n', e - c)); c++) n_nl++;
+            room += (n_nl + 1) * n_out;
+        }
+        tsv = PyBytes_FromStringAndSize(NULL, room);
         if (!tsv) { PyBuffer_Release(inp); return NULL; }
         st.tsv = PyBytes_AS_STRING(tsv);
     }
