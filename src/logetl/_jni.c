@@ -39,6 +39,7 @@ static int decode_program(const unsigned char *code, jsize len, const jint *out,
     memset(pg, 0, sizeof *pg);
     pg->tokens = tokens;
     pg->clean_literals = 1;
+    pg->cr_free_literals = 1;
     jsize at = 0;
     while (at < len) {
         if (pg->n_tokens == max_tokens || len - at < 6) return -1;

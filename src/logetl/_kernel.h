@@ -71,6 +71,15 @@ static int valid_utf8(const unsigned char *p, const unsigned char *e) {
 
 typedef struct { const unsigned char *s, *e; } span;
 
+/* The first `c` in [p, e), or NULL: most fields are short, so the first bytes are looked at inline before
+ * memchr is called (whose setup costs more than a short field's bytes). */
+static inline const unsigned char *find_byte(const unsigned char *p, const unsigned char *e, unsigned char c) {
+    const unsigned char *s = e - p > 16 ? p + 16 : e;
+    for (; p < s; p++)
+        if (*p == c) return p;
+    return p < e ? memchr(p, c, e - p) : NULL;
+}
+
 /* The first occurrence of n > 0 bytes l in [p, e), or NULL (memmem is not in every libc's default set). */
 static inline const unsigned char *find_lit(const unsigned char *p, const unsigned char *e,
                                             const unsigned char *l, ptrdiff_t n) {
@@ -179,6 +188,8 @@ typedef struct {
     int out[MAX_FIELDS]; int n_out;
     int size_index;
     int clean_literals;            /* no literal holds TAB or CR: a field holds one iff the line does */
+    int cr_free_literals;          /* no literal holds CR: a field holds one iff the line does */
+    unsigned char tab_free[MAX_FIELDS];   /* the field ends at its first TAB, so holds none */
     int may_be_absent;             /* a field may take no text of the line (T_OPT, T_MAYBE, T_PREFIX): a
                                     * record's TSV may then be longer than its line, by up to one TAB a field */
 } program;
@@ -192,6 +203,9 @@ static inline int program_add(program *pg, int kind, const unsigned char *lit, p
     pg->tokens[pg->n_tokens++] = (token){kind, lit, lit_len, stop};
     if (kind != T_LIT && kind != T_OPT && kind != T_SKIP) pg->n_fields++;
     if (kind == T_OPT || kind == T_MAYBE || kind == T_PREFIX) pg->may_be_absent = 1;
+    if (kind == T_LIT && memchr(lit, '\r', lit_len)) pg->cr_free_literals = 0;
+    if (kind != T_LIT && kind != T_OPT && kind != T_SKIP && pg->n_fields <= MAX_FIELDS)
+        pg->tab_free[pg->n_fields - 1] = stop == '\t' && ((kind == T_UNTIL && lit_len == 0) || kind == T_REST);
     else if (memchr(lit, '\t', lit_len) || memchr(lit, '\r', lit_len)) pg->clean_literals = 0;
     return 0;
 }
@@ -211,12 +225,13 @@ static int parse_program_line(const program *pg, const unsigned char *p, const u
     for (int i = 0; i < pg->n_tokens; i++) {
         const token *t = &pg->tokens[i];
         switch (t->kind) {
-        case T_LIT:
-            if (e - q < t->lit_len || memcmp(q, t->lit, t->lit_len) != 0) return LINE_NOMATCH;
+        case T_LIT:   /* (most literals are one character: compared inline, not by a call) */
+            if (e - q < t->lit_len || (t->lit_len == 1 ? *q != t->lit[0] : memcmp(q, t->lit, t->lit_len) != 0))
+                return LINE_NOMATCH;
             q += t->lit_len;
             break;
         case T_UNTIL: {
-            const unsigned char *r = t->lit_len ? find_lit(q, e, t->lit, t->lit_len) : memchr(q, t->stop, e - q);
+            const unsigned char *r = t->lit_len ? find_lit(q, e, t->lit, t->lit_len) : find_byte(q, e, t->stop);
             if (!r) return LINE_NOMATCH;
             f[k].s = q; f[k].e = r; k++; q = r;
             break;
@@ -296,9 +311,13 @@ static int parse_program_line(const program *pg, const unsigned char *p, const u
     if (q != e) return LINE_NOMATCH;
     if (pg->clean_literals)   /* fields and literals tile the line: one scan of it instead of one per field */
         return (memchr(p, '\t', e - p) || memchr(p, '\r', e - p)) ? LINE_TABCR : LINE_OK;
+    /* literals hold a TAB (a tab-separated layout): a CR is looked for once in the line when no literal
+     * holds one, a TAB in each field that does not end at its first TAB */
+    if (pg->cr_free_literals && memchr(p, '\r', e - p)) return LINE_TABCR;
     for (int i = 0; i < k; i++) {
         ptrdiff_t len = f[i].e - f[i].s;
-        if (memchr(f[i].s, '\t', len) || memchr(f[i].s, '\r', len)) return LINE_TABCR;
+        if ((!pg->tab_free[i] && memchr(f[i].s, '\t', len)) || (!pg->cr_free_literals && memchr(f[i].s, '\r', len)))
+            return LINE_TABCR;
     }
     return LINE_OK;
 }

@@ -293,6 +293,7 @@ static int build_program(PyObject *prog_t, PyObject *out_t, int size_index, prog
     pg->tokens = calloc(n_tok ? n_tok : 1, sizeof(token));
     if (!pg->tokens) { PyErr_NoMemory(); return -1; }
     pg->clean_literals = 1;
+    pg->cr_free_literals = 1;
     for (Py_ssize_t i = 0; i < n_tok; i++) {
         int kind, stop; const char *lit; Py_ssize_t lit_len;
         if (!PyArg_ParseTuple(PyTuple_GET_ITEM(prog_t, i), "iy#i", &kind, &lit, &lit_len, &stop)) goto bad;

@@ -86,3 +86,14 @@ def test_auto_on_the_command_line_names_its_choice_and_refuses_an_unknown_log(tm
     assert (p.returncode, p.stderr.decode()) == (
         2, f"Error: --format auto recognises no format in the first 2 lines of {str(bad)!r} (tried: alb, elb, s3, "
            "haproxy, cloudfront, vhost_combined, nginx, combined, common); give --format or --format-file\n")
+
+
+def test_the_programs_refuse_cloudfront_which_writes_no_request_line(tmp_path):
+    log = tmp_path / "cf.log"
+    log.write_bytes(b"#Version: 1.0\n")
+    fields = ", ".join(formats.compile_format("cloudfront").fields)
+    p = logetl("branch", "--input", str(log), "--output1", str(tmp_path / "a"), "--output2", str(tmp_path / "b"),
+               "--format", "cloudfront")
+    assert (p.returncode, p.stderr.decode()) == (
+        2, f"Error: program branch needs field 'request', and the log format has none (its fields: {fields}; "
+           "branch needs ip, time, request, response, size)\n")

@@ -161,6 +161,9 @@ CLOUDFRONT = [
                                                                                    b"/a\t304\t-\t")
      .replace(b"537.36\t-\t", b"537.36\tq=1&b=%20\t"), {"ip": "2001:db8::7", "path": "/a", "response": "304",
                                                        "query": "q=1&b=%20"}),
+    # the last field ends the line, so a TAB in it is in a field; a CR anywhere but at the end is in one
+    ("tab-in-the-last-field", CLOUDFRONT_LINE + b"\tx", "tab_or_cr_in_field"),
+    ("cr-in-a-field", CLOUDFRONT_LINE.replace(b"LAX1", b"LA\rX1"), "tab_or_cr_in_field"),
     ("too-few-fields", b"\t".join(CLOUDFRONT_LINE.split(b"\t")[:11]), "no_match"),
     ("space-separated", CLOUDFRONT_LINE.replace(b"\t", b" "), "no_match"),
 ]
