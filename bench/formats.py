@@ -12,7 +12,14 @@ outputs, median wall time of:
 - the parse alone, in this process: the local engine's two-thread scan over the file with each format's
   parser, records written as TSV (what Branch asks of the kernel).
 
-Target: the nginx parse within 1.5x the default format's time in the same run. Writes
+Target: the nginx parse within 1.5x the default format's time in the same run.
+
+Then the vendor presets (``alb``, ``elb``, ``s3``, ``haproxy``, ``cloudfront``): the same combined log's
+records rewritten into each preset's layout (each vendor's documented example line with the record's
+client address, request, status, bytes and user agent in their places, the first 50,000 records repeated
+to the line count; CloudFront's with its two header lines first), and the parse alone of each, the fields of the one vocabulary it has, against the combined
+parse in the same run (target: within 1.5x). Peak RSS: the parse of each preset's log and of its first half,
+each in a fresh process (``ru_maxrss``): flat with input size means the two are alike. Writes
 bench/out/formats/results.json.
 """
 from __future__ import annotations
@@ -52,6 +59,96 @@ def to_nginx(src: str, dst: str) -> None:
     os.replace(dst + ".tmp", dst)
 
 
+def _vendor_lines():
+    sys.path.insert(0, os.path.join(HERE, "..", "tests", "formats"))
+    import vendor_lines as v
+
+    return v
+
+
+#: distinct records rewritten per preset; the preset's log repeats them up to the line count (a rewrite of
+#: each of 2M lines in Python takes minutes; the parse's cost depends on the lines' layout and lengths)
+DISTINCT = 50_000
+
+
+def to_vendor(src: str, dst: str, preset: str, lines: int) -> None:
+    """The first ``DISTINCT`` combined records in ``preset``'s layout (see the module docstring), repeated
+    to ``lines`` lines."""
+    from logetl import contract
+
+    v = _vendor_lines()
+    with open(src, "rb") as f, open(dst + ".tmp", "wb") as out:
+        if preset == "cloudfront":
+            out.write(b"#Version: 1.0\n" + v.CLOUDFRONT_FIELDS + b"\n")
+        buf = []
+        for line in f:
+            raw = line.rstrip(b"\n")
+            try:
+                fields = contract.parse_line(raw)
+            except contract.Malformed:     # the generated log's malformed lines stay out
+                continue
+            ip, _, request, status, size = fields
+            agent = contract.parse_tail(raw, fields)[1]
+            ip, request, status, agent = ip.encode(), request.encode(), status.encode(), (agent or "-").encode()
+            size = b"0" if size == "-" else size.encode()
+            method, _, rest = request.partition(b" ")
+            path = rest.partition(b" ")[0] or b"/"
+            if preset == "alb":
+                out_line = v.ALB_HTTP.replace(b"192.168.131.39", ip).replace(b" 200 200 34 366 ", b" %s 200 34 %s " % (status, size)) \
+                    .replace(b"GET http://www.example.com:80/ HTTP/1.1", request).replace(b"curl/7.46.0", agent)
+            elif preset == "elb":
+                out_line = v.ELB_HTTP.replace(b"192.168.131.39", ip).replace(b" 200 200 0 29 ", b" %s 200 0 %s " % (status, size)) \
+                    .replace(b"GET http://www.example.com:80/ HTTP/1.1", request).replace(b"curl/7.38.0", agent)
+            elif preset == "s3":
+                out_line = v.S3_LINE.replace(b"192.0.2.3", ip).replace(b" 200 - 113 ", b" %s - %s " % (status, size)) \
+                    .replace(b"GET /DOC-EXAMPLE-BUCKET1?versioning HTTP/1.1", request).replace(b"S3Console/0.4", agent)
+            elif preset == "haproxy":
+                out_line = v.HAPROXY_LINE.replace(b"10.0.1.2", ip).replace(b" 200 2750 ", b" %s %s " % (status, size)) \
+                    .replace(b"GET /index.html HTTP/1.1", request)
+            else:
+                out_line = v.CLOUDFRONT_LINE.replace(b"192.0.2.100", ip).replace(b"\t392\t", b"\t%s\t" % size, 1) \
+                    .replace(b"\tGET\t", b"\t%s\t" % method).replace(b"/index.html\t200\t", b"%s\t%s\t" % (path, status)) \
+                    .replace(b"Mozilla/5.0%20(Windows%20NT%2010.0;%20Win64;%20x64)%20AppleWebKit/537.36",
+                             agent.replace(b" ", b"%20").replace(b"\t", b"%09"))
+            buf.append(out_line + b"\n")
+            if len(buf) == min(DISTINCT, lines):
+                break
+        block = b"".join(buf)
+        for _ in range(lines // len(buf)):
+            out.write(block)
+        out.write(b"".join(buf[:lines % len(buf)]))
+    os.replace(dst + ".tmp", dst)
+
+
+def vocabulary(fmt) -> tuple[str, ...]:
+    """The fields of the one vocabulary the format has (what the three programs and reports read)."""
+    return tuple(f for f in ("ip", "time", "method", "path", "request", "response", "size") if f in fmt.fields)
+
+
+def peak_rss_mb(path: str, preset: str, lines: int | None) -> float:
+    """Peak RSS (MB) of a fresh process parsing the first ``lines`` lines of ``path`` (all: None)."""
+    code = f"""
+import itertools, os, resource, sys, tempfile
+sys.path.insert(0, {os.path.join(HERE, '..', 'src')!r})
+from logetl import formats
+from logetl.engines import kernel
+from logetl.engines.local import scan
+src = {path!r}
+if {lines!r} is not None:
+    fd, src = tempfile.mkstemp(dir={OUT!r})
+    with open({path!r}, 'rb') as f, os.fdopen(fd, 'wb') as out:
+        out.writelines(itertools.islice(f, {lines!r}))
+fmt = formats.compile_format({preset!r})
+keep = tuple(f for f in ("ip", "time", "method", "path", "request", "response", "size") if f in fmt.fields)
+n = sum(p.n_records for p, _ in scan([src], columns=False, parser=kernel.Parser(fmt, keep)))
+if src != {path!r}:
+    os.unlink(src)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True)
+    return float(done.stdout.decode().split()[-1])
+
+
 def run_cli(args: list[str], outs: list[str]) -> float:
     for p in outs:
         shutil.rmtree(p, ignore_errors=True)
@@ -68,7 +165,7 @@ def parse_only(path: str, fmt) -> tuple[float, int]:
     from logetl.engines import kernel
     from logetl.engines.local import scan
 
-    parser = kernel.Parser(fmt, FIELDS)
+    parser = kernel.Parser(fmt, FIELDS if fmt.legacy or set(FIELDS) <= set(fmt.fields) else vocabulary(fmt))
     start = time.perf_counter()
     n = 0
     for parsed, _ in scan([path], columns=False, parser=parser):
@@ -81,6 +178,7 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=2_000_000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--presets", default="alb,elb,s3,haproxy,cloudfront", help="vendor presets to time ('' none)")
     args = ap.parse_args()
     from logetl import formats
 
@@ -101,6 +199,12 @@ def main() -> None:
     }
     fmts = {"parse (combined, default)": (combined, formats.LEGACY),
             "parse nginx-11": (nginx, formats.compile_format(NGINX))}
+    presets = [p for p in args.presets.split(",") if p]
+    for preset in presets:
+        path = os.path.join(OUT, f"{preset}-{args.lines}-{args.seed}.log")
+        if not os.path.exists(path):
+            to_vendor(combined, path, preset, args.lines)
+        fmts[f"parse {preset}"] = (path, formats.compile_format(preset))
     times: dict[str, list[float]] = {k: [] for k in [*cmd, *fmts]}
     records = {}
     for _ in range(args.repeat):
@@ -117,7 +221,16 @@ def main() -> None:
         "median_s": med, "runs_s": times, "records": records, "branch_outputs_identical": same,
         "ratio_cli": med["branch --format nginx-11"] / med["branch (combined, default)"],
         "ratio_parse": med["parse nginx-11"] / med["parse (combined, default)"], "limit": LIMIT,
+        "presets": {},
     }
+    for preset in presets:
+        path = fmts[f"parse {preset}"][0]
+        half, whole = peak_rss_mb(path, preset, args.lines // 2), peak_rss_mb(path, preset, None)
+        results["presets"][preset] = {
+            "bytes": os.path.getsize(path), "records": records[f"parse {preset}"],
+            "ratio_parse": med[f"parse {preset}"] / med["parse (combined, default)"],
+            "peak_rss_mb_half": half, "peak_rss_mb_whole": whole}
+    results["load_average_1_5_15"] = os.getloadavg()
     with open(os.path.join(OUT, "results.json"), "w") as f:
         json.dump(results, f, indent=2)
     print(f"{args.lines:,} lines; combined {results['bytes']['combined'] / 1e6:.0f} MB, "
@@ -127,6 +240,12 @@ def main() -> None:
     print(f"  nginx / default, whole branch: {results['ratio_cli']:.2f}   parse only: {results['ratio_parse']:.2f}"
           f"   (limit {LIMIT})")
     print(f"  branch outputs identical: {same}")
+    for preset, r in results["presets"].items():
+        print(f"  {preset:<11} {r['bytes'] / 1e6:5.0f} MB, {r['records']:,} records; parse / combined "
+              f"{r['ratio_parse']:.2f} (limit {LIMIT}); peak RSS {r['peak_rss_mb_half']:.0f} MB for half, "
+              f"{r['peak_rss_mb_whole']:.0f} MB for all")
+    print(f"  system load at the end (1, 5, 15 min): "
+          f"{', '.join(f'{x:.1f}' for x in results['load_average_1_5_15'])}")
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ static int decode_program(const unsigned char *code, jsize len, const jint *out,
     memset(pg, 0, sizeof *pg);
     pg->tokens = tokens;
     pg->clean_literals = 1;
+    pg->cr_free_literals = 1;
     jsize at = 0;
     while (at < len) {
         if (pg->n_tokens == max_tokens || len - at < 6) return -1;
@@ -74,12 +75,12 @@ JNIEXPORT jint JNICALL Java_logetl_spark_Kernel_parse(JNIEnv *env, jclass cls, j
     jsize prog_len = program_a ? (*env)->GetArrayLength(env, program_a) : 0;
     unsigned char *code = NULL;
     program pg, *pgp = NULL;
-    token tokens[2 * MAX_FIELDS + 2];
+    token tokens[4 * MAX_FIELDS + 2];
     int tail = 0;
     if (program_a) {   /* a copy: the critical sections below must not call back into the JVM */
         if (!(code = malloc(prog_len ? prog_len : 1))) return -1;
         (*env)->GetByteArrayRegion(env, program_a, 0, prog_len, (jbyte *)code);
-        if (decode_program(code, prog_len, out, n_out, size_index, &pg, tokens, 2 * MAX_FIELDS + 2) < 0) {
+        if (decode_program(code, prog_len, out, n_out, size_index, &pg, tokens, 4 * MAX_FIELDS + 2) < 0) {
             free(code);
             return -1;
         }

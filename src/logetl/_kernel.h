@@ -12,6 +12,8 @@
 #define HIGHS 0x8080808080808080ULL
 
 enum { LINE_OK = 0, LINE_UTF8 = 1, LINE_NOMATCH = 2, LINE_TABCR = 3 };
+/* a line's status beyond the reasons: kept, dropped (a size of "-", or a header line of the format) */
+enum { ST_KEPT = 0, ST_DASH = 4, ST_HEADER = 4 };
 
 /* Character classes of the expression, ASCII meanings, as a table filled once at import. */
 enum { C_SPACE = 1, C_DIGIT = 2, C_TWORD = 4 };   /* \s, \d, [\w:/] */
@@ -68,6 +70,27 @@ static int valid_utf8(const unsigned char *p, const unsigned char *e) {
 }
 
 typedef struct { const unsigned char *s, *e; } span;
+
+/* The first `c` in [p, e), or NULL: most fields are short, so the first bytes are looked at inline before
+ * memchr is called (whose setup costs more than a short field's bytes). */
+static inline const unsigned char *find_byte(const unsigned char *p, const unsigned char *e, unsigned char c) {
+    const unsigned char *s = e - p > 16 ? p + 16 : e;
+    for (; p < s; p++)
+        if (*p == c) return p;
+    return p < e ? memchr(p, c, e - p) : NULL;
+}
+
+/* The first occurrence of n > 0 bytes l in [p, e), or NULL (memmem is not in every libc's default set). */
+static inline const unsigned char *find_lit(const unsigned char *p, const unsigned char *e,
+                                            const unsigned char *l, ptrdiff_t n) {
+    while (e - p >= n) {
+        const unsigned char *r = memchr(p, l[0], (size_t)(e - p - n + 1));
+        if (!r) return NULL;
+        if (memcmp(r + 1, l + 1, (size_t)(n - 1)) == 0) return r;
+        p = r + 1;
+    }
+    return NULL;
+}
 
 /* Fills f[0..4] and returns LINE_OK, or the reason the line is malformed. */
 static int parse_line(const unsigned char *p, const unsigned char *e, span f[5]) {
@@ -149,7 +172,15 @@ static int parse_tail(const unsigned char *q, const unsigned char *e, span t[2])
 #define LEGACY_FIELDS 7
 
 #define MAX_FIELDS 64
-enum { T_LIT = 0, T_UNTIL = 1, T_ESCAPED = 2, T_REST = 3, T_SPLIT = 4 };
+/* Token kinds (logetl.formats defines what each accepts): T_UNTIL with a literal ends at that literal's first
+ * occurrence (else at the first `stop`); T_NTH holds exactly lit_len `stop`s and ends at the next one; T_OPT
+ * is no field: the line may end there (every later field is then empty); T_MAYBE is an optional field
+ * between lit[0] and `stop`, followed by lit[1..] (else empty, nothing consumed); T_QOR a field quoted as
+ * Apache writes it ('"', escaped text, '"') or bare up to `stop` or the line's end; T_PREFIX an optional
+ * field ending with lit, present when lit occurs before the first ' ' followed by `stop`; T_SKIP (first
+ * token only) makes a line that starts with lit a header: counted with the dropped lines, not malformed. */
+enum { T_LIT = 0, T_UNTIL = 1, T_ESCAPED = 2, T_REST = 3, T_SPLIT = 4, T_NTH = 5, T_OPT = 6, T_MAYBE = 7,
+       T_QOR = 8, T_PREFIX = 9, T_SKIP = 10 };
 typedef struct { int kind; const unsigned char *lit; ptrdiff_t lit_len; unsigned char stop; } token;
 typedef struct {
     token *tokens; int n_tokens;
@@ -157,14 +188,24 @@ typedef struct {
     int out[MAX_FIELDS]; int n_out;
     int size_index;
     int clean_literals;            /* no literal holds TAB or CR: a field holds one iff the line does */
+    int cr_free_literals;          /* no literal holds CR: a field holds one iff the line does */
+    unsigned char tab_free[MAX_FIELDS];   /* the field ends at its first TAB, so holds none */
+    int may_be_absent;             /* a field may take no text of the line (T_OPT, T_MAYBE, T_PREFIX): a
+                                    * record's TSV may then be longer than its line, by up to one TAB a field */
 } program;
 
 /* Adds a token to pg (room for it is the caller's): counts the program's fields and notes a literal that
  * holds a TAB or CR. 0, or -1 for a kind there is none of. */
 static inline int program_add(program *pg, int kind, const unsigned char *lit, ptrdiff_t lit_len, unsigned char stop) {
-    if (kind < T_LIT || kind > T_SPLIT) return -1;
+    if (kind < T_LIT || kind > T_SKIP) return -1;
+    if ((kind == T_MAYBE || kind == T_PREFIX) && lit_len < 1) return -1;
+    if (kind == T_SKIP && (pg->n_tokens != 0 || lit_len < 1)) return -1;
     pg->tokens[pg->n_tokens++] = (token){kind, lit, lit_len, stop};
-    if (kind != T_LIT) pg->n_fields++;
+    if (kind != T_LIT && kind != T_OPT && kind != T_SKIP) pg->n_fields++;
+    if (kind == T_OPT || kind == T_MAYBE || kind == T_PREFIX) pg->may_be_absent = 1;
+    if (kind == T_LIT && memchr(lit, '\r', lit_len)) pg->cr_free_literals = 0;
+    if (kind != T_LIT && kind != T_OPT && kind != T_SKIP && pg->n_fields <= MAX_FIELDS)
+        pg->tab_free[pg->n_fields - 1] = stop == '\t' && ((kind == T_UNTIL && lit_len == 0) || kind == T_REST);
     else if (memchr(lit, '\t', lit_len) || memchr(lit, '\r', lit_len)) pg->clean_literals = 0;
     return 0;
 }
@@ -184,12 +225,13 @@ static int parse_program_line(const program *pg, const unsigned char *p, const u
     for (int i = 0; i < pg->n_tokens; i++) {
         const token *t = &pg->tokens[i];
         switch (t->kind) {
-        case T_LIT:
-            if (e - q < t->lit_len || memcmp(q, t->lit, t->lit_len) != 0) return LINE_NOMATCH;
+        case T_LIT:   /* (most literals are one character: compared inline, not by a call) */
+            if (e - q < t->lit_len || (t->lit_len == 1 ? *q != t->lit[0] : memcmp(q, t->lit, t->lit_len) != 0))
+                return LINE_NOMATCH;
             q += t->lit_len;
             break;
         case T_UNTIL: {
-            const unsigned char *r = memchr(q, t->stop, e - q);
+            const unsigned char *r = t->lit_len ? find_lit(q, e, t->lit, t->lit_len) : find_byte(q, e, t->stop);
             if (!r) return LINE_NOMATCH;
             f[k].s = q; f[k].e = r; k++; q = r;
             break;
@@ -210,6 +252,55 @@ static int parse_program_line(const program *pg, const unsigned char *p, const u
             f[k].s = q; f[k].e = r; k++; q = r;
             break;
         }
+        case T_NTH: {
+            const unsigned char *r = q;
+            for (ptrdiff_t j = 0; j <= t->lit_len; j++) {
+                if (j && (r = r + 1) > e) return LINE_NOMATCH;
+                if (!(r = memchr(r, t->stop, e - r))) return LINE_NOMATCH;
+            }
+            f[k].s = q; f[k].e = r; k++; q = r;
+            break;
+        }
+        case T_OPT:
+            if (q == e) {   /* the line ends here: the later fields are empty */
+                for (; k < pg->n_fields; k++) f[k].s = f[k].e = e;
+                i = pg->n_tokens;
+            }
+            break;
+        case T_MAYBE: {
+            const unsigned char *r;
+            f[k].s = f[k].e = q;
+            if (q < e && *q == t->lit[0] && (r = memchr(q + 1, t->stop, e - q - 1))
+                && e - (r + 1) >= t->lit_len - 1 && memcmp(r + 1, t->lit + 1, t->lit_len - 1) == 0) {
+                f[k].s = q + 1; f[k].e = r; q = r + 1 + (t->lit_len - 1);
+            }
+            k++;
+            break;
+        }
+        case T_QOR: {
+            if (q < e && *q == '"') {
+                const unsigned char *r = quoted_end(q + 1, e);
+                if (!r) return LINE_NOMATCH;
+                f[k].s = q + 1; f[k].e = r; q = r + 1;
+            } else {
+                const unsigned char *r = memchr(q, t->stop, e - q);
+                if (!r) r = e;
+                f[k].s = q; f[k].e = r; q = r;
+            }
+            k++;
+            break;
+        }
+        case T_PREFIX: {
+            const unsigned char lim[2] = {' ', t->stop};
+            const unsigned char *a = find_lit(q, e, t->lit, t->lit_len), *b = find_lit(q, e, lim, 2);
+            if (a && (!b || a < b)) { f[k].s = q; f[k].e = a; q = a + t->lit_len; }
+            else f[k].s = f[k].e = q;
+            k++;
+            break;
+        }
+        case T_SKIP:
+            if (e - q >= t->lit_len && memcmp(q, t->lit, t->lit_len) == 0) return ST_HEADER;
+            break;
         default: {  /* T_REST: to the end of the line, or a one-word field to its first `stop` (then q != e) */
             const unsigned char *r = t->stop ? memchr(q, t->stop, e - q) : NULL;
             if (!r) r = e;
@@ -220,14 +311,17 @@ static int parse_program_line(const program *pg, const unsigned char *p, const u
     if (q != e) return LINE_NOMATCH;
     if (pg->clean_literals)   /* fields and literals tile the line: one scan of it instead of one per field */
         return (memchr(p, '\t', e - p) || memchr(p, '\r', e - p)) ? LINE_TABCR : LINE_OK;
+    /* literals hold a TAB (a tab-separated layout): a CR is looked for once in the line when no literal
+     * holds one, a TAB in each field that does not end at its first TAB */
+    if (pg->cr_free_literals && memchr(p, '\r', e - p)) return LINE_TABCR;
     for (int i = 0; i < k; i++) {
         ptrdiff_t len = f[i].e - f[i].s;
-        if (memchr(f[i].s, '\t', len) || memchr(f[i].s, '\r', len)) return LINE_TABCR;
+        if ((!pg->tab_free[i] && memchr(f[i].s, '\t', len)) || (!pg->cr_free_literals && memchr(f[i].s, '\r', len)))
+            return LINE_TABCR;
     }
     return LINE_OK;
 }
 
-enum { ST_KEPT = 0, ST_DASH = 4 };
 
 /* A line's status as the Spark paths give it (one raw line, its '\n' already gone; one trailing '\r'
  * cut here, as the contract says): 0 kept, 1/2/3 malformed (the LINE_ reasons), 4 dropped for a size of

@@ -178,8 +178,15 @@ static PyObject *run_scan(Py_buffer *inp, int final, int columns, const program 
          * the heap so fragmented that Branch with Parquet held 386 MB instead of 206 MB.) */
         tsv = Py_None; Py_INCREF(tsv);
     } else {
-        /* Each record's TSV is no longer than its line plus the '\n' it may lack. */
-        tsv = PyBytes_FromStringAndSize(NULL, in.len + 1);
+        /* Each record's TSV is no longer than its line plus the '\n' it may lack, plus, when a field may
+         * take no text of the line, one TAB a field. */
+        Py_ssize_t room = in.len + 1;
+        if (pg && pg->may_be_absent) {
+            Py_ssize_t n_nl = 0;
+            for (const char *c = in.buf, *e = c + in.len; (c = memchr(c, '\n', e - c)); c++) n_nl++;
+            room += (n_nl + 1) * n_out;
+        }
+        tsv = PyBytes_FromStringAndSize(NULL, room);
         if (!tsv) { PyBuffer_Release(inp); return NULL; }
         st.tsv = PyBytes_AS_STRING(tsv);
     }
@@ -286,6 +293,7 @@ static int build_program(PyObject *prog_t, PyObject *out_t, int size_index, prog
     pg->tokens = calloc(n_tok ? n_tok : 1, sizeof(token));
     if (!pg->tokens) { PyErr_NoMemory(); return -1; }
     pg->clean_literals = 1;
+    pg->cr_free_literals = 1;
     for (Py_ssize_t i = 0; i < n_tok; i++) {
         int kind, stop; const char *lit; Py_ssize_t lit_len;
         if (!PyArg_ParseTuple(PyTuple_GET_ITEM(prog_t, i), "iy#i", &kind, &lit, &lit_len, &stop)) goto bad;

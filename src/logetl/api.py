@@ -63,7 +63,7 @@ def _field(value):
 def read(format=None, fields=None, tap: str = "input", name: str | None = None) -> Parse:
     """The flow's input, parsed with log format ``format``: a ``logetl.formats.LogFormat`` (what
     ``logetl run`` passes a flow function), a preset name (``combined``, ``common``, ``vhost_combined``,
-    ``nginx``), an Apache ``LogFormat`` or nginx ``log_format`` string, or None for ``combined``.
+    ``nginx``, ``alb``, ``elb``, ``s3``, ``haproxy``, ``cloudfront``), an Apache ``LogFormat`` or nginx ``log_format`` string, or None for ``combined``.
     ``fields``: the format's fields to keep, in that order (default: all; ``combined`` has ``ip, time,
     request, response, size, referer, user_agent``, the last two null on a line without a well-formed
     ``"referer" "user agent"`` tail: ``logetl.formats``). Malformed lines are counted and trapped; every

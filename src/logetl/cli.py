@@ -133,7 +133,8 @@ def _format_options(f):
                      help="Read the log format from a server config: a LogFormat (Apache) or log_format "
                           "(nginx) line; #NAME picks one of several.")(f)
     f = click.option("--format", "log_format", metavar="FORMAT", default=None,
-                     help="Log format: combined (default), common, vhost_combined, nginx, or an Apache "
+                     help="Log format: combined (default), common, vhost_combined, nginx, alb, elb, s3, "
+                          "haproxy, cloudfront, auto (recognised from the input's first lines), or an Apache "
                           "LogFormat / nginx log_format string.")(f)
     return f
 
@@ -234,6 +235,15 @@ def _run(program: str | None, input_path: str, outputs: dict[str, str], opts: di
     from logetl.console import ConsoleReporter
     from logetl.job import engine_options_for, run_flow
 
+    if opts["log_format"] == "auto" and opts["format_file"] is None and flow is None:
+        from logetl.detect import detect_input
+
+        if opts["hdfs"]:
+            raise UserError("--format auto reads the start of local input files: with --hdfs, give --format")
+        detected = detect_input(input_path)
+        if not quiet:
+            click.echo(f"logetl: {detected.describe()}", err=True)
+        opts = {**opts, "log_format": detected.name}
     if flow is None:
         flow = _flow(program, flow_file, opts["log_format"], opts["format_file"])
     engine = _engine(opts)

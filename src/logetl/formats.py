@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from logetl import contract
 from logetl.errors import UsageError
@@ -79,6 +79,8 @@ class FormatError(UsageError):
 # --- tokens ---------------------------------------------------------------------------------------------
 
 TOKEN, QUOTED, BRACKETED, REST, SPLIT = "token", "quoted", "bracketed", "rest", "split"
+#: the kinds the presets use beyond format strings (see "Preset tokens" in the module docstring)
+NTH, MAYBE, QOR, PREFIX = "nth", "maybe", "qor", "prefix"
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,15 @@ class Field:
     source: str = ""           # the directive or variable it came from
     end: str | None = None     # split: the character that ends the port after it (None: the line's end)
     exclude: str = ""          # the port after a split field: the separator, which the port cannot hold
+    until: str = ""            # token: ends at this literal's first occurrence (not its first character);
+                               # maybe: the opening character then the literal after the closing one;
+                               # prefix: the literal that ends it
+    count: int = 0             # nth: how many `stop` characters the field holds
+
+
+@dataclass(frozen=True)
+class Opt:
+    """Not a field: the line may end here, every later field then empty (older layouts of a preset)."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +139,7 @@ APACHE = {
 }
 #: Apache directives taking a {NAME}: letter -> prefix of the field name (headers have none)
 APACHE_NAMED = {"i": "", "o": "resp_", "e": "env_", "n": "note_", "C": "cookie_", "t": "time", "^ti": "",
-                "^to": "resp_"}
+                "^to": "resp_", "x": "", "c": "ssl_"}   # x, c: mod_ssl's %{SSL_PROTOCOL}x, %{version}c
 #: directives whose value is a port (mod_log_config writes them with "%u": digits only), and the nginx
 #: variables that are one (digits, or empty on a UNIX socket): a separator before one cannot lie inside it
 APACHE_PORTS = {"p", "{canonical}p", "{local}p", "{remote}p"}
@@ -163,6 +174,45 @@ PRESETS = {
 }
 DEFAULT = "combined"
 
+#: the vendor presets, written in logetl's own notation: ``{name}`` a field (its kind follows from the text
+#: around it, as in a format string), ``{name:KIND}`` a field of a preset kind (``qor`` quoted or bare,
+#: ``maybe`` optional in braces, ``prefix`` an optional syslog prefix), ``{port:port}`` a port (so the
+#: address before it is split at its last ':'), ``{?}`` a place where an older layout ends the line, and
+#: ``\t`` a TAB. Field names follow the one vocabulary: ip, time, request, response, size, referer,
+#: user_agent, method, path, query where the vendor writes them.
+VENDOR = {
+    "alb": "{type} {time} {elb} {ip}:{client_port:port} {target} {request_processing_time} "
+           "{target_processing_time} {response_processing_time} {response} {target_status_code} "
+           '{received_bytes} {size} "{request}" "{user_agent}" {ssl_cipher} {ssl_protocol} {target_group_arn} '
+           '"{trace_id}"{?} "{domain_name}"{?} "{chosen_cert_arn}"{?} {matched_rule_priority}{?} '
+           '{request_creation_time}{?} "{actions_executed}"{?} "{redirect_url}"{?} "{error_reason}"{?} '
+           '"{target_port_list}"{?} "{target_status_code_list}"{?} "{classification}"{?} '
+           '"{classification_reason}"{?} {conn_trace_id}{?} "{transformed_host}"{?} "{transformed_uri}"{?} '
+           '"{request_transform_status}"{?} {extra}',
+    "elb": "{time} {elb} {ip}:{client_port:port} {backend} {request_processing_time} {backend_processing_time} "
+           "{response_processing_time} {response} {backend_status_code} {received_bytes} {size} "
+           '"{request}"{?} "{user_agent}" {ssl_cipher} {ssl_protocol}',
+    "s3": "{bucket_owner} {bucket} [{time}] {ip} {requester} {request_id} {operation} {key} {request:qor} "
+          "{response} {error_code} {size} {object_size} {total_time} {turn_around_time} {referer:qor} "
+          "{user_agent:qor}{?} {version_id}{?} {host_id}{?} {signature_version}{?} {cipher_suite}{?} "
+          "{authentication_type}{?} {host_header}{?} {tls_version}{?} {access_point_arn}{?} {acl_required}{?} "
+          "{extra}",
+    "haproxy": "{syslog:prefix}{ip}:{client_port:port} [{time}] {frontend} {backend}/{server} "
+               "{time_request}/{time_queue}/{time_connect}/{time_response}/{time_active} {response} {size} "
+               "{request_cookie} {response_cookie} {termination_state} "
+               "{actconn}/{feconn}/{beconn}/{srv_conn}/{retries} {srv_queue}/{backend_queue} "
+               '{request_headers:maybe}{response_headers:maybe}"{request}"',
+    "cloudfront": "{date}\t{time}\t{edge_location}\t{size}\t{ip}\t{method}\t{host}\t{path}\t{response}\t"
+                  "{referer}\t{user_agent}\t{query}{?}\t{cookie}{?}\t{edge_result_type}{?}\t{edge_request_id}{?}\t"
+                  "{host_header}{?}\t{protocol}{?}\t{request_bytes}{?}\t{time_taken}{?}\t{forwarded_for}{?}\t"
+                  "{ssl_protocol}{?}\t{ssl_cipher}{?}\t{edge_response_result_type}{?}\t{protocol_version}{?}\t"
+                  "{fle_status}{?}\t{fle_encrypted_fields}{?}\t{client_port}{?}\t{time_to_first_byte}{?}\t"
+                  "{edge_detailed_result_type}{?}\t{content_type}{?}\t{content_length}{?}\t{range_start}{?}\t"
+                  "{range_end}",
+}
+#: the vendor presets whose lines may be header lines, and how those start
+VENDOR_HEADERS = {"cloudfront": "#"}
+
 
 def _snake(name: str) -> str:
     """``X-Forwarded-For`` -> ``x_forwarded_for``; empty when the name has no letter or digit."""
@@ -182,6 +232,7 @@ class LogFormat:
     syntax: str                            # "legacy", "apache" or "nginx"
     tokens: tuple = ()
     fields: tuple[str, ...] = contract.FIELDS + contract.TAIL_FIELDS
+    header: str = ""                       # a line starting with it is a header line (dropped, counted)
 
     @property
     def legacy(self) -> bool:
@@ -190,7 +241,7 @@ class LogFormat:
     def describe(self) -> str:
         if self.legacy:
             return "combined (the original expression)"
-        label = self.name if self.name in PRESETS else self.syntax
+        label = self.name if self.name in PRESETS or self.name in VENDOR else self.syntax
         return f"{label} format {self.text!r}"
 
     # -- the program ----------------------------------------------------------------------------------
@@ -201,10 +252,18 @@ class LogFormat:
         expression, whose five groups are its first five fields; with the tail's, ``contract.TAIL_PATTERN``)."""
         if self.legacy:
             return contract.PATTERN[1:-1]
-        out = []
+        out, opened = [], 0
         for tok in self.tokens:
             if isinstance(tok, Literal):
                 out.append("".join(_esc(c) for c in tok.text))
+            elif isinstance(tok, Opt):
+                out.append("(?:")
+                opened += 1
+            elif tok.kind in (NTH, MAYBE, QOR, PREFIX):
+                out.append(_preset_regex(tok))
+            elif tok.kind == TOKEN and tok.until:
+                d, rest = _esc(tok.until[0]), "".join(_esc(c) for c in tok.until[1:])
+                out.append(f"((?:[^{d}]++|{d}(?!{rest}))*+)")
             elif tok.kind == SPLIT:
                 # greedy: backtracks to the last separator before the port's end (Java's greedy loop on
                 # one character class backtracks without recursing, so long fields are safe on Spark)
@@ -216,7 +275,19 @@ class LogFormat:
                 out.append(r'([^"\\]*+(?:\\.[^"\\]*+)*+)')
             else:
                 out.append(f"([^{_esc(tok.stop)}{''.join(_esc(c) for c in tok.exclude)}]*)")
-        return "".join(out)
+        return "".join(out) + ")?" * opened
+
+    def group_refs(self) -> list[str]:
+        """Per field, the replacement that writes it from ``regex``'s groups (``$3``; a field quoted or bare
+        has two groups, one of which did not take part: ``$3$4``, Java writing nothing for that one)."""
+        refs, g = [], 0
+        for tok in self.tokens:
+            if isinstance(tok, (Literal, Opt)):
+                continue
+            n = 2 if tok.kind == QOR else 1
+            refs.append("".join(f"${g + j + 1}" for j in range(n)))
+            g += n
+        return refs
 
     def python_regex(self) -> re.Pattern:
         """Compiled for ``fullmatch`` on the decoded line (ASCII classes, ``.`` matches anything)."""
@@ -225,10 +296,29 @@ class LogFormat:
     def spark_regex(self) -> str:
         return "(?s)^" + self.regex() + r"\z"
 
-    def scan(self, b: bytes):
-        """The reference matcher: the fields (bytes) of one line without its CR, or a ``Mismatch``."""
+    def scan(self, b: bytes, starts: list | None = None):
+        """The reference matcher: the fields (bytes) of one line without its CR, or a ``Mismatch``, or
+        ``HEADER`` for a header line; ``starts``, when given, receives each field's byte offset."""
+        starts = [] if starts is None else starts
         pos, n, vals, last = 0, len(b), [], None
+        if self.header and b.startswith(self.header.encode("ascii")):
+            return HEADER
         for tok in self.tokens:
+            if isinstance(tok, Opt):
+                if pos == n:      # an older layout ends here: the later fields are empty
+                    starts += [n] * (len(self.fields) - len(vals))
+                    vals += [b""] * (len(self.fields) - len(vals))
+                    break
+                continue
+            if not isinstance(tok, Literal) and tok.kind in (NTH, MAYBE, QOR, PREFIX):
+                last = tok.name
+                got = _preset_scan(tok, b, pos)
+                if isinstance(got, str):
+                    return Mismatch(pos, tok.name, got)
+                vals.append(got[0])
+                starts.append(got[2])
+                pos = got[1]
+                continue
             if isinstance(tok, Literal):
                 lit = tok.text.encode("ascii")
                 if not b.startswith(lit, pos):
@@ -260,10 +350,11 @@ class LogFormat:
                         break
                     j = k + 1
             else:
-                k = b.find(tok.stop.encode("ascii"), pos)
+                k = b.find((tok.until or tok.stop).encode("ascii"), pos)
                 if k < 0:
-                    return Mismatch(pos, tok.name, f"no {tok.stop!r} after it")
+                    return Mismatch(pos, tok.name, f"no {tok.until or tok.stop!r} after it")
             vals.append(b[pos:k])
+            starts.append(pos)
             pos = k
         if pos != n:
             return Mismatch(pos, last, "text after the end of the format")
@@ -282,6 +373,8 @@ class LogFormat:
         except UnicodeDecodeError:
             raise contract.Malformed(contract.INVALID_UTF8) from None
         vals = self.scan(raw)
+        if vals is HEADER:
+            raise Header()
         if isinstance(vals, Mismatch):
             raise contract.Malformed(contract.NO_MATCH)
         if any(b"\t" in v or b"\r" in v for v in vals):
@@ -295,27 +388,17 @@ class LogFormat:
             return None
         if raw.endswith(b"\r"):
             raw = raw[:-1]
-        m = self.scan(bytes(raw))
+        starts: list = []
+        m = self.scan(bytes(raw), starts)
+        if m is HEADER:
+            return None
         if isinstance(m, Mismatch):
             return str(m)
         for name, v in zip(self.fields, m):
             for c in (b"\t", b"\r"):
                 if c in v:
-                    return f"field {name!r} at byte {self.offset_of(m, name) + v.index(c)}: {c.decode()!r}"
+                    return f"field {name!r} at byte {starts[self.fields.index(name)] + v.index(c)}: {c.decode()!r}"
         return None
-
-    def offset_of(self, vals, name) -> int:
-        """Byte offset where field ``name`` starts, given the field values of a line that matched."""
-        pos, i = 0, 0
-        for tok in self.tokens:
-            if isinstance(tok, Literal):
-                pos += len(tok.text)
-            else:
-                if tok.name == name:
-                    return pos
-                pos += len(vals[i])
-                i += 1
-        raise KeyError(name)
 
     def size_index(self) -> int:
         return self.fields.index("size") if "size" in self.fields else -1
@@ -328,10 +411,20 @@ class LogFormat:
         """The token program as the native kernel takes it: (kind, literal bytes, stop byte) per token,
         kind 0 literal, 1 token/quoted (plain)/bracketed, 2 quoted (backslash), 3 rest, 4 split (the
         literal is the port's end character, empty for the line's end; stop the separator)."""
-        prog = []
+        prog = [(10, self.header.encode("ascii"), 0)] if self.header else []
         for tok in self.tokens:
-            if isinstance(tok, Literal):
+            if isinstance(tok, Opt):
+                prog.append((6, b"", 0))
+            elif isinstance(tok, Literal):
                 prog.append((0, tok.text.encode("ascii"), 0))
+            elif tok.kind == NTH:
+                prog.append((5, tok.stop.encode("ascii") * tok.count, ord(tok.stop)))
+            elif tok.kind == MAYBE:
+                prog.append((7, tok.until.encode("ascii"), ord(tok.stop)))
+            elif tok.kind == QOR:
+                prog.append((8, b"", ord(tok.stop)))
+            elif tok.kind == PREFIX:
+                prog.append((9, tok.until.encode("ascii"), ord(tok.stop)))
             elif tok.kind == SPLIT:
                 prog.append((4, (tok.end or "").encode("ascii"), ord(tok.stop)))
             elif tok.kind == REST:
@@ -339,15 +432,75 @@ class LogFormat:
             elif tok.escaped:
                 prog.append((2, b"", ord('"')))
             else:
-                prog.append((1, b"", ord(tok.stop)))
+                prog.append((1, tok.until.encode("ascii"), ord(tok.stop)))
         return tuple(prog)
+
+
+class Header(Exception):
+    """A header line of the format (CloudFront's ``#Version:``): not a record, not malformed."""
+
+
+#: what ``LogFormat.scan`` gives for a header line
+HEADER = object()
+
+
+def _preset_regex(tok: Field) -> str:
+    """The regular expression of a preset token (the kinds ``NTH``, ``MAYBE``, ``QOR`` and ``PREFIX``)."""
+    d = _esc(tok.stop)
+    if tok.kind == NTH:
+        return f"((?:[^{d}]*{d}){{{tok.count}}}[^{d}]*)"
+    if tok.kind == MAYBE:
+        after = "".join(_esc(c) for c in tok.until[1:])
+        return f"(?:{_esc(tok.until[0])}([^{d}]*){d}{after})?"
+    if tok.kind == QOR:
+        return r'(?:"([^"\\]*+(?:\\.[^"\\]*+)*+)"|(?!")([^' + d + ']*))'
+    end = "".join(_esc(c) for c in tok.until)
+    return f"(?:((?:(?!{_esc(' ')}{d}|{end}).)*+){end})?"
+
+
+def _preset_scan(tok: Field, b: bytes, pos: int):
+    """A preset token at ``pos`` of line ``b``: (value, position after it, the value's start), or why it does not match."""
+    n = len(b)
+    stop = tok.stop.encode("ascii")
+    if tok.kind == NTH:
+        k = pos - 1
+        for _ in range(tok.count + 1):
+            k = b.find(stop, k + 1)
+            if k < 0:
+                return f"fewer than {tok.count + 1} {tok.stop!r} after it"
+        return b[pos:k], k, pos
+    if tok.kind == MAYBE:
+        opening, after = tok.until[0].encode("ascii"), tok.until[1:].encode("ascii")
+        if b.startswith(opening, pos) and (k := b.find(stop, pos + 1)) >= 0 and b.startswith(after, k + 1):
+            return b[pos + 1:k], k + 1 + len(after), pos + 1
+        return b"", pos, pos
+    if tok.kind == QOR:
+        if not b.startswith(b'"', pos):
+            k = b.find(stop, pos)
+            return (b[pos:k], k, pos) if k >= 0 else (b[pos:], n, pos)
+        j = pos + 1
+        while True:
+            k = b.find(b'"', j)
+            if k < 0:
+                return "no closing '\"'"
+            t = k - 1
+            while t > pos and b[t] == 0x5C:
+                t -= 1
+            if (k - 1 - t) % 2 == 0:
+                return b[pos + 1:k], k + 1, pos + 1
+            j = k + 1
+    end = tok.until.encode("ascii")
+    a, lim = b.find(end, pos), b.find(b" " + stop, pos)
+    if a >= 0 and (lim < 0 or a < lim):
+        return b[pos:a], a + len(end), pos
+    return b"", pos, pos
 
 
 def missing_field(fmt: "LogFormat", name: str) -> str:
     """The one-line refusal of a flow that asks log format ``fmt`` for a field ``name`` it lacks: the
     format, its fields, and the presets that have the field (so that ``--format`` can name one)."""
-    label = fmt.name if fmt.name in PRESETS or fmt.legacy else repr(fmt.text)
-    having = [p for p in PRESETS if name in compile_format(p).fields]
+    label = fmt.name if fmt.name in PRESETS or fmt.name in VENDOR or fmt.legacy else repr(fmt.text)
+    having = [p for p in (*PRESETS, *VENDOR) if name in compile_format(p).fields]
     if not having:
         where = "no preset has it (a format string with it does: see --format)"
     elif len(having) == 1:
@@ -377,9 +530,43 @@ def _esc(c: str) -> str:
 LEGACY = LogFormat("combined", contract.PATTERN, "legacy")
 
 
+#: strftime conversions that write several conversions (as Apache's apr_strftime expands them)
+_STRFTIME = {"T": "%H:%M:%S", "D": "%m/%d/%y", "R": "%H:%M", "r": "%I:%M:%S %p", "F": "%Y-%m-%d",
+             "c": "%a %b %d %H:%M:%S %Y", "n": "\n", "t": "\t", "%": "%%"}
+
+
+def _strftime_count(fmt: str, stop: str) -> int:
+    """How many ``stop`` characters the time that ``%{fmt}t`` writes holds (its literal text: conversions
+    write digits, names and signs; ``begin:``/``end:`` and ``sec``/``msec``/... write none)."""
+    for prefix in ("begin:", "end:"):
+        fmt = fmt.removeprefix(prefix)
+    for _ in range(3):
+        fmt = re.sub(r"%([TDRrFcnt%])", lambda m: _STRFTIME[m.group(1)] if m.group(1) != "%" else "\0", fmt)
+    literal = re.sub(r"%.", "", fmt).replace("\0", "%")
+    return literal.count(stop) if stop else 0
+
+
+def _special_field(fname: str, source: str, special: str | None, after: str, nxt, ends_opt: bool) -> Field:
+    """A field of a kind the literals around it do not decide: a preset's (``special``: ``NTH``'s
+    ``nth:N``, ``MAYBE``, ``QOR``, ``PREFIX``), one ending at its next literal's first occurrence
+    (``until``), or one after which an older layout may end the line (``ends_opt``: to its stop or the end)."""
+    if special == QOR:
+        return Field(fname, QOR, after or " ", False, source)
+    if special == MAYBE:
+        return Field(fname, MAYBE, "}", False, source, until="{ ")
+    if special == PREFIX:
+        return Field(fname, PREFIX, "[", False, source, until=": ")
+    if special and special.startswith(NTH + ":"):
+        return Field(fname, NTH, after, False, source, count=int(special[len(NTH) + 1:]))
+    if ends_opt or nxt is None:
+        return Field(fname, REST, after or None, False, source)
+    return Field(fname, TOKEN, after, False, source, until=nxt[1] if len(nxt[1]) > 1 else "")
+
+
 def _program(items: list, text: str, syntax: str, name: str, escaped_quotes: bool) -> LogFormat:
-    """items: ("lit", str) or ("field", name, source, position, is_port). Adjacent literals merge; field
-    kinds follow from the literals around them."""
+    """items: ("lit", str), ("opt",) (an older layout may end the line there), or ("field", name, source,
+    position, is_port[, special]) (special: see ``_special_field``). Adjacent literals merge; field kinds
+    follow from the literals around them."""
     merged: list = []
     for it in items:
         if it[0] == "lit" and merged and merged[-1][0] == "lit":
@@ -394,10 +581,16 @@ def _program(items: list, text: str, syntax: str, name: str, escaped_quotes: boo
         if it[0] == "lit":
             tokens.append(Literal(it[1]))
             continue
-        _, fname, source, position, _is_port = it
-        prev = merged[i - 1] if i else None
-        nxt = merged[i + 1] if i + 1 < len(merged) else None
-        if nxt is not None and nxt[0] == "field":
+        if it[0] == "opt":
+            tokens.append(Opt())
+            continue
+        _, fname, source, position, _is_port, *special = it
+        special = special[0] if special else None
+        prev = next((m for m in reversed(merged[:i]) if m[0] != "opt"), None)
+        nxt = next((m for m in merged[i + 1:] if m[0] != "opt"), None)
+        ends_opt = i + 1 < len(merged) and merged[i + 1][0] == "opt"
+        # a preset's optional field (braces, a syslog prefix) ends itself: a field may follow it directly
+        if nxt is not None and nxt[0] == "field" and special not in (MAYBE, PREFIX):
             raise FormatError(f"{nxt[2]} at position {nxt[3]} follows {source} with nothing between them: "
                               "a field must be followed by text that ends it")
         if fname in seen:
@@ -412,11 +605,21 @@ def _program(items: list, text: str, syntax: str, name: str, escaped_quotes: boo
         if alike is not None:                        # $ip and $IP
             raise FormatError(f"{source} at position {position} of the format gives the field name {fname!r}, "
                               f"which differs only in case from {alike!r} (Spark, Hive and DuckDB take them for one)")
-        before = prev[1][-1:] if prev else ""
-        after = nxt[1][:1] if nxt else ""
+        before = prev[1][-1:] if prev and prev[0] == "lit" else ""
+        after = nxt[1][:1] if nxt and nxt[0] == "lit" else ""
+        if special and special.startswith("time:"):
+            n = _strftime_count(special[len("time:"):], after)
+            special = f"{NTH}:{n}" if n and before + after not in ('""', "[]") and nxt is not None else None
+        if special == "until" and (before + after in ('""', "[]") or nxt is None or len(nxt[1]) < 2):
+            special = None    # quoted or bracketed, or its literal is one character: as any field
+        if special is not None or ends_opt:
+            tokens.append(_special_field(fname, source, special, after, nxt, ends_opt))
+            fields.append(fname)
+            exclude = ""
+            continue
         port = merged[i + 2] if i + 2 < len(merged) else None
         # the port's end: the first character of the literal after it (None: the port ends the line)
-        port_end = merged[i + 3][1][:1] if port is not None and i + 3 < len(merged) else None
+        port_end = merged[i + 3][1][:1] if port is not None and i + 3 < len(merged) and merged[i + 3][0] == "lit" else None
         if nxt is None:
             tokens.append(Field(fname, REST, " " if _one_word(source) else None, False, source, exclude=exclude))
             exclude = ""
@@ -424,7 +627,7 @@ def _program(items: list, text: str, syntax: str, name: str, escaped_quotes: boo
             tokens.append(Field(fname, QUOTED, '"', escaped_quotes, source))
         elif before == "[" and after == "]":
             tokens.append(Field(fname, BRACKETED, "]", False, source))
-        elif (len(nxt[1]) == 1 and after not in PORT_CHARS and port is not None and port[4] and port_end != after
+        elif (len(nxt[1]) == 1 and after not in PORT_CHARS and port is not None and port[0] == "field" and port[4] and port_end != after
               and not exclude):   # (not when this field is itself the port after a split field)
             # a one-character separator, then a port (%v:%p, $remote_addr:$remote_port): the field ends at
             # the separator's LAST occurrence before the port's end, since the field may hold it (an IPv6
@@ -516,8 +719,10 @@ def compile_apache(text: str, name: str = "apache") -> LogFormat:
             # %t writes [time]; so do %{}t, %{begin}t and %{end}t (mod_log_config's log_request_time takes
             # an empty format, and begin/end without a format after them, as the CLF time in brackets)
             items += [("lit", "["), ("field", fname, directive, i + 1, False), ("lit", "]")]
+        elif letter == "t":
+            items.append(("field", fname, directive, i + 1, False, "time:" + arg))
         else:
-            items.append(("field", fname, directive, i + 1, key in APACHE_PORTS))
+            items.append(("field", fname, directive, i + 1, key in APACHE_PORTS, "until" if key in ("l", "u") else None))
         i = m.end()
     items.append(("lit", "".join(lit)))
     return _program(items, text, "apache", name, escaped_quotes=True)
@@ -545,7 +750,8 @@ def compile_nginx(text: str, name: str = "nginx", escape: str = "default") -> Lo
                                   "header ($http_NAME)")
         else:
             fname = var
-        items.append(("field", fname, m.group(0), m.start() + 1, var in NGINX_PORTS))
+        items.append(("field", fname, m.group(0), m.start() + 1, var in NGINX_PORTS,
+                      "until" if var == "remote_user" else None))
         pos = m.end()
     rest = text[pos:]
     if "$" in rest:
@@ -560,12 +766,39 @@ def _check_ascii(text: str) -> None:
             raise FormatError(f"character {c!r} at position {i + 1} of the format: formats are printable ASCII")
 
 
+_VENDOR_ITEM = re.compile(r"\{(\?|[a-z_]+)(?::([a-z]+))?\}")
+
+
+def compile_vendor(name: str) -> LogFormat:
+    """A vendor preset (``VENDOR``) as a token program."""
+    text = VENDOR[name]
+    items: list = []
+    pos = 0
+    for m in _VENDOR_ITEM.finditer(text):
+        items.append(("lit", text[pos:m.start()]))
+        if m.group(1) == "?":
+            items.append(("opt",))
+        else:
+            kind = m.group(2)
+            items.append(("field", m.group(1), m.group(0), m.start() + 1, kind == "port",
+                          None if kind in (None, "port") else kind))
+        pos = m.end()
+    items.append(("lit", text[pos:]))
+    fmt = _program(items, text, "preset", name, escaped_quotes=True)
+    return replace(fmt, header=VENDOR_HEADERS.get(name, ""))
+
+
 def compile_format(spec: str | None) -> LogFormat:
     """A preset name, an Apache ``LogFormat`` string (it has a ``%`` directive) or an nginx
     ``log_format`` string (it has a ``$variable``). ``None`` and ``combined`` are the original
     expression."""
     if spec is None or spec == DEFAULT:
         return LEGACY
+    if spec == "auto":
+        raise FormatError("--format auto recognises the format from the start of a run's --input: it cannot "
+                          "be used here (give a format)")
+    if spec in VENDOR:
+        return compile_vendor(spec)
     if spec in PRESETS:
         text = PRESETS[spec]
         return compile_nginx(text, spec) if spec == "nginx" else compile_apache(text, spec)
@@ -573,7 +806,7 @@ def compile_format(spec: str | None) -> LogFormat:
         return compile_apache(spec)
     if "$" in spec:
         return compile_nginx(spec)
-    raise FormatError(f"format {spec!r} is neither a preset ({', '.join(sorted(PRESETS))}) nor a format "
+    raise FormatError(f"format {spec!r} is neither a preset ({', '.join(sorted((*PRESETS, *VENDOR)))}) nor a format "
                       "string with a %-directive (Apache) or a $variable (nginx)")
 
 

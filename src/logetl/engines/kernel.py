@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from logetl import contract
+from logetl.formats import Header
 
 try:
     from logetl._scan import export_columns as _export
@@ -121,6 +122,9 @@ def parse_python(data, final: bool, columns: bool = True, parser: "Parser | None
         start, pos = pos, pos + len(raw) + 1
         try:
             fields = parser.format.parse_line(raw) if parser else contract.parse_line(raw)
+        except Header:   # a header line of the format: dropped and counted with the size-dash records
+            dash += 1
+            continue
         except contract.Malformed as exc:
             bad.append((i, start, start + len(raw), codes[exc.reason]))
             continue

@@ -1624,9 +1624,9 @@ class SparkEngine(Engine):
         if fmt.legacy:
             pattern, groups = (SPARK_TAIL_PATTERN, (1, 2, 3, 4, 5, 7, 8, 6)) if tail else (SPARK_PATTERN, (1, 2, 3, 4, 5))
         else:
-            pattern, groups = fmt.spark_regex(), range(1, len(fmt.fields) + 1)
+            pattern, groups = fmt.spark_regex(), fmt.group_refs()
         n_fields = len(groups)
-        tsv = F.regexp_replace(line, pattern, "\t".join(f"${i}" for i in groups))
+        tsv = F.regexp_replace(line, pattern, "\t".join(g if isinstance(g, str) else f"${g}" for g in groups))
         tabs = F.length(F.col("_tsv")) - F.length(F.regexp_replace(F.col("_tsv"), "\t", ""))
         with_tsv = raw.withColumn("_tsv", tsv)
         size = fmt.size_index() if node.drops_size_dash else -1
@@ -1638,8 +1638,10 @@ class SparkEngine(Engine):
         else:
             is_dash = F.lit(False)
         # the reasons in contract.REASONS' order (the first that applies), then the dropped records
-        status = (F.when(~F.expr("is_valid_utf8(value)"), F.lit(1))
-                  .when(~line.rlike(pattern), F.lit(2))
+        status = F.when(~F.expr("is_valid_utf8(value)"), F.lit(1))
+        if fmt.header:   # a header line of the format: dropped, as the kernel drops it
+            status = status.when(line.startswith(fmt.header), F.lit(DASH))
+        status = (status.when(~line.rlike(pattern), F.lit(2))
                   .when((F.instr(F.col("_tsv"), "\r") > 0) | (tabs != n_fields - 1), F.lit(3))
                   .when(is_dash, F.lit(DASH)).otherwise(F.lit(KEPT)))
         checked = with_tsv.withColumn(STATUS, status.cast("tinyint"))
