@@ -12,7 +12,7 @@ documentation is built (``docs/hooks/settings_page.py``), so the two cannot diff
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from logetl.errors import EnvError, UsageError
 
@@ -175,7 +175,7 @@ HOME = Path(
             "documents")
 MONITOR = Switch(
     "LOGETL_MONITOR", default=True, shown="on",
-    meaning="`off` (or `0`, `false`, `no`) sends no run documents; empty means unset")
+    meaning="`off` (or `0`, `false`, `no`) sends no run documents")
 MONITOR_URL = HttpUrl(
     "LOGETL_MONITOR_URL", default=None,
     meaning="send run documents to this monitor server (`http://` or `https://` with a host) instead of the "
@@ -277,14 +277,13 @@ class Default:
     default: object
     shown: str
     meaning: str
-    engine: str = field(default="")
 
 
 MiB = 1 << 20
 MEMORY_LIMIT = Default(
     "--memory-limit", 512 * MiB, "`512M`",
     "memory a run of the local engine should stay under: sorts and distinct sets past it spill to the "
-    "working directory ([Memory](../guides/memory.md))", engine="local")
+    "working directory ([Memory](../guides/memory.md))")
 
 #: every shared default, in the order the reference page lists them
 DEFAULTS: tuple[Default, ...] = (MEMORY_LIMIT,)
