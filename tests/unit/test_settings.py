@@ -133,9 +133,13 @@ def test_a_bad_value_is_one_usage_error_naming_the_variable_and_the_value(monkey
                                              "https:// URL with a host"),
     ("LOGETL_MONITOR_GRACE", "later", "Error: LOGETL_MONITOR_GRACE='later' is not a number"),
     ("LOGETL_FAIL_AT", "joni", "Error: LOGETL_FAIL_AT='joni' names no step of flow filter (its steps: parse)"),
+    # before the JVM starts: a bad level was a Java error once Spark ran
+    ("LOGETL_SPARK_LOG_LEVEL", "loud", "Error: LOGETL_SPARK_LOG_LEVEL='loud' must be one of ALL, DEBUG, ERROR, "
+                                       "FATAL, INFO, OFF, TRACE, WARN"),
 ])
 def test_the_command_line_says_a_bad_value_in_one_line_and_exits_2(tmp_path, var, value, line):
-    p = logetl("filter", "--input", CORPUS_LOG, "--output", str(tmp_path / "o"), env={var: value})
+    spark = ["--hdfs"] if var.startswith("LOGETL_SPARK_") else []
+    p = logetl("filter", *spark, "--input", CORPUS_LOG, "--output", str(tmp_path / "o"), env={var: value})
     assert (p.returncode, p.stderr.decode().splitlines()) == (2, [line])
     assert not (tmp_path / "o").exists()
 
