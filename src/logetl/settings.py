@@ -12,25 +12,36 @@ documentation is built (``docs/hooks/settings_page.py``), so the two cannot diff
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from logetl.errors import EnvError, UsageError
 
 
-@dataclass(frozen=True)
 class Setting:
-    """An environment variable: ``read`` gives its value, or ``default`` when it is not set."""
+    """An environment variable: ``read`` gives its value, or ``default`` when it is not set. (Plain classes,
+    not dataclasses: the command line imports this table at its start, where each class costs.)"""
 
-    name: str
-    #: the type as the reference page shows it
-    kind: str = "text"
-    default: object = None
-    #: what it does (Markdown; links are relative to the reference page)
-    meaning: str = ""
-    #: the default as the reference page shows it (Markdown)
-    shown: str = "unset"
-    #: who sets it: "user", or "tests" (a testing aid)
-    audience: str = "user"
+    #: the type as the reference page shows it (a subclass's own)
+    kind = "text"
+
+    def __init__(self, name: str, kind: str | None = None, default=None, *, meaning: str = "",
+                 shown: str = "unset", audience: str = "user", **own):
+        self.name = name
+        if kind is not None:
+            self.kind = kind
+        self.default = default
+        #: what it does (Markdown; links are relative to the reference page)
+        self.meaning = meaning
+        #: the default as the reference page shows it (Markdown)
+        self.shown = shown
+        #: who sets it: "user", or "tests" (a testing aid)
+        self.audience = audience
+        for key, value in own.items():      # a subclass's own fields (``minimum``, ``choices``)
+            if not hasattr(type(self), key):
+                raise TypeError(f"{type(self).__name__} has no field {key!r}")
+            setattr(self, key, value)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
 
     def raw(self) -> str | None:
         """The variable's text; None when it is unset or empty."""
@@ -49,12 +60,11 @@ class Setting:
         return raw
 
 
-@dataclass(frozen=True)
 class Number(Setting):
     """A number of seconds, at least ``minimum``."""
 
-    kind: str = "number"
-    minimum: float = 0.0
+    kind = "number"
+    minimum = 0.0
 
     def raw(self) -> str | None:
         value = os.environ.get(self.name)
@@ -70,12 +80,11 @@ class Number(Setting):
         return value
 
 
-@dataclass(frozen=True)
 class Switch(Setting):
     """``on`` or ``off`` (``1``/``true``/``yes``, ``0``/``false``/``no``); anything else is refused rather than
     read as either."""
 
-    kind: str = "on or off"
+    kind = "on or off"
 
     def raw(self) -> str | None:
         value = os.environ.get(self.name)
@@ -90,23 +99,23 @@ class Switch(Setting):
         raise EnvError(f"{self.name}={raw!r} must be on or off")
 
 
-@dataclass(frozen=True)
 class Flag(Setting):
     """On for ``1``, ``true``, ``yes`` or ``on`` (any case), off otherwise. Never refused: it is read while an
     error is being reported, where a second error would hide the first."""
 
-    kind: str = "flag"
-    default: object = False
+    kind = "flag"
+
+    def __init__(self, name: str, **given):
+        super().__init__(name, default=False, **given)
 
     def parse(self, raw: str) -> bool:
         return raw.lower() in ("1", "true", "yes", "on")
 
 
-@dataclass(frozen=True)
 class Choice(Setting):
     """One of ``choices``, in any case (given on as it was written)."""
 
-    kind: str = "choice"
+    kind = "choice"
     choices: tuple[str, ...] = ()
 
     def parse(self, raw: str) -> str:
@@ -115,11 +124,10 @@ class Choice(Setting):
         return raw
 
 
-@dataclass(frozen=True)
 class HttpUrl(Setting):
     """An ``http://`` or ``https://`` URL with a host."""
 
-    kind: str = "URL"
+    kind = "URL"
 
     def parse(self, raw: str) -> str:
         from urllib.parse import urlsplit
@@ -135,22 +143,22 @@ class HttpUrl(Setting):
         return raw
 
 
-@dataclass(frozen=True)
 class Listing(Setting):
     """Comma-separated entries (each checked where it is used, by the option it stands for)."""
 
-    kind: str = "list"
-    default: object = ()
+    kind = "list"
+
+    def __init__(self, name: str, **given):
+        super().__init__(name, default=(), **given)
 
     def parse(self, raw: str) -> list[str]:
         return [entry for entry in raw.split(",") if entry]
 
 
-@dataclass(frozen=True)
 class Path(Setting):
     """A directory, ``~`` expanded, made absolute."""
 
-    kind: str = "path"
+    kind = "path"
 
     def read(self) -> str:
         return os.path.abspath(os.path.expanduser(super().read()))
@@ -223,13 +231,11 @@ ENVIRONMENT: tuple[Setting, ...] = (
 
 # --- logetl's keys on Spark's --conf ---------------------------------------------------------------------------
 
-@dataclass(frozen=True)
 class ConfKey:
     """A ``logetl.*`` key given with ``--conf KEY=VALUE``: one of ``values``, the first the default."""
 
-    name: str
-    values: tuple[str, ...]
-    meaning: str
+    def __init__(self, name: str, values: tuple[str, ...], meaning: str):
+        self.name, self.values, self.meaning = name, values, meaning
 
     @property
     def default(self) -> str:
@@ -269,14 +275,11 @@ def spark_conf(conf: dict) -> dict[str, str]:
 
 # --- defaults the command line shares with the API --------------------------------------------------------------
 
-@dataclass(frozen=True)
 class Default:
     """An option's default that the command line, the API and an engine share."""
 
-    option: str
-    default: object
-    shown: str
-    meaning: str
+    def __init__(self, option: str, default, shown: str, meaning: str):
+        self.option, self.default, self.shown, self.meaning = option, default, shown, meaning
 
 
 MiB = 1 << 20
