@@ -97,10 +97,11 @@ def test_a_full_file_system_fails_the_run_in_one_line_naming_it(engine, tmp_path
     logs = L.read()
     flow = L.Flow("full", [logs.write("a"), logs.select("ip", "size").write("b")])
     capfd.readouterr()
+    finished = Finished()
     try:
         with pytest.raises(OSError) as caught:
             run_flow(flow, str(log), {"a": str(small / "a"), "b": str(tmp_path / "b")}, engine=engine,
-                     monitor=False, quiet=True)
+                     monitor=False, quiet=True, listener=finished)
         left = sorted(os.listdir(small))
         # the failed run closed its files (the exception, held here, keeps its frames alive)
         held = [target for target in (_link(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd"))
@@ -109,9 +110,9 @@ def test_a_full_file_system_fails_the_run_in_one_line_naming_it(engine, tmp_path
         # lazily: Spark's task writer keeps the file it failed to close open in the (shared) JVM
         subprocess.run(["umount", "--lazy", str(small)], check=True)
     assert caught.value.errno == errno.ENOSPC
-    free = caught.value.logetl_where.rsplit("(", 1)[1]
-    assert caught.value.logetl_where == (f"a {str(small / 'a')!r} and the working directory "
-                                         f"'{small}/.a.logetl-work' ({free}")
+    free = finished.run.full.rsplit("(", 1)[1]
+    assert finished.run.full == (f"a {str(small / 'a')!r} and the working directory "
+                                 f"'{small}/.a.logetl-work' ({free}")
     assert free.startswith("their file system has ") and free.endswith(" MB free)")
     err = capfd.readouterr().err
     assert "Traceback" not in err and "ERROR" not in err and "Exception" not in err, err
@@ -134,17 +135,19 @@ def test_a_full_checkpoint_dir_fails_the_run_in_one_line_naming_it_and_the_rerun
     log = records(tmp_path, "/images/")
     out, checkpoint = {"output": str(tmp_path / "out")}, str(small / "cp")
     capfd.readouterr()
+    finished = Finished()
     try:
         with pytest.raises(OSError) as caught:
-            run_program("join", str(log), out, engine=engine, checkpoint_dir=checkpoint, monitor=False, quiet=True)
+            run_program("join", str(log), out, engine=engine, checkpoint_dir=checkpoint, monitor=False, quiet=True,
+                        listener=finished)
         err = capfd.readouterr().err
         subprocess.run(["mount", "-o", "remount,size=64m", str(small)], check=True)
         again = run_program("join", str(log), out, engine=engine, checkpoint_dir=checkpoint, monitor=False, quiet=True)
     finally:
         subprocess.run(["umount", "--lazy", str(small)], check=True)
     assert caught.value.errno == errno.ENOSPC
-    free = caught.value.logetl_where.rsplit("(", 1)[1]
-    assert caught.value.logetl_where == f"--checkpoint-dir {checkpoint!r} ({free}"
+    free = finished.run.full.rsplit("(", 1)[1]
+    assert finished.run.full == f"--checkpoint-dir {checkpoint!r} ({free}"
     assert free.startswith("its file system has ") and free.endswith(" MB free)")
     assert "Traceback" not in err and "ERROR" not in err and "Exception" not in err, err
     assert again.status == "SUCCESSFUL"

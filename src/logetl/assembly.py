@@ -18,12 +18,14 @@ from dataclasses import dataclass
 
 from logetl import formats
 from logetl.diagnostics import nearest
+from logetl.errors import UsageError
 from logetl.expressions import (
     BOOLEAN, FLOAT, INTEGER, STRING, TIMESTAMP, Aggregate, Col, Expr, ExpressionError, field_name)
 
 
-class AssemblyError(ValueError):
-    """A flow definition that cannot run (unknown field, duplicate name, ...)."""
+class AssemblyError(UsageError, ValueError):
+    """A flow definition that cannot run (unknown field, duplicate name, ...): a usage error (exit 2). A
+    ``ValueError`` too, as it was before it joined the error tree, for the callers that catch that."""
 
 
 class MissingField(AssemblyError):

@@ -17,7 +17,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import click
 
-from logetl import __version__, errors, programs
+from logetl import __version__, errors, programs, settings
 from logetl.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, LogetlError, RunFailed
 
 __all__ = ["main", "EXIT_FAILED", "EXIT_USAGE"]
@@ -77,14 +77,7 @@ class _Group(_OptionsOnce, click.Group):
             try:
                 return self._invoke(ctx)
             except KeyboardInterrupt as exc:
-                said = getattr(exc, "logetl_said", None)
-                if getattr(exc, "logetl_publishing", False):
-                    errors.say_stopped(f"{errors.stop_reason(exc)} while publishing the outputs",
-                                       "run the same command again to finish")
-                else:
-                    errors.say_stopped(errors.stop_reason(exc), errors.said_when_stopped(
-                        [ctx.invoked_subcommand or ""]) if said is None else said)
-                errors.exit_stopped(getattr(exc, "exit_code", EXIT_INTERRUPTED))
+                _stopped(exc, errors.said_when_stopped([ctx.invoked_subcommand or ""]))
 
     def _invoke(self, ctx):
         """Every ``LogetlError`` as one line; anything else as one line naming it as internal."""
@@ -106,6 +99,13 @@ class _Group(_OptionsOnce, click.Group):
                 raise
             raise _Shown(RunFailed(f"internal error: {type(exc).__name__}: {exc} (LOGETL_DEBUG=1 shows where)")) \
                 from None
+
+
+def _stopped(exc: KeyboardInterrupt, said: str) -> None:
+    """Ends a command stopped by a signal: one line (what it stopped, and ``said``: what that left), exit
+    ``128 + N`` (130 for Ctrl-C)."""
+    errors.say_stopped(errors.stop_reason(exc), said)
+    errors.exit_stopped(getattr(exc, "exit_code", EXIT_INTERRUPTED))
 
 
 def _occupy_closed_std_fds() -> None:
@@ -172,7 +172,8 @@ def _engine_options(f):
     f = click.option("--hdfs", is_flag=True, help="Run on the distributed engine (Apache Spark).")(f)
     f = click.option("--quiet", "-q", is_flag=True, help="No summary or progress bar (warnings still show).")(f)
     f = click.option("--memory-limit", metavar="SIZE", default=None,
-                     help="(local engine) Memory the run should stay under, e.g. 512M, 2G (default 512M): "
+                     help="(local engine) Memory the run should stay under, e.g. 512M, 2G (default "
+                          f"{settings.MEMORY_LIMIT.shown.strip('`')}): "
                           "sorts and distinct sets past it spill to the working directory.")(f)
     f = click.option("--max-malformed", metavar="FRACTION", type=click.FloatRange(0.0, 1.0), default=None,
                      callback=_not_nan,
@@ -262,23 +263,27 @@ def _run(program: str | None, input_path: str, outputs: dict[str, str], opts: di
     except errors.UsageError:
         raise
     except KeyboardInterrupt as exc:
-        why = errors.stop_reason(exc)
-        if getattr(exc, "logetl_publishing", False):
-            click.echo(f"logetl: {why} while publishing the outputs; run the same command again to finish",
-                       err=True)
-        else:
-            click.echo(f"logetl: {why}; no output was committed", err=True)
-        errors.exit_stopped(getattr(exc, "exit_code", EXIT_INTERRUPTED))
+        _run_stopped(exc, listener.run)
     except Exception as exc:  # the summary above already says FAILED; one line names the cause
         stop = errors.interrupt_of(exc)
-        if stop is not None:      # a signal, wrapped on its way: the run was stopped (said by the group)
-            stop.logetl_publishing = getattr(exc, "logetl_publishing", False)
-            raise stop from None
+        if stop is not None:      # a signal, wrapped on its way: the run was stopped
+            _run_stopped(stop, listener.run)
         if errors.debug():
             traceback.print_exc()
-        where = getattr(exc, "logetl_where", None)      # a full file system (engines.base.full_places)
-        raise RunFailed(f"{flow.name} failed: {errors.out_of_space_reason(exc)}: {where}" if where
+        full = listener.run.full if listener.run is not None else None    # engines.base.full_places
+        raise RunFailed(f"{flow.name} failed: {errors.out_of_space_reason(exc)}: {full}" if full
                         else f"{flow.name} failed: {exc}") from None
+
+
+def _run_stopped(exc: KeyboardInterrupt, run) -> None:
+    """Ends a run stopped by a signal: one line that says what it left (``run``: the ``FlowRun``, None when
+    it never started)."""
+    if run is not None and run.publishing:
+        errors.say_stopped(f"{errors.stop_reason(exc)} while publishing the outputs",
+                           "run the same command again to finish")
+    else:
+        errors.say_stopped(errors.stop_reason(exc), "no output was committed")
+    errors.exit_stopped(getattr(exc, "exit_code", EXIT_INTERRUPTED))
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -564,9 +569,8 @@ def generate(n_lines, seed, out, overwrite):
         except BrokenPipeError:     # `logetl generate ... - | head`: the reader had enough
             _silence_stderr()
             sys.exit(EXIT_FAILED)
-        except KeyboardInterrupt as exc:   # (said by the group, which stops every command)
-            exc.logetl_said = "the log sent to standard output is incomplete"
-            raise
+        except KeyboardInterrupt as exc:
+            _stopped(exc, "the log sent to standard output is incomplete")
         return
     # a typo must not cost a real log: an existing file is replaced only when asked (then at once, by a
     # rename: a run that stops half-way leaves the old file, not half a log). A symbolic link is followed
@@ -597,7 +601,7 @@ def _store(db: str | None):
 
     if db is not None and not db.strip():   # an unset shell variable: it must not mean the default store
         raise UserError("--db must not be empty: give a database URL (sqlite:///path.db or postgresql://...)")
-    url = db or os.environ.get("LOGETL_MONITOR_DB") or default_url(home())
+    url = db or settings.MONITOR_DB.read() or default_url(home())
     if url.startswith("sqlite:///"):
         os.makedirs(os.path.dirname(os.path.abspath(url[len("sqlite:///"):])), exist_ok=True)
     try:
@@ -621,7 +625,7 @@ _db_option = click.option("--db", metavar="URL", default=None,
 @click.option("--public-url", metavar="URL", default=None,
               help="The address people reach this monitor at, for the run links in alerts "
                    "(default: http://HOST:PORT).")
-@click.option("--openlineage-url", metavar="URL", default=None, envvar="LOGETL_OPENLINEAGE_URL",
+@click.option("--openlineage-url", metavar="URL", default=None,
               help="Send OpenLineage run events (START, COMPLETE, FAIL, ABORT) to URL/api/v1/lineage "
                    "(default: $LOGETL_OPENLINEAGE_URL; needs pip install 'logetl[lineage]').")
 @click.option("--openlineage-namespace", metavar="NAME", default="logetl", show_default=True,
@@ -649,6 +653,8 @@ def monitor(ctx, host, port, db, require_key, allow_public_without_keys, public_
         return
     from logetl.monitor.app import create_app, is_loopback
 
+    if openlineage_url is None:
+        openlineage_url = settings.OPENLINEAGE_URL.read()
     if not _host_ok(host):   # before anything that names the host as if it were one
         raise UserError(f"--host must be an IP address or a host name, not {host!r}")
     store = _store(db)
@@ -685,7 +691,7 @@ def _webhook_allow(given) -> list[str]:
     """``--webhook-allow`` entries and ``$LOGETL_WEBHOOK_ALLOW``'s, each checked."""
     from logetl.monitor.outbound import WebhookPolicy
 
-    allow = [*given, *filter(None, os.environ.get("LOGETL_WEBHOOK_ALLOW", "").split(","))]
+    allow = [*given, *settings.WEBHOOK_ALLOW.read()]
     for entry in allow:
         try:
             WebhookPolicy.parse(entry)

@@ -5,10 +5,9 @@ import os
 import sys
 import time
 
-from logetl.errors import env_float
+from logetl import settings
 from logetl.listener import SKIPPED, SUCCESSFUL, FlowListener, FlowRun, current_step, progress_of
 
-PROGRESS_AFTER = 2.0   # seconds (LOGETL_PROGRESS_AFTER): short runs stay quiet
 
 
 def silence_broken_pipe() -> None:
@@ -72,12 +71,18 @@ class ConsoleReporter(FlowListener):
         self.outputs = outputs or {}
         self.quiet = quiet
         self.progress_on = not quiet and self.stream.isatty()
-        self.progress_after = env_float("LOGETL_PROGRESS_AFTER", PROGRESS_AFTER)
+        self.progress_after = settings.PROGRESS_AFTER.read()
         self.started = time.monotonic()
         self.last_draw = 0.0
         self.drawn = False
         self.last_step = None   # the step the line drawn last names
         self.width = 0          # of the line drawn last: the next one (or the clearing) covers it
+        #: the run it reports, once started: how it ended (``FlowRun.publishing``, ``FlowRun.full``) is what
+        #: the command line says of a run that failed or was stopped
+        self.run: FlowRun | None = None
+
+    def flow_started(self, run):
+        self.run = run
 
     def progress(self, run, done_bytes, total_bytes):
         if self.progress_on:

@@ -287,19 +287,8 @@ def out_of_space_reason(exc: BaseException) -> str:
     return getattr(exc, "strerror", None) or os.strerror(errno.ENOSPC)
 
 
-def env_float(name: str, default: float, minimum: float = 0.0) -> float:
-    """A number from the environment; a bad value is an ``EnvError`` naming the variable."""
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise EnvError(f"{name}={raw!r} is not a number") from None
-    if value != value or value < minimum:
-        raise EnvError(f"{name}={raw!r} must be a number >= {minimum:g}")
-    return value
-
-
 def debug() -> bool:
-    return os.environ.get("LOGETL_DEBUG", "").lower() in ("1", "true", "yes", "on")
+    """``LOGETL_DEBUG``: show the traceback beside an error's one line (``logetl.settings``)."""
+    from logetl import settings
+
+    return settings.DEBUG.read()

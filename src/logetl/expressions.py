@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 
 from logetl.diagnostics import Mistakes, closest
+from logetl.errors import UsageError
 
 STRING = "string"
 INTEGER = "integer"
@@ -38,8 +39,9 @@ INT_DIGITS = 18
 INT_PATTERN = rf"^-?[0-9]{{1,{INT_DIGITS}}}$"
 
 
-class ExpressionError(ValueError):
-    """An expression that cannot be computed (wrong type, unknown field, unsupported regex, ...)."""
+class ExpressionError(UsageError, ValueError):
+    """An expression that cannot be computed (wrong type, unknown field, unsupported regex, ...): a usage
+    error (exit 2), raised when the flow is defined. A ``ValueError`` too, for the callers that catch that."""
 
 
 #: what a field name is: ASCII letters, digits, ``_`` and ``-``, the first a letter or a digit. The name is a

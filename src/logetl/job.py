@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import os
 
-from logetl import assembly, formats, programs
+from logetl import assembly, formats, programs, settings
 from logetl.engines import get_engine
 from logetl.engines.base import Taps
 from logetl.io import inputs, outputs
 from logetl.listener import SUCCESSFUL, FlowListener, FlowRun, Listeners
-from logetl.errors import EnvError, UsageError, stop_reason
+from logetl.errors import UsageError, stop_reason
 from logetl.workdir import OutputLocks, WorkDir, checkpoint_dir_problem, default_path, flow_identity
 
 
@@ -162,48 +162,18 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
     takes the outputs for this run (``OutputsHeld`` when another run has them); the caller releases it (a
     run does, ``run_flow``). Without ``locks`` the outputs are only checked: a caller that binds and does
     not run (``explain``, a test) holds nothing it would have to let go."""
-    program = flow.name
-    wanted = sorted(s.tap for s in flow.sinks)
-    if sorted(output_paths) != wanted:
-        raise JobError(f"flow {program} writes output{'s' if len(wanted) > 1 else ''} {', '.join(wanted)}"
-                       f" (given: {', '.join(sorted(output_paths)) or 'none'})", "output")
-    given = {**output_paths, "trap": trap, "work-dir": work_dir, "checkpoint-dir": checkpoint_dir}
-    for name, path in given.items():
-        if path == "":    # an unset shell variable: it would mean the current directory, or fail oddly
-            raise JobError(f"{name} is an empty path", name)
+    _check_given(flow, output_paths, {**output_paths, "trap": trap, "work-dir": work_dir,
+                                      "checkpoint-dir": checkpoint_dir})
     try:
         files = inputs.resolve(input_path, fs)
     except inputs.InputError as exc:
         raise JobError(str(exc), "input") from None
-    checkpoints = [n.name for n in flow.nodes if isinstance(n, assembly.Checkpoint)]
-    bound: dict[str, str] = {}
-    if checkpoint_dir:
-        if len(checkpoints) != 1:
-            raise JobError(f"flow {program} has {'no checkpoint' if not checkpoints else 'several checkpoints'}"
-                           " to keep", "checkpoint-dir")
-        problem = checkpoint_dir_problem(checkpoint_dir, fs)
-        if problem:
-            raise JobError(problem, "checkpoint-dir")
-        # checked as the outputs and --work-dir are, before anything runs (a read-only one failed the run
-        # after its first step, exit 1)
-        for problem in (fs.non_directory_ancestor(fs.join(checkpoint_dir, "x")),
-                        fs.writable_ancestor(fs.join(checkpoint_dir, "x"))):
-            if problem:
-                raise JobError(f"--checkpoint-dir {checkpoint_dir!r}: cannot make a directory in {problem!r}",
-                               "checkpoint-dir")
-        bound[checkpoints[0]] = checkpoint_dir
-    first = output_paths[wanted[0]]
-    identity = flow_identity(program, flow.explain(), engine, files, output_paths,
+    bound = _bind_checkpoint(flow, checkpoint_dir, fs)
+    identity = flow_identity(flow.name, flow.explain(), engine, files, output_paths,
                              {"trap": fs.abspath(trap) if trap else None,
                               "checkpoint_dir": fs.abspath(checkpoint_dir) if checkpoint_dir else None}, fs)
-    if work_dir:
-        if fs.exists(work_dir) and not fs.isdir(work_dir):
-            raise JobError(f"--work-dir {work_dir!r} exists and is not a directory", "work-dir")
-        for problem in (fs.non_directory_ancestor(fs.join(work_dir, "x")), fs.writable_ancestor(
-                fs.join(work_dir, "x"))):
-            if problem:
-                raise JobError(f"--work-dir {work_dir!r}: cannot make a directory in {problem!r}", "work-dir")
-    work = WorkDir(default_path(first, work_dir, fs), identity, bound, fs)
+    _check_work_dir(work_dir, fs)
+    work = WorkDir(default_path(output_paths[min(output_paths)], work_dir, fs), identity, bound, fs)
     work.check()
     taps_out = list(output_paths.items()) + ([("trap", trap)] if trap else [])
     # held until the outputs are published (or the run has failed and cleaned up, ``run_flow``): a second
@@ -220,44 +190,126 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
         # the outputs' own state says which runs they hold and how to roll one back: no carry is needed
         carry = {}
         plan = inc.plan(flow, files, taps_out, overwrite)
+    places = _Places(fs)
+    owned = [("--work-dir" if work_dir else "working directory", work_dir or work.path, places.real(work.path))] + [
+        ("--checkpoint-dir", d, places.real(d)) for d in bound.values()]
+    real_files = [(f, places.real(f)) for f in files if f != inputs.STDIN]
+    places.check_owned_apart(owned)
+    notices = _check_outputs(flow, taps_out, owned, real_files, places, overwrite, carry, plan, fs)
+    places.check_inputs_outside(owned, real_files)
+    if plan is not None:
+        return Taps(inputs=files, outputs=dict(output_paths), trap=trap, work=work, overwrite=overwrite,
+                    carry=carry, input_bytes=plan.bytes_to_read, incremental=plan, ranges=plan.ranges, locks=locks)
+    # (the sizes the identity holds: a second status query a file cost a round trip each on Spark)
+    sizes = None if inputs.STDIN in files else [i["size"] for i in identity["inputs"]]
+    return Taps(inputs=files, outputs=dict(output_paths), trap=trap, work=work, overwrite=overwrite,
+                carry=carry, input_bytes=sum(sizes or []), input_sizes=sizes, notices=notices, locks=locks)
 
-    def real(p: str) -> str:
-        # a local path, Spark's too (file:, what its Hadoop file system makes of a path without a scheme),
-        # with its symbolic links resolved; a path of another file system as that file system spells it.
+
+def _check_given(flow: assembly.Flow, output_paths: dict[str, str], given: dict) -> None:
+    """The outputs given are the flow's, and no path is empty (an unset shell variable: it would mean the
+    current directory, or fail oddly)."""
+    wanted = sorted(s.tap for s in flow.sinks)
+    if sorted(output_paths) != wanted:
+        raise JobError(f"flow {flow.name} writes output{'s' if len(wanted) > 1 else ''} {', '.join(wanted)}"
+                       f" (given: {', '.join(sorted(output_paths)) or 'none'})", "output")
+    for name, path in given.items():
+        if path == "":
+            raise JobError(f"{name} is an empty path", name)
+
+
+def _bind_checkpoint(flow: assembly.Flow, checkpoint_dir: str | None, fs) -> dict[str, str]:
+    """``--checkpoint-dir``: the flow's one checkpoint -> the directory, checked as the outputs and
+    --work-dir are, before anything runs (a read-only one failed the run after its first step, exit 1)."""
+    if not checkpoint_dir:
+        return {}
+    checkpoints = [n.name for n in flow.nodes if isinstance(n, assembly.Checkpoint)]
+    if len(checkpoints) != 1:
+        raise JobError(f"flow {flow.name} has {'no checkpoint' if not checkpoints else 'several checkpoints'}"
+                       " to keep", "checkpoint-dir")
+    problem = checkpoint_dir_problem(checkpoint_dir, fs)
+    if problem:
+        raise JobError(problem, "checkpoint-dir")
+    for problem in (fs.non_directory_ancestor(fs.join(checkpoint_dir, "x")),
+                    fs.writable_ancestor(fs.join(checkpoint_dir, "x"))):
+        if problem:
+            raise JobError(f"--checkpoint-dir {checkpoint_dir!r}: cannot make a directory in {problem!r}",
+                           "checkpoint-dir")
+    return {checkpoints[0]: checkpoint_dir}
+
+
+def _check_work_dir(work_dir: str | None, fs) -> None:
+    """``--work-dir``: a directory, or one that can be made."""
+    if not work_dir:
+        return
+    if fs.exists(work_dir) and not fs.isdir(work_dir):
+        raise JobError(f"--work-dir {work_dir!r} exists and is not a directory", "work-dir")
+    for problem in (fs.non_directory_ancestor(fs.join(work_dir, "x")), fs.writable_ancestor(
+            fs.join(work_dir, "x"))):
+        if problem:
+            raise JobError(f"--work-dir {work_dir!r}: cannot make a directory in {problem!r}", "work-dir")
+
+
+class _Places:
+    """Where a run's paths are, to tell whether two of them overlap: a local path, Spark's too (file:, what
+    its Hadoop file system makes of a path without a scheme), by its real path (symbolic links resolved)
+    and, through a bind mount, by device and inode (``_overlap``); a path of another file system as that
+    file system spells it. Each real path's ``_ancestry`` is looked up once for all the checks."""
+
+    def __init__(self, fs):
+        self.fs = fs
+        self.known: dict[str, tuple] = {}
+
+    def real(self, p: str) -> str:
         # (Hadoop spells a local path unencoded: read as a URI, a name holding %41 was another file's)
-        local = fs.local(p)
-        return os.path.realpath(local) if local is not None else fs.abspath(p)
+        local = self.fs.local(p)
+        return os.path.realpath(local) if local is not None else self.fs.abspath(p)
 
-    owned = [("--work-dir" if work_dir else "working directory", work_dir or work.path, real(work.path))] + [
-        ("--checkpoint-dir", d, real(d)) for d in bound.values()]
-    known: dict[str, tuple] = {}   # each real path's _ancestry, looked up once for all the checks below
+    def ancestry(self, p: str) -> tuple:
+        if p not in self.known:
+            self.known[p] = _ancestry(p, self.ancestry)
+        return self.known[p]
 
-    def ancestry(p: str) -> tuple:
-        if p not in known:
-            known[p] = _ancestry(p, ancestry)
-        return known[p]
+    def meet(self, a: str, b: str) -> tuple[str, bool] | None:
+        """``_overlap``, by where they are if both are local."""
+        return _overlap(a, b, self.ancestry if a.startswith("/") and b.startswith("/") else None)
 
-    def meet(a: str, b: str) -> tuple[str, bool] | None:   # _overlap, by where they are if both are local
-        return _overlap(a, b, ancestry if a.startswith("/") and b.startswith("/") else None)
-
-    def overlap(a: str, b: str) -> str | None:   # "" or " (through a mount)" when they overlap, else None
-        met = meet(a, b)
+    def overlap(self, a: str, b: str) -> str | None:
+        """"" or " (through a mount)" when they overlap, else None."""
+        met = self.meet(a, b)
         return None if met is None else " (through a mount)" if met[1] else ""
 
-    for i, (option, given, mine) in enumerate(owned):
-        for other, other_given, theirs in owned[i + 1:]:
-            through = overlap(mine, theirs)
-            if through is not None:
-                raise JobError(f"{option} {given!r} and {other} {other_given!r} overlap{through}: keep them apart",
-                               option.lstrip("-"))
+    def check_owned_apart(self, owned: list[tuple[str, str, str]]) -> None:
+        """The working directory and the checkpoint directories (option, as given, real) are apart."""
+        for i, (option, given, mine) in enumerate(owned):
+            for other, other_given, theirs in owned[i + 1:]:
+                through = self.overlap(mine, theirs)
+                if through is not None:
+                    raise JobError(f"{option} {given!r} and {other} {other_given!r} overlap{through}: keep them "
+                                   "apart", option.lstrip("-"))
+
+    def check_inputs_outside(self, owned: list[tuple[str, str, str]], real_files: list[tuple[str, str]]) -> None:
+        """No input file is inside the working directory or a checkpoint directory."""
+        for option, given, mine in owned:
+            for f, real_f in real_files:
+                through = self.overlap(real_f, mine)
+                if through is not None:
+                    raise JobError(f"{option} {given!r} contains input file {f!r}{through}", option.lstrip("-"))
+
+
+def _check_outputs(flow: assembly.Flow, taps_out: list[tuple[str, str]], owned: list, real_files: list,
+                   places: _Places, overwrite: bool, carry: dict, plan, fs) -> list[str]:
+    """Each output (and the trap): apart from the others, from the working and checkpoint directories and
+    from the input files, and usable (``outputs.check_output``: without --overwrite, only what an earlier
+    run of the flow published, ``carry``, or the incremental ``plan``'s outputs may be non-empty). Returns
+    the notices of what --overwrite removes from a partitioned output."""
     placed: list[tuple[str, str, str]] = []
     notices: list[str] = []
-    real_files = [(f, real(f)) for f in files if f != inputs.STDIN]
     layouts = {s.tap: (s.partition_by, s.format) for s in flow.sinks if s.partition_by}
     for tap, path in taps_out:
-        where = real(path)
+        where = places.real(path)
         for other, other_path, theirs in placed:
-            met = meet(where, theirs)
+            met = places.meet(where, theirs)
             if met == ("same", False):
                 raise JobError(f"{tap} and {other} are the same path {path!r}", tap)
             if met == ("same", True):
@@ -275,25 +327,14 @@ def bind(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], tra
             # it removes, which the user is told before it happens
             notices.extend(_reshaped(tap, path, *layouts[tap], fs))
         for option, given, mine in owned:
-            through = overlap(mine, where)
+            through = places.overlap(mine, where)
             if through is not None:
                 raise JobError(f"{option} {given!r} and {tap} {path!r} overlap{through}: keep them apart", tap)
         for f, real_f in real_files:
-            through = overlap(real_f, where)
+            through = places.overlap(real_f, where)
             if through is not None:
                 raise JobError(f"{tap} {path!r} contains input file {f!r}{through}", tap)
-    for option, given, mine in owned:
-        for f, real_f in real_files:
-            through = overlap(real_f, mine)
-            if through is not None:
-                raise JobError(f"{option} {given!r} contains input file {f!r}{through}", option.lstrip("-"))
-    if plan is not None:
-        return Taps(inputs=files, outputs=dict(output_paths), trap=trap, work=work, overwrite=overwrite,
-                    carry=carry, input_bytes=plan.bytes_to_read, incremental=plan, ranges=plan.ranges, locks=locks)
-    # (the sizes the identity holds: a second status query a file cost a round trip each on Spark)
-    sizes = None if inputs.STDIN in files else [i["size"] for i in identity["inputs"]]
-    return Taps(inputs=files, outputs=dict(output_paths), trap=trap, work=work, overwrite=overwrite,
-                carry=carry, input_bytes=sum(sizes or []), input_sizes=sizes, notices=notices, locks=locks)
+    return notices
 
 
 def _reshaped(tap: str, path: str, partition_by: tuple[str, ...], format: str, fs) -> list[str]:
@@ -330,31 +371,7 @@ def run_program(program: str, input_path: str, output_paths: dict[str, str], *, 
 
 def monitor_enabled() -> bool:
     """LOGETL_MONITOR: on (the default) or off; anything else is refused rather than read as on."""
-    raw = os.environ.get("LOGETL_MONITOR", "on")
-    value = raw.strip().lower()
-    if value in ("on", "1", "true", "yes", ""):
-        return True
-    if value in ("off", "0", "false", "no"):
-        return False
-    raise EnvError(f"LOGETL_MONITOR={raw!r} must be on or off")
-
-
-def _check_monitor_url() -> None:
-    """LOGETL_MONITOR_URL, when set, is where the run's documents are POSTed: an http(s) URL with a host
-    (else the sending thread failed mid-run with a traceback)."""
-    from urllib.parse import urlsplit
-
-    url = os.environ.get("LOGETL_MONITOR_URL")
-    if not url:
-        return
-    try:
-        parts = urlsplit(url)
-        parts.port   # noqa: B018 - raises ValueError for a port that is not a number
-        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
-    except ValueError:
-        ok = False
-    if not ok:
-        raise EnvError(f"LOGETL_MONITOR_URL={url!r} is not an http:// or https:// URL with a host")
+    return settings.MONITOR.read()
 
 
 def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str], *, engine: str = "local",
@@ -406,7 +423,9 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
     if monitor is None:
         monitor = monitor_enabled()
     if monitor:
-        _check_monitor_url()
+        # where the run's documents are POSTed, checked before the run (else the sending thread failed
+        # mid-run with a traceback)
+        settings.MONITOR_URL.read()
     if incremental:
         from logetl.incremental import refuse
 

@@ -93,6 +93,12 @@ class FlowRun:
     spilled: dict[str, dict] = field(default_factory=dict)
     #: the flow's filter operators, whose dropped records the summary counts ("left out by ...")
     filters: list[str] = field(default_factory=list)
+    #: the run had begun publishing its outputs (``Engine.run``): one stopped from then on may have published
+    #: some, and the same command run again finishes (not in the monitor's documents)
+    publishing: bool = False
+    #: a run that failed for want of space: the places on a full file system, as the user named them, with
+    #: what they have free (``engines.base.full_places``; None: not known, or not that failure)
+    full: str | None = None
 
     def left_out(self) -> dict[str, int]:
         """Records each filter dropped (in minus out), for the filters that ran or were restored: a filter of

@@ -10,7 +10,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from logetl import assembly
+from logetl import assembly, settings
 from logetl.expressions import Expr
 from logetl.io.fs import LOCAL, hadoop_local_path
 from logetl.io.outputs import StagedOutput, discard_own_staging
@@ -28,8 +28,8 @@ class UnsupportedOperator(UsageError):
     """The engine cannot run an operator of the flow; raised by ``check`` before anything runs."""
 
 
-class InjectedFailure(RuntimeError):
-    """Raised at the start of the step named by LOGETL_FAIL_AT (a testing aid)."""
+class InjectedFailure(RunFailed, RuntimeError):
+    """Raised at the start of the step named by LOGETL_FAIL_AT (a testing aid): the run fails (exit 1)."""
 
 
 class TooManyMalformed(RunFailed):
@@ -114,6 +114,8 @@ class StepContext:
     #: the engine's state of this run (staged outputs, open files, budgets), made by ``prepare``: per-run
     #: state lives here, never on the engine, which may run several flows
     state: object = None
+    #: the step that is running (None between steps): the one a failure or an interrupt ends
+    current: StepRun | None = None
 
 
 #: a file system with less than this free, when a write failed for want of space, is the one that is full
@@ -265,123 +267,169 @@ class Engine:
                 f"--max-malformed {taps.max_malformed:g}; nothing was published")
 
     def run(self, flow: assembly.Flow, taps: Taps, listener: FlowListener, run: FlowRun | None = None) -> FlowRun:
+        """Runs the flow: its steps in order (those an earlier failed run completed skipped, from its last
+        checkpoint), then publishes its outputs. What a failed or stopped run leaves (whether it had begun
+        publishing its outputs, which file system is full) is on ``run`` (``FlowRun.publishing``,
+        ``FlowRun.full``), for the caller that reports it; the exception is raised as it came."""
         self.check(flow)
         run = run or FlowRun(program=flow.name, engine=self.name)
         run.steps = [StepRun(s.name, s.index, [n.name for n in s.nodes]) for s in flow.steps]
         run.filters = [n.name for n in flow.nodes if isinstance(n, assembly.Filter)]
         ctx = StepContext(flow, taps, run, listener, self.options)
-        fail_at = os.environ.get("LOGETL_FAIL_AT", "")
-        if fail_at and fail_at not in {s.name for s in flow.steps}:   # a typo would test nothing
-            raise EnvError(f"LOGETL_FAIL_AT={fail_at!r} names no step of flow {flow.name} "
-                           f"(its steps: {', '.join(s.name for s in flow.steps)})")
-        work = taps.work
+        fail_at = injected_failure_step(flow)
         # what a restart skips is known before the run starts (nothing is changed to know it): the engine
         # gets ready for the steps that will run, and what it refuses is one line, with no run shown
-        resume = work.inspect()
-        skip_to = self.restart_point(flow, resume, work)
+        resume = taps.work.inspect()
+        skip_to = self.restart_point(flow, resume, taps.work)
         ready_notices = self.ready(flow, flow.steps[skip_to + 1:])
         run.status, run.started_at = RUNNING, time.time()
         listener.flow_started(run)
-        ok = publishing = False
-        current: StepRun | None = None
+        ok = False
         try:
-            if taps.replacing:
-                self._notice(run, listener, "an earlier run of this flow was killed while or after publishing "
-                                            "its outputs; this run replaces them")
-            for message in taps.notices:
-                self._notice(run, listener, message)
-            work.claim(run.run_id, fresh=skip_to < 0, carry=taps.carry)
-            if resume.reason:
-                self._notice(run, listener, f"not restarting the earlier failed run: {resume.reason}; starting from scratch")
-            elif resume.completed and skip_to < 0:
-                self._notice(run, listener, "the earlier failed run completed no checkpoint; starting from scratch")
-            if skip_to >= 0:
-                names = [s.name for s in flow.steps[: skip_to + 1]]
-                cps = [n.name for s in flow.steps[: skip_to + 1] for n in s.writes if isinstance(n, assembly.Checkpoint)]
-                run.restarted_after = cps[-1]
-                self._notice(run, listener, f"restarting after checkpoint {cps[-1]!r}: skipping step(s) {', '.join(names)}, "
-                                     f"completed by the failed run {resume.previous_run}")
-            for step in flow.steps[skip_to + 1:]:
-                work.forget_step(step.name)
-            for message in ready_notices:
-                self._notice(run, listener, message)
-            state = self.prepare(ctx)
-            if state is not None:
-                ctx.state = state
+            self._begin(ctx, resume, skip_to, ready_notices)
             for step, state in zip(flow.steps, run.steps):
                 if step.index <= skip_to:
-                    state.restore(resume.completed[step.name])
-                    run.malformed_samples.extend(
-                        tuple(x) for x in resume.completed[step.name].get("malformed_samples", []))
-                    del run.malformed_samples[5:]
-                    state.status = SKIPPED
-                    listener.step_finished(run, state)
-                    self.check_malformed(run, taps)
-                    continue
-                current = state
-                state.status, state.started_at = RUNNING, time.time()
-                listener.step_started(run, state)
-                samples_before = len(run.malformed_samples)
-                if step.name == fail_at:
-                    raise InjectedFailure(f"injected failure at step {step.name!r} (LOGETL_FAIL_AT)")
-                self.execute_step(ctx, step, state)
-                state.status, state.finished_at = SUCCESSFUL, time.time()
-                if len(flow.steps) > 1:
-                    # what a restart after a checkpoint restores; a flow of one step (no checkpoint) never
-                    # restarts, and its record would cost a synced write for nothing
-                    work.step_completed(step.name, {**state.to_dict(), "malformed_samples": [
-                        list(x) for x in run.malformed_samples[samples_before:]]})
-                listener.step_finished(run, state)
-                current = None
-                self.check_malformed(run, taps)
-            staged = self.seal(ctx)
-            work.committing({out.path: out.listing for out in staged})
-            publishing = True
-            self.commit(ctx)
+                    self._restore_step(ctx, state, resume.completed[step.name])
+                else:
+                    self._run_step(ctx, step, state, fail_at)
+            self._publish(ctx)
             ok = True
             run.status = SUCCESSFUL
         except BaseException as exc:
-            exc.logetl_publishing = publishing   # read by the CLI: what an interrupt left
-            stopped = isinstance(exc, KeyboardInterrupt)
-            if _out_of_space(exc) and getattr(exc, "filename", None) is None:
-                # before the staged outputs are discarded (which frees the space)
-                exc.logetl_where = full_places(taps)
-            run.status = STOPPED if stopped else FAILED
-            run.error = stop_reason(exc) if stopped else (str(exc) or type(exc).__name__)
-            if getattr(exc, "logetl_where", None):
-                run.error = f"{out_of_space_reason(exc)}: {exc.logetl_where}"
-            if not publishing:
-                # the records the steps wrote were staged and are discarded with them: the run wrote nothing
-                # (the monitor counted them as written, and its trend summed them)
-                run.written = {}
-            if current is not None:
-                current.status, current.finished_at = (STOPPED if stopped else FAILED), time.time()
-                listener.step_finished(run, current)
+            self._failed(ctx, exc)
             raise
         finally:
+            self._end(ctx, ok)
+        self._let_go(taps)
+        return run
+
+    # --- the run's named steps ------------------------------------------------------------------------------
+
+    def _begin(self, ctx: StepContext, resume: Resume, skip_to: int, ready_notices: list[str]) -> None:
+        """What the run says before its first step (a replacement, the binding's and the engine's notices,
+        a restart or why not), its claim on the working directory, and the engine's state of the run."""
+        flow, run, listener, work = ctx.flow, ctx.run, ctx.listener, ctx.taps.work
+        if ctx.taps.replacing:
+            self._notice(run, listener, "an earlier run of this flow was killed while or after publishing "
+                                        "its outputs; this run replaces them")
+        for message in ctx.taps.notices:
+            self._notice(run, listener, message)
+        work.claim(run.run_id, fresh=skip_to < 0, carry=ctx.taps.carry)
+        if resume.reason:
+            self._notice(run, listener, f"not restarting the earlier failed run: {resume.reason}; starting from scratch")
+        elif resume.completed and skip_to < 0:
+            self._notice(run, listener, "the earlier failed run completed no checkpoint; starting from scratch")
+        if skip_to >= 0:
+            names = [s.name for s in flow.steps[: skip_to + 1]]
+            cps = [n.name for s in flow.steps[: skip_to + 1] for n in s.writes if isinstance(n, assembly.Checkpoint)]
+            run.restarted_after = cps[-1]
+            self._notice(run, listener, f"restarting after checkpoint {cps[-1]!r}: skipping step(s) {', '.join(names)}, "
+                                        f"completed by the failed run {resume.previous_run}")
+        for step in flow.steps[skip_to + 1:]:
+            work.forget_step(step.name)
+        for message in ready_notices:
+            self._notice(run, listener, message)
+        state = self.prepare(ctx)
+        if state is not None:
+            ctx.state = state
+
+    def _restore_step(self, ctx: StepContext, state: StepRun, record: dict) -> None:
+        """A step an earlier failed run completed: its counters and malformed samples as it recorded them."""
+        run = ctx.run
+        state.restore(record)
+        run.malformed_samples.extend(tuple(x) for x in record.get("malformed_samples", []))
+        del run.malformed_samples[5:]
+        state.status = SKIPPED
+        ctx.listener.step_finished(run, state)
+        self.check_malformed(run, ctx.taps)
+
+    def _run_step(self, ctx: StepContext, step: assembly.Step, state: StepRun, fail_at: str) -> None:
+        """One step, run by the engine, and recorded as completed (what a restart restores)."""
+        run, listener = ctx.run, ctx.listener
+        ctx.current = state
+        state.status, state.started_at = RUNNING, time.time()
+        listener.step_started(run, state)
+        samples_before = len(run.malformed_samples)
+        if step.name == fail_at:
+            raise InjectedFailure(f"injected failure at step {step.name!r} (LOGETL_FAIL_AT)")
+        self.execute_step(ctx, step, state)
+        state.status, state.finished_at = SUCCESSFUL, time.time()
+        if len(ctx.flow.steps) > 1:
+            # what a restart after a checkpoint restores; a flow of one step (no checkpoint) never
+            # restarts, and its record would cost a synced write for nothing
+            ctx.taps.work.step_completed(step.name, {**state.to_dict(), "malformed_samples": [
+                list(x) for x in run.malformed_samples[samples_before:]]})
+        listener.step_finished(run, state)
+        ctx.current = None
+        self.check_malformed(run, ctx.taps)
+
+    def _publish(self, ctx: StepContext) -> None:
+        """Seals the outputs, records what they hold, and commits them: from the record on, the run is
+        publishing (a run stopped then is finished by the next one)."""
+        staged = self.seal(ctx)
+        ctx.taps.work.committing({out.path: out.listing for out in staged})
+        ctx.run.publishing = True
+        self.commit(ctx)
+
+    @staticmethod
+    def _failed(ctx: StepContext, exc: BaseException) -> None:
+        """Records how the run ended on ``exc``: stopped (an interrupt) or failed, why, where a file system
+        is full (found before the staged outputs are discarded, which frees the space), and the step that
+        was running."""
+        run, current = ctx.run, ctx.current
+        stopped = isinstance(exc, KeyboardInterrupt)
+        if _out_of_space(exc) and getattr(exc, "filename", None) is None:
+            run.full = full_places(ctx.taps)
+        run.status = STOPPED if stopped else FAILED
+        run.error = stop_reason(exc) if stopped else (str(exc) or type(exc).__name__)
+        if run.full:
+            run.error = f"{out_of_space_reason(exc)}: {run.full}"
+        if not run.publishing:
+            # the records the steps wrote were staged and are discarded with them: the run wrote nothing
+            # (the monitor counted them as written, and its trend summed them)
+            run.written = {}
+        if current is not None:
+            current.status, current.finished_at = (STOPPED if stopped else FAILED), time.time()
+            ctx.listener.step_finished(run, current)
+
+    def _end(self, ctx: StepContext, ok: bool) -> None:
+        """Releases the run's resources (discarding what a failed run staged) and tells the listeners the
+        run has finished. An interrupt once the outputs are committed changes nothing of the result: it
+        becomes a notice."""
+        run = ctx.run
+        try:
+            self.close(ctx, ok)
+        except KeyboardInterrupt as exc:
+            if not ok:
+                raise
+            run.notices.append(f"{stop_reason(exc)} after the outputs were committed")
+        finally:
+            run.finished_at = time.time()
             try:
-                self.close(ctx, ok)
+                ctx.listener.flow_finished(run)
             except KeyboardInterrupt as exc:
                 if not ok:
                     raise
-                # the outputs are committed: an interrupt while cleaning up changes nothing of the result
                 run.notices.append(f"{stop_reason(exc)} after the outputs were committed")
-            finally:
-                run.finished_at = time.time()
-                try:
-                    listener.flow_finished(run)
-                except KeyboardInterrupt as exc:
-                    if not ok:
-                        raise
-                    # the outputs are committed: an interrupt now changes nothing of the result
-                    run.notices.append(f"{stop_reason(exc)} after the outputs were committed")
-        # Last, after the listeners: until the working directory is gone, a rerun recognises the outputs
-        # as this flow's (a kill from here on leaves the retired directory, named after the flow). The
-        # outputs are let go first: what is left to do, removing the retired directory, any run may do.
+
+    @staticmethod
+    def _let_go(taps: Taps) -> None:
+        """Last, after the listeners: until the working directory is gone, a rerun recognises the outputs as
+        this flow's (a kill from here on leaves the retired directory, named after the flow). The outputs
+        are let go first: what is left to do, removing the retired directory, any run may do."""
         try:
             if taps.locks is not None:
                 taps.locks.release()
-            work.finish()
+            taps.work.finish()
         except (OSError, KeyboardInterrupt):
             pass   # what is left is retired or recognisably logetl's: the next run removes it
-        return run
+
+
+def injected_failure_step(flow: assembly.Flow) -> str:
+    """The step ``LOGETL_FAIL_AT`` names ("" when unset); a name that is no step of the flow is refused
+    (a typo would test nothing)."""
+    fail_at = settings.FAIL_AT.read()
+    if fail_at and fail_at not in {s.name for s in flow.steps}:
+        raise EnvError(f"LOGETL_FAIL_AT={fail_at!r} names no step of flow {flow.name} "
+                       f"(its steps: {', '.join(s.name for s in flow.steps)})")
+    return fail_at

@@ -64,7 +64,7 @@ from contextlib import contextmanager, nullcontext
 from functools import lru_cache, partial, reduce, wraps
 from itertools import count
 
-from logetl import __version__, assembly, contract
+from logetl import __version__, assembly, contract, settings
 from logetl.errors import RunFailed, UsageError
 from logetl.engines.base import Engine, EngineUnavailable, RunState, StepContext, partitioned_taps
 from logetl import expressions as E
@@ -80,12 +80,10 @@ from logetl.io.outputs import DELIMITED, NAME_MAX, PART, header_line, partition_
 
 SPARK_PATTERN = "(?s)" + contract.PATTERN
 SPARK_TAIL_PATTERN = "(?s)" + contract.TAIL_PATTERN
-MASTER_ENV = "LOGETL_SPARK_MASTER"
+MASTER_ENV = settings.SPARK_MASTER.name
 #: the archives the executors unpack into their working directories (a packed venv with logetl's kernel)
 ARCHIVES = "spark.archives"
-PARSE_CONF = "logetl.parse"
-CDS_CONF = "logetl.jvm.cds"
-JIT_CONF = "logetl.jvm.jit"
+PARSE_CONF, CDS_CONF, JIT_CONF = settings.PARSE.name, settings.JVM_CDS.name, settings.JVM_JIT.name
 #: a cluster's driver JVM compiles with C1 only (``logetl.jvm.jit=auto``; ``SparkEngine.session``)
 DRIVER_C1 = "-XX:TieredStopAtLevel=1"
 CACHE_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
@@ -102,8 +100,6 @@ JVM, PYTHON, BUILTIN = "jvm", "python", "builtin"
 JVM_NOTICE = "Spark parses with logetl's native kernel in the executors' JVMs"
 PYTHON_NOTICE = "Spark parses with logetl's native kernel in the executors' Python workers"
 BUILTIN_NOTICE = "Spark parses with its built-in regular expressions"
-LOGETL_CONF = {PARSE_CONF: ("auto", "native", JVM, PYTHON, BUILTIN), CDS_CONF: ("auto", "off"),
-               JIT_CONF: ("auto", "tiered")}
 #: what the session's checks found, by (Spark application, path): (the executors can run the kernel, why not)
 _NATIVE_CHECKS: dict[tuple[str, str], tuple[bool, str]] = {}
 ORDER = "_order"
@@ -1051,17 +1047,10 @@ class SparkEngine(Engine):
         self.master = master
         conf = dict(conf or {})
         # logetl's own settings ride on --conf too; they never reach Spark
-        ours = {k: conf.pop(k) for k in list(conf) if k.startswith("logetl.")}
-        unknown = sorted(set(ours) - set(LOGETL_CONF))
-        if unknown:
-            raise UsageError(f"unknown setting --conf {unknown[0]}={ours[unknown[0]]} "
-                             f"(logetl's are {', '.join(sorted(LOGETL_CONF))})")
-        for k, v in ours.items():
-            if v not in LOGETL_CONF[k]:
-                raise UsageError(f"--conf {k}={v}: choose from {', '.join(LOGETL_CONF[k])}")
-        self.parse_mode = ours.get(PARSE_CONF, "auto")
-        self.cds = ours.get(CDS_CONF, "auto") == "auto"
-        self.driver_c1 = ours.get(JIT_CONF, "auto") == "auto"
+        ours = settings.spark_conf(conf)
+        self.parse_mode = ours[PARSE_CONF]
+        self.cds = ours[CDS_CONF] == "auto"
+        self.driver_c1 = ours[JIT_CONF] == "auto"
         self._archive = None     # the driver JVM's class archive (spark_cds), when this engine launched the JVM
         self.conf = conf
         self._spark = None
@@ -1089,13 +1078,14 @@ class SparkEngine(Engine):
         except ImportError:
             raise EngineUnavailable("the spark engine needs PySpark: pip install 'logetl[spark]'") from None
         _check_java()
+        settings.SPARK_LOG_LEVEL.read()     # a bad level is refused before the JVM starts
         _check_shipped_files(self.conf)
         under_submit = "PYSPARK_GATEWAY_PORT" in os.environ   # launched by spark-submit: it set the master
         active = SparkSession.getActiveSession()
         builder = SparkSession.builder.appName("logetl")
         if self.master == "":
             check_master_url(self.master)
-        master = self.master or (None if under_submit or active else os.environ.get(MASTER_ENV, "local[*]"))
+        master = self.master or (None if under_submit or active else settings.SPARK_MASTER.read())
         if master:
             _check_master(master)
             builder = builder.master(master)
@@ -1173,7 +1163,7 @@ class SparkEngine(Engine):
         self._memory = {k: jconf.get(k) for k in ("spark.driver.memory", "spark.executor.memory")}
         if shipped:
             self._shipping = _Shipping(self._spark.sparkContext, shipped)
-        self._spark.sparkContext.setLogLevel(os.environ.get("LOGETL_SPARK_LOG_LEVEL", "ERROR"))
+        self._spark.sparkContext.setLogLevel(settings.SPARK_LOG_LEVEL.read())
         # Adaptive execution replaces a plan whose stage came out empty with an empty relation, and the
         # observations (lines read, malformed, every counter) in the replaced part are lost with it: a
         # Filter whose filter kept nothing reported 0 lines read. The rule is left out, kept with the
@@ -1246,7 +1236,7 @@ class SparkEngine(Engine):
     def shutdown(self) -> None:
         if self._spark is not None and self._owns_session:
             with between_java_calls():
-                if "LOGETL_SPARK_LOG_LEVEL" not in os.environ:
+                if not settings.SPARK_LOG_LEVEL.is_set():
                     # what Spark logs while it stops is not about the run: an executor that was still
                     # starting (a session refused right after its start) reports to a scheduler already
                     # gone, and the driver logged "Could not find CoarseGrainedScheduler" with its stack
@@ -1358,7 +1348,7 @@ class SparkEngine(Engine):
                 found = (False, _worker_failure(exc))
             finally:
                 if cluster:
-                    sc.setLogLevel(os.environ.get("LOGETL_SPARK_LOG_LEVEL", "ERROR"))
+                    sc.setLogLevel(settings.SPARK_LOG_LEVEL.read())
                     sc.setJobDescription(None)
             if stopping():   # the check's job was cancelled: it found nothing (and is not remembered)
                 return False, "stopped"
@@ -1409,7 +1399,7 @@ class SparkEngine(Engine):
                         except Exception as exc:
                             found = ("missing", _worker_failure(exc))
                 finally:
-                    sc.setLogLevel(os.environ.get("LOGETL_SPARK_LOG_LEVEL", "ERROR"))
+                    sc.setLogLevel(settings.SPARK_LOG_LEVEL.read())
                     sc.setJobDescription(None)
             if stopping():   # the check's job was cancelled: it found nothing (and is not remembered)
                 return False, "stopped"

@@ -37,6 +37,7 @@ import hashlib
 import os
 import shutil
 
+from logetl import settings
 from logetl.io.fs import LocalFS
 
 SUFFIX = ".jsa"
@@ -45,7 +46,7 @@ QUIET = "-Xlog:cds*=off"     # no warnings on the run's stderr/stdout: a missing
 
 def cache_dir() -> str:
     """Absolute: the JVMs' options name files in it, and an executor's JVM runs in a directory of its own."""
-    env = os.environ.get("LOGETL_CACHE_DIR")
+    env = settings.CACHE_DIR.read()
     if env:
         return os.path.abspath(env)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")

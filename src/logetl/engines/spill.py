@@ -31,10 +31,11 @@ import os
 import re
 import shutil
 
+from logetl import settings
 from logetl.errors import RunFailed, UsageError
 
 MiB = 1 << 20
-DEFAULT_LIMIT = 512 * MiB
+DEFAULT_LIMIT = settings.MEMORY_LIMIT.default
 #: kept for everything but the blocking operators' buffers (measured: runtime, imports, parse chunks in
 #: flight, one batch per streaming operator and a stored part being written)
 RESERVE = 256 * MiB

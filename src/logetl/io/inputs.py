@@ -15,7 +15,7 @@ import re
 import zlib
 from collections.abc import Iterator
 
-from logetl.errors import UsageError, reason
+from logetl.errors import RunFailed, UsageError, reason
 from logetl.io.fs import LOCAL
 
 CHUNK = 4 << 20   # small chunks keep peak memory low and give the parse threads even work
@@ -25,9 +25,9 @@ class InputError(UsageError):
     """An input path that cannot be read; the message names it."""
 
 
-class InputReadError(ValueError):
+class InputReadError(RunFailed, ValueError):
     """An input that failed while it was being read (a corrupt compressed file, an I/O error): the run
-    fails (exit 1); the message names the file."""
+    fails (exit 1); the message names the file. A ``ValueError`` too, for the callers that catch that."""
 
 
 def _visible(name: str) -> bool:

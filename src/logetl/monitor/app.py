@@ -41,6 +41,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from logetl import __version__
+from logetl.errors import LogetlError
 from logetl.io.net import is_loopback
 from logetl.monitor import alerts as alerting
 from logetl.monitor import lineage, retention
@@ -61,10 +62,13 @@ CSRF_COOKIE = "logetl_csrf"
 TOKEN = re.compile(r"[A-Za-z0-9_-]{32,64}")
 
 
-class ApiError(Exception):
+class ApiError(LogetlError):
+    """An answer of the monitor's HTTP API that is an error: its HTTP ``status``, a ``code`` (``CODES``) and
+    the message, sent as one JSON shape (``error_body``)."""
+
     def __init__(self, status: int, code: str, message: str):
         super().__init__(message)
-        self.status, self.code, self.message = status, code, message
+        self.status, self.code = status, code
 
 
 def error_body(status: int, code: str, message: str) -> dict:

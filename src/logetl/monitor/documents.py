@@ -27,6 +27,7 @@ import json
 import time
 
 from logetl import assembly
+from logetl.errors import UsageError
 from logetl.listener import FlowRun
 
 MESSAGING_VERSION = "1.0-eap-57"
@@ -78,8 +79,9 @@ def run_document(run: FlowRun, flow: assembly.Flow, *, application: str, owner: 
             "run": body}
 
 
-class DocumentError(ValueError):
-    """A document the monitor cannot take; the message says which field is wrong."""
+class DocumentError(UsageError, ValueError):
+    """A document the monitor cannot take; the message says which field is wrong (the server answers 422).
+    A ``ValueError`` too, for the callers that catch that."""
 
 
 #: how deep a document's JSON may nest (a real one nests 5 deep); deeper is refused, not recursed into

@@ -17,9 +17,12 @@ import ipaddress
 import socket
 from urllib.parse import urlsplit
 
+from logetl.errors import UsageError
 
-class WebhookRefused(ValueError):
-    """A webhook whose host is on the local network and not allowed; the message says how to allow it."""
+
+class WebhookRefused(UsageError, ValueError):
+    """A webhook whose host is on the local network and not allowed; the message says how to allow it. A
+    ``ValueError`` too, for the callers that catch that."""
 
 
 class WebhookPolicy:

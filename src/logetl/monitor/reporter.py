@@ -30,12 +30,12 @@ import tempfile
 import threading
 import time
 
-from logetl.errors import env_float
+from logetl import settings
 from logetl.listener import FlowListener, FlowRun, current_step, progress_of
 from logetl.monitor.documents import (FORMAT, MESSAGING_VERSION, graph, lineage_changes, lineage_of, row_of,
                                      run_document)
 
-DEFAULT_UI = "http://127.0.0.1:8080"
+DEFAULT_UI = settings.MONITOR_UI.default
 LIVE_AFTER = 1.0   # seconds: step updates of a run are sent once it has been running this long
 PROGRESS_EVERY = 2.0   # seconds: while a run goes, its progress is sent at most this often
 REFUSED = (401, 403, 404, 405)   # the server will not take documents from us: keep them, stop for this run
@@ -55,7 +55,8 @@ def key_fingerprint(key: str | None) -> str:
 
 
 def home() -> str:
-    return os.path.abspath(os.path.expanduser(os.environ.get("LOGETL_HOME", "~/.logetl")))
+    """``LOGETL_HOME``, absolute (``logetl.settings``)."""
+    return settings.HOME.read()
 
 
 def log_line(logger: str, message: str) -> str:
@@ -290,12 +291,12 @@ class MonitorListener(FlowListener):
     def __init__(self, flow, *, application: str | None = None, owner: str | None = None,
                  tags: dict | None = None, stream=None, quiet: bool = False, inputs: list[str] | None = None,
                  outputs: dict[str, str] | None = None):
-        self.grace = env_float("LOGETL_MONITOR_GRACE", 1.0)
+        self.grace = settings.MONITOR_GRACE.read()
         self.inputs, self.outputs = inputs, outputs
         self.flow = flow
         self.graph = graph(flow)
         self.application = application or f"logetl-{flow.name}"
-        self.owner = owner or os.environ.get("LOGETL_OWNER") or _user()
+        self.owner = owner or settings.OWNER.read() or _user()
         self.tags = dict(tags or {})
         self.stream = stream or sys.stderr
         self.quiet = quiet
@@ -303,11 +304,11 @@ class MonitorListener(FlowListener):
         self.where: dict | None = None       # where the current step is (listener.progress_of)
         self.progress_sent = 0.0             # time.monotonic() of the last document sent for progress
         self.failure: str | None = None      # why the sink was given up
-        remote = os.environ.get("LOGETL_MONITOR_URL")
-        self.ui = (remote or os.environ.get("LOGETL_MONITOR_UI") or DEFAULT_UI).rstrip("/")
+        remote = settings.MONITOR_URL.read()
+        self.ui = (remote or settings.MONITOR_UI.read()).rstrip("/")
         self.remote = bool(remote)
         if remote:
-            self.sink = RemoteSink(remote, os.environ.get("LOGETL_API_KEY"), os.path.join(home(), "outbox"))
+            self.sink = RemoteSink(remote, settings.API_KEY.read(), os.path.join(home(), "outbox"))
         else:
             self.sink = EmbeddedSink(home())
 
