@@ -125,6 +125,7 @@ def _ended(pid: int) -> bool:
         return True
 
 
+@pytest.mark.spark
 @pytest.mark.parametrize("signum,code,why,group", [(*SIGNALS[0], False), (*SIGNALS[1], False), (*SIGNALS[1], True)],
                          ids=["SIGINT", "SIGTERM", "SIGTERM-to-the-group"])
 def test_a_signal_during_a_spark_job_cancels_it_and_stops_the_run(tmp_path, signum, code, why, group):
