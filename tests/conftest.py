@@ -192,6 +192,28 @@ def postgres_url():
         shutil.rmtree(base, ignore_errors=True)
 
 
+# --- Chromium for the monitor's pages ---------------------------------------------------------------------------
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's Chromium driven by Playwright, started once for the whole run: each test opens its own
+    context (its own cookies and storage) in it."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        require(False, "Playwright for Python is not installed")
+    require(os.path.exists(CHROMIUM), f"Chromium is not installed ({CHROMIUM}; Debian package chromium)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield b
+        b.close()
+
+
 @pytest.fixture
 def keyed(store):
     """A monitor app over ``store`` with two users' keys: (client, alice's key, bob's key)."""

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import CORPUS, ROOT
 from test_monitor_api import make_doc, rid
-from test_monitor_browser import BASE, DAY, browser, page  # noqa: F401 - fixtures
+from test_monitor_browser import BASE, DAY, page  # noqa: F401 - fixtures
 from test_monitor_compare import pair, uncounted_doc
 from test_monitor_runs import Server
 from logetl import programs
