@@ -205,6 +205,7 @@ def long_log(tmp_path_factory):
     return log
 
 
+@pytest.mark.slow   # six killed runs and their reruns per program (three on Spark), each over 300,000 lines
 @pytest.mark.parametrize("program", ["branch", "filter", "join"])
 def test_sigkill_at_any_moment_leaves_no_partial_result_and_the_rerun_succeeds(engine, tmp_path, program, long_log):
     log = long_log
