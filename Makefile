@@ -40,14 +40,9 @@ demo: $(VENV)/.installed-run
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest
 
-# the fast loop: no Spark, no browser, no PostgreSQL, no crash points, no load test (a minute or two)
+# the fast loop: no Spark, no browser, no PostgreSQL, nothing slow (markers: pyproject.toml, tests/conftest.py)
 check: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q -k "not spark and not postgresql" \
-	    --ignore=tests/test_spark_cluster.py --ignore=tests/test_spark_sort.py \
-	    --ignore=tests/test_monitor_browser.py --ignore=tests/test_monitor_browser_pages.py \
-	    --ignore=tests/report/test_report_browser.py --ignore=tests/report/test_report_screenshot.py \
-	    --ignore=tests/test_monitor_load.py \
-	    --ignore=tests/test_crash_points.py
+	$(BIN)/python -m pytest -q -m "not spark and not browser and not postgres and not slow"
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests bench examples

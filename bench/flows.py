@@ -14,7 +14,7 @@ fresh process, interleaved ``--repeat`` times so that a noisy neighbour hurts al
 - **logetl**: ``logetl run examples/status_by_hour.py --input LOG --output counts=DIR --overwrite``
   (its output directory's part files, concatenated in name order, are its result).
 
-It checks that all outputs are byte-identical to each other and to tests/independent.py's result on the
+It checks that all outputs are byte-identical to each other and to tests/support/independent.py's result on the
 whole log (plain Python, computed once per log and kept in bench/out/), reports the median wall time, CPU
 time and peak RSS of each and the ratio logetl / min(polars, duckdb) of the median wall times against the
 target (<= 0.3; the same ratio of CPU times beside it), and writes bench/out/flows.json and flows.md.
@@ -194,7 +194,7 @@ def result_bytes(path: str) -> bytes:
 
 
 def reference(log: str) -> bytes:
-    """tests/independent.py's status_by_hour of the whole log, kept beside it (plain Python: ~15 s)."""
+    """tests/support/independent.py's status_by_hour of the whole log, kept beside it (plain Python: ~15 s)."""
     kept = log + ".status_by_hour.tsv"
     if os.path.exists(kept) and os.path.getmtime(kept) >= os.path.getmtime(log):
         return result_bytes(kept)
@@ -277,7 +277,7 @@ def main() -> None:
     with open(o("flows.md"), "w") as f:
         f.write(table)
     if not all(identical.values()):
-        raise SystemExit(f"outputs differ from tests/independent.py's: {identical}")
+        raise SystemExit(f"outputs differ from tests/support/independent.py's: {identical}")
 
 
 def versions() -> dict[str, str]:
@@ -293,7 +293,7 @@ def markdown(report: dict) -> str:
             f"median of {report['repeat']} runs, {report['cores']} cores, Python {report['python']}, "
             f"Polars {v['polars']}, DuckDB {v['duckdb']}", "",
             f"system load at the end (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in report['load_average_1_5_15'])}",
-            "", "| implementation | wall (s) | runs (s) | CPU (s) | peak RSS (MB) | output = tests/independent.py |",
+            "", "| implementation | wall (s) | runs (s) | CPU (s) | peak RSS (MB) | output = tests/support/independent.py |",
             "|---|---:|---|---:|---:|---|"]
     for name, r in report["results"].items():
         same = "yes" if report["identical_to_independent"][name] else "NO"

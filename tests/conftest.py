@@ -13,7 +13,15 @@ import sys
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+#: the helper modules every area's tests import (independent results, crash points, format cases, ...)
+SUPPORT = os.path.join(HERE, "support")
+#: the repository's root (examples/, docs/, bench/, src/)
+ROOT = os.path.dirname(HERE)
+#: the area folders (programs, flows, formats, spark, monitor, ...): a test module may import another area's
+#: cases or fixtures by its module name (``from test_formats import FORMAT_IDS``), so names are unique
+AREAS = sorted(os.path.join(HERE, d) for d in os.listdir(HERE)
+               if os.path.isdir(os.path.join(HERE, d)) and d not in ("data", "support", "__pycache__"))
+sys.path[:0] = [HERE, SUPPORT, *AREAS]
 
 CORPUS = os.path.join(HERE, "data", "corpus")
 SHARED = os.path.abspath(os.path.join(HERE, "..", "..", "shared"))
@@ -184,6 +192,28 @@ def postgres_url():
         shutil.rmtree(base, ignore_errors=True)
 
 
+# --- Chromium for the monitor's pages ---------------------------------------------------------------------------
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's Chromium driven by Playwright, started once for the whole run: each test opens its own
+    context (its own cookies and storage) in it."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        require(False, "Playwright for Python is not installed")
+    require(os.path.exists(CHROMIUM), f"Chromium is not installed ({CHROMIUM}; Debian package chromium)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield b
+        b.close()
+
+
 @pytest.fixture
 def keyed(store):
     """A monitor app over ``store`` with two users' keys: (client, alice's key, bob's key)."""
@@ -210,3 +240,37 @@ def store(request, tmp_path):
                 conn.execute(table.delete())
     yield s
     s.engine.dispose()
+
+
+# --- markers: what a test needs, so that ``make check`` can leave out the slow components -------------------
+
+#: tests that need Spark (a JVM, PySpark) whatever their parameters: the Spark engine's own area
+SPARK_AREA = os.path.join(HERE, "spark") + os.sep
+#: fixtures that start a component, and the marker each implies
+NEEDS = {"spark_session": "spark", "postgres_url": "postgres", "browser": "browser", "page": "browser"}
+#: parameter values that select a component (the ``engine`` and ``store`` fixtures' params, ``backend`` ...)
+PARAMS = {"spark": "spark", "postgresql": "postgres"}
+
+
+def _needs(item) -> set[str]:
+    """The markers ``item`` gets from what it uses: its folder, its fixtures and its parameters."""
+    found = {NEEDS[f] for f in getattr(item, "fixturenames", ()) if f in NEEDS}
+    if str(item.path).startswith(SPARK_AREA):
+        found.add("spark")
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None:
+        for value in callspec.params.values():
+            if isinstance(value, str) and value in PARAMS:
+                found.add(PARAMS[value])
+            elif isinstance(value, tuple):   # a (engine, parse) pair and the like
+                found.update(PARAMS[v] for v in value if isinstance(v, str) and v in PARAMS)
+    return found
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks each test with the components it needs (``spark``, ``postgres``, ``browser``), from its folder,
+    fixtures and parameters; a test that starts one some other way carries the marker itself."""
+    for item in items:
+        have = {m.name for m in item.iter_markers()}
+        for name in sorted(_needs(item) - have):
+            item.add_marker(name)

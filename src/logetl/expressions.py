@@ -14,11 +14,11 @@ float); ``/`` is always a float. A float is written as the shortest decimal that
 float, without an exponent (``render_float``). Null (a missing value) follows SQL: a comparison or function of null is null, a filter
 keeps only records whose predicate is true, ``and``/``or`` are three-valued, a sink writes null as the
 empty field. Every expression's semantics is written in its docstring and is the same on every engine;
-``tests/test_expressions.py`` runs each one on both engines and compares the bytes.
+``tests/flows/test_expressions.py`` runs each one on both engines and compares the bytes.
 
 Strings (the section at the end): regex capture (``extract``), matching ignoring ASCII case, the parts of
 a request line or URL (``Method``, ``Path``, ``QueryString``, ``QueryParam``, ``UrlHost``), percent-decoding
-(``UrlDecode``) and the aggregates ``first``/``last`` in a given order (``tests/test_vocabulary_strings.py``).
+(``UrlDecode``) and the aggregates ``first``/``last`` in a given order (``tests/vocabulary/test_vocabulary_strings.py``).
 """
 from __future__ import annotations
 

@@ -1665,7 +1665,7 @@ class SparkEngine(Engine):
 
     #: the operators a step written in one pass may hold between its parse and its outputs (per record);
     #: ``_one_pass_views`` composes each as expressions, besides its entry in ``OPERATORS``: a new
-    #: per-record operator needs both (tests/test_spark_one_pass.py compares them with the local engine)
+    #: per-record operator needs both (tests/spark/test_spark_one_pass.py compares them with the local engine)
     ONE_PASS_OPERATORS = (assembly.Pipe, assembly.Checkpoint, assembly.Filter, assembly.Select,
                           assembly.Rename, assembly.Derive)
 

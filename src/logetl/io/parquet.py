@@ -5,7 +5,7 @@ zstd, without the GIL); this module writes the file around them (magic, footer) 
 protocol. Everything else is pyarrow's (``engines.local.ParquetWriter``).
 
 What it writes, the choices pyarrow's path makes too (the files read the same in pyarrow, Polars, DuckDB
-and Spark: ``tests/test_parquet_encoder.py`` and ``tests/test_sink_formats.py``):
+and Spark: ``tests/formats/test_parquet_encoder.py`` and ``tests/formats/test_sink_formats.py``):
 
 - one row group per batch; per column chunk one dictionary page (when used) and one data page of its
   numbers, or plain data pages of up to 1 MiB of values each; zstd;

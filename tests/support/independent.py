@@ -1,7 +1,7 @@
 """Independent plain-Python results of the three example flows (``examples/top_clients.py``,
 ``status_by_hour.py``, ``error_clients.py``), written from their spec and the line contract's text, sharing
 no code with logetl: the examples are tested against these, and these are checked against DuckDB
-(tests/test_independent.py).
+(tests/programs/test_independent.py).
 
 The spec, as implemented here:
 

@@ -7,7 +7,7 @@ import urllib.request
 
 from receiver import Receiver
 from test_monitor_api import make_doc, rid
-from test_monitor_browser import BASE, DAY, browser, page  # noqa: F401 - the shared browser fixtures
+from test_monitor_browser import BASE, DAY, page  # noqa: F401 - the shared page fixture
 from test_monitor_runs import Server
 from logetl.monitor import alerts as alerting
 from logetl.monitor.store import Store, row_of

@@ -1,6 +1,6 @@
 """``--incremental``: a log grows and rotates over many runs; each run reads only the new
 complete lines; the concatenation of an output's parts equals one Branch over all lines, also when every
-run is SIGKILLed at a random file-system mutation (``tests/crashpoint.py``) and run again.
+run is SIGKILLed at a random file-system mutation (``tests/support/crashpoint.py``) and run again.
 """
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ import sys
 
 import pytest
 
-from conftest import HERE, logetl, read
+from conftest import SUPPORT, logetl, read
 from logetl import generate
 from logetl.io.inputs import InputReadError, log_order
 
-CRASHPOINT = os.path.join(HERE, "crashpoint.py")
+CRASHPOINT = os.path.join(SUPPORT, "crashpoint.py")
 ENV = {"LOGETL_MONITOR": "off", "PYTHONDONTWRITEBYTECODE": "1"}
 OUTS = ("o1", "o2", "trap")
 BRANCH = ["branch", "--incremental", "--input", "logs", "--output1", "o1", "--output2", "o2", "--trap", "trap"]

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import CORPUS, corpus, logetl_on_a_terminal, read
+from conftest import CORPUS, ROOT, corpus, logetl_on_a_terminal, read
 from logetl.engines import kernel, local
 from logetl.io import inputs
 from logetl.job import run_program
@@ -166,7 +166,7 @@ def test_an_engine_refuses_an_operator_it_cannot_run_before_running(tmp_path):
 def test_a_flow_without_parquet_or_spilling_never_imports_pyarrow(tmp_path):
     """Kernel chunks reach Polars through the Arrow C data interface: pyarrow's import (with numpy's, a
     tenth of a second) is paid only by runs that write Parquet, spill or hold big frames."""
-    example = os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples", "status_by_hour.py")
+    example = os.path.join(ROOT, "examples", "status_by_hour.py")
     code = ("import sys\nfrom logetl.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
             "    assert e.code in (0, None), e.code\nprint(sorted(m for m in ('pyarrow', 'numpy') if m in sys.modules))")
     p = subprocess.run([sys.executable, "-c", code, "run", example, "--input", CORPUS_LOG, "--output",

@@ -3,7 +3,7 @@ run comparison, the run list's data-quality columns and filter, the graph laid o
 operators of a failed step, the restart notice's link, and a running run's progress.
 
 Screenshots go to each test's folder, or to ``$LOGETL_SCREENSHOTS`` (the monitor guide's come from
-``LOGETL_SCREENSHOTS=docs/monitor pytest tests/test_monitor_browser_pages.py``)."""
+``LOGETL_SCREENSHOTS=docs/monitor pytest tests/monitor/test_monitor_browser_pages.py``)."""
 from __future__ import annotations
 
 import os
@@ -11,16 +11,15 @@ import time
 
 import pytest
 
-from conftest import CORPUS
+from conftest import CORPUS, ROOT
 from test_monitor_api import make_doc, rid
-from test_monitor_browser import BASE, DAY, browser, page  # noqa: F401 - fixtures
+from test_monitor_browser import BASE, DAY, page  # noqa: F401 - fixtures
 from test_monitor_compare import pair, uncounted_doc
 from test_monitor_runs import Server
 from logetl import programs
 from logetl.monitor.documents import graph
 from logetl.monitor.store import Store
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
 GREY, RED, GREEN = "#f3f4f6", "#fecaca", "#bbf7d0"
 
@@ -178,7 +177,7 @@ def test_the_graph_is_layered_by_dagre_and_no_edge_runs_through_another_operator
 def test_the_vendored_layout_library_is_served_by_the_app(served, page):
     srv, _ = served
     r = page.request.get(srv.url + "/static/vendor/dagre.min.js")
-    vendor = os.path.join(HERE, "..", "src", "logetl", "monitor", "static", "vendor")
+    vendor = os.path.join(ROOT, "src", "logetl", "monitor", "static", "vendor")
     with open(os.path.join(vendor, "dagre.min.js"), "rb") as f:
         assert r.status == 200 and r.body() == f.read()
     assert "javascript" in r.headers["content-type"]

@@ -9,12 +9,12 @@ import textwrap
 import pytest
 
 import logetl.api as L
-from conftest import CORPUS, logetl, parts
+from conftest import CORPUS, ROOT, logetl, parts
 from logetl.assembly import AssemblyError
 from logetl.expressions import ExpressionError
 from logetl.job import run_flow
 
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+EXAMPLES = os.path.join(ROOT, "examples")
 LOG = os.path.join(CORPUS, "corpus.log")
 
 

@@ -1,5 +1,5 @@
 """The examples (examples/*.py) on every engine, against the independent plain-Python results of
-tests/independent.py (itself checked by hand-worked logs and by DuckDB, tests/test_independent.py): on the
+tests/support/independent.py (itself checked by hand-worked logs and by DuckDB, tests/programs/test_independent.py): on the
 real sample log, on the conformance corpus (malformed lines, size '-') and on a log of edge cases (invalid
 times, leap days, ties at the tenth place, two days, sizes that are not numbers)."""
 from __future__ import annotations
@@ -9,11 +9,11 @@ import os
 import pytest
 
 import independent
-from conftest import CORPUS, logetl, parts, read
+from conftest import CORPUS, ROOT, logetl, parts, read
 from logetl import flowfile
 from logetl.job import run_flow
 
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+EXAMPLES = os.path.join(ROOT, "examples")
 #: example -> (its output name, the independent computation)
 CASES = {
     "top_clients": ("top", independent.top_clients),

@@ -13,11 +13,11 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from conftest import logetl, parts, read, require
+from conftest import ROOT, logetl, parts, read, require
 from logetl import flowfile
 from logetl.job import run_flow
 
-COOKBOOK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "cookbook")
+COOKBOOK = os.path.join(ROOT, "examples", "cookbook")
 
 # --- the independent parse -----------------------------------------------------------------------------
 

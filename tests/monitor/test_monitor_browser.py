@@ -1,36 +1,16 @@
 """The monitor in a real browser: Playwright driving Debian's Chromium against a real server on loopback.
-Screenshots go to each test's own folder (tmp_path). Skips where Chromium or Playwright is missing,
-never under CI."""
+Screenshots go to each test's own folder (tmp_path). Chromium starts once for the whole run (``browser`` in
+tests/conftest.py). Skips where Chromium or Playwright is missing, never under CI."""
 from __future__ import annotations
-
-import os
-import shutil
 
 import pytest
 
-from conftest import require
 from test_monitor_api import make_doc, rid
 from test_monitor_runs import Server
 from logetl.monitor.store import Store, row_of
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 DAY = 86400.0
 BASE = 1_760_000_000.0   # 2025-10-09
-
-
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        require(False, "Playwright for Python is not installed")
-    require(os.path.exists(CHROMIUM), f"Chromium is not installed ({CHROMIUM}; Debian package chromium)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture

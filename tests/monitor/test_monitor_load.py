@@ -7,9 +7,14 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+from conftest import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import monitor_load  # noqa: E402
+
+#: 30 s of load per store, then 100,000 runs stored
+pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])

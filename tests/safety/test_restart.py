@@ -195,11 +195,20 @@ def _check_invariant(out_dirs, expected: dict):
         assert parts(d) == expected[d.name]
 
 
-@pytest.mark.parametrize("program", ["branch", "filter", "join"])
-def test_sigkill_at_any_moment_leaves_no_partial_result_and_the_rerun_succeeds(engine, tmp_path, program):
-    log = tmp_path / "in.log"
+@pytest.fixture(scope="module")
+def long_log(tmp_path_factory):
+    """A log long enough for a kill to land inside a run (300,000 lines), made once for every program and
+    engine: the runs only read it."""
+    log = tmp_path_factory.mktemp("restart") / "in.log"
     subprocess.run([sys.executable, "-m", "logetl", "generate", "--lines", "300000", "--seed", "3", str(log)],
                    check=True)
+    return log
+
+
+@pytest.mark.slow   # six killed runs and their reruns per program (three on Spark), each over 300,000 lines
+@pytest.mark.parametrize("program", ["branch", "filter", "join"])
+def test_sigkill_at_any_moment_leaves_no_partial_result_and_the_rerun_succeeds(engine, tmp_path, program, long_log):
+    log = long_log
     args, out_dirs = _outputs(program, tmp_path)
     base = [sys.executable, "-m", "logetl", program, "-q"]
     if engine != "local":

@@ -13,12 +13,12 @@ from collections import Counter
 import pytest
 
 import independent
-from conftest import logetl, parts, read
+from conftest import ROOT, logetl, parts, read
 from logetl import assembly, flowfile, formats
 from logetl.job import run_flow
 import logetl.api as L
 
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+EXAMPLES = os.path.join(ROOT, "examples")
 HEAD = '10.0.0.1 - - [17/May/2015:10:05:03 +0000] "GET / HTTP/1.1" '
 
 # --- the independent parses ---------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Crash safety, tested at every file-system mutation.
 
-A run is killed with SIGKILL at its 1st, 2nd, ... N-th file-system mutation (``tests/crashpoint.py``, an
+A run is killed with SIGKILL at its 1st, 2nd, ... N-th file-system mutation (``tests/support/crashpoint.py``, an
 audit hook), for every N until a run completes. After each kill no output (nor the trap) holds a partial
 result, nothing of the user's is gone, and the same command run again exits 0 with byte-identical outputs
 and trap, leaving nothing of logetl's behind but the outputs.
@@ -15,9 +15,12 @@ import sys
 
 import pytest
 
-from conftest import CORPUS, HERE, parts, read
+from conftest import CORPUS, SUPPORT, parts, read
 
-CRASHPOINT = os.path.join(HERE, "crashpoint.py")
+#: a run per file-system mutation of each program: minutes
+pytestmark = pytest.mark.slow
+
+CRASHPOINT = os.path.join(SUPPORT, "crashpoint.py")
 LOG = read(os.path.join(CORPUS, "corpus.log"))
 
 

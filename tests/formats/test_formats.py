@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import HERE, logetl, parts, read
+from conftest import HERE, ROOT, logetl, parts, read
 from format_cases import APACHE_ISSUE, CASES, NGINX_FIELDS, NGINX_ISSUE
 from test_contract import parse_one
 from logetl import contract, formats
@@ -472,7 +472,7 @@ def test_the_readme_format_file_examples_run_on_debians_formats(tmp_path):
         "size)\n"))
     p = logetl("join", "-q", "--format", "vhost_combined", "--input", log, "--output", str(tmp_path / "j"))
     assert p.returncode == 0, p.stderr
-    readme = open(os.path.join(HERE, "..", "README.md"), encoding="utf-8").read()
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
     assert "logetl filter --format-file /etc/apache2/apache2.conf#vhost_combined" in readme
     assert "logetl join --format vhost_combined" in readme
     assert "logetl join --format-file" not in readme

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import CORPUS, DEFAULT_SIGNALS, HERE, corpus, logetl, parts, read, require
+from conftest import CORPUS, DEFAULT_SIGNALS, SUPPORT, corpus, logetl, parts, read, require
 from logetl.job import run_program
 from logetl.listener import FAILED, FlowListener
 
@@ -172,7 +172,7 @@ def test_rerun_after_a_kill_between_publishing_and_exit_succeeds_with_a_notice(t
     log = tmp_path / "in.log"
     log.write_bytes(corpus("corpus.log"))
     count = tmp_path / "count"
-    cmd = [sys.executable, os.path.join(HERE, "crashpoint.py"), "join", str(log), str(tmp_path / "out")]
+    cmd = [sys.executable, os.path.join(SUPPORT, "crashpoint.py"), "join", str(log), str(tmp_path / "out")]
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "LOGETL_MONITOR": "off"}
     subprocess.run(cmd, env={**env, "LOGETL_CRASH_COUNT": str(count)}, check=True, capture_output=True)
     shutil.rmtree(tmp_path / "out")
@@ -406,7 +406,7 @@ def test_two_interruptions_in_a_row_keep_the_published_outputs_recognised(tmp_pa
     log = tmp_path / "in.log"
     log.write_bytes(corpus("corpus.log"))
     count = tmp_path / "count"
-    cmd = [sys.executable, os.path.join(HERE, "crashpoint.py"), "join", "-q", str(log), str(tmp_path / "out")]
+    cmd = [sys.executable, os.path.join(SUPPORT, "crashpoint.py"), "join", "-q", str(log), str(tmp_path / "out")]
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "LOGETL_MONITOR": "off"}
     subprocess.run(cmd, env={**env, "LOGETL_CRASH_COUNT": str(count)}, check=True, capture_output=True)
     shutil.rmtree(tmp_path / "out")
@@ -526,6 +526,7 @@ def test_a_directory_inside_another_through_a_bind_mount_is_refused(bind_mount, 
     assert os.listdir(bind_mount / "real") == []
 
 
+@pytest.mark.spark
 def test_on_spark_too_an_output_inside_another_through_a_bind_mount_is_refused(bind_mount):
     """Spark's local paths (file:, as its Hadoop file system spells them) are compared by where they are
     too; before, by their spelling only."""

@@ -2,7 +2,7 @@
 Arrow batches, or Spark's regular expressions) and the choice between them: the kernel's Arrow entry point
 against the line kernel, every Spark parse path against the checked-in expected bytes, the notices,
 ``--conf logetl.parse``, and the fallback when the executors' Python cannot import logetl. (The JVM's kernel
-against the Python workers': tests/test_spark_jvm.py; a standalone cluster: tests/test_spark_cluster.py.)"""
+against the Python workers': tests/spark/test_spark_jvm.py; a standalone cluster: tests/spark/test_spark_cluster.py.)"""
 from __future__ import annotations
 
 import json

@@ -16,6 +16,9 @@ import pytest
 
 from conftest import CORPUS, HERE, corpus, free_port, parts, require, spark_missing
 
+#: a standalone Spark master and worker, and a packed venv shipped to them
+pytestmark = pytest.mark.slow
+
 CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
 
 

@@ -1,4 +1,4 @@
-"""Writes the conformance corpus and its expected outputs: python tests/make_corpus.py
+"""Writes the conformance corpus and its expected outputs: python tests/support/make_corpus.py
 (test_corpus.py checks that the checked-in files are what this writes)."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import reference  # noqa: E402
 from corpus_cases import CASES  # noqa: E402
 
-HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "corpus")
+HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "corpus")
 
 
 def build() -> dict[str, bytes]:

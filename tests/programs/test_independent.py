@@ -1,4 +1,4 @@
-"""tests/independent.py (the plain-Python results the example flows are tested against) on hand-written
+"""tests/support/independent.py (the plain-Python results the example flows are tested against) on hand-written
 logs with hand-worked expected bytes, and against a second independent implementation (DuckDB SQL, RE2
 regexes, DuckDB's own calendar) on those logs and on the real sample. Also checks that the Polars and DuckDB
 baselines of bench/flows.py give the reference's bytes, so the benchmark compares like with like."""
@@ -10,9 +10,9 @@ import sys
 import pytest
 
 import independent
-from conftest import read, require
+from conftest import ROOT, read, require
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 import flows  # noqa: E402  (bench/flows.py: the benchmark's baselines and their regexes)
 
 

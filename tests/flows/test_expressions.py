@@ -367,7 +367,8 @@ def case_flows():
     import importlib
 
     yield from (build(name)[0] for name in CASES)
-    for module in sorted(f[:-3] for f in os.listdir(HERE) if f.startswith("test_vocabulary_") and f.endswith(".py")):
+    for module in sorted(f[:-3] for f in os.listdir(os.path.join(HERE, "vocabulary"))
+                          if f.startswith("test_vocabulary_") and f.endswith(".py")):
         vocabulary = importlib.import_module(module)
         yield from (vocabulary.build(name)[0] for name in getattr(vocabulary, "CASES", ()))
         yield from (make() for make in getattr(vocabulary, "FLOWS", ()))
