@@ -21,19 +21,6 @@ SIZES = {"bytes", "bandwidth", "log_size"}
 
 
 @pytest.fixture(scope="module")
-def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        require(False, "Playwright for Python is not installed")
-    require(os.path.exists(CHROMIUM), f"Chromium is not installed ({CHROMIUM}; Debian package chromium)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield b
-        b.close()
-
-
-@pytest.fixture(scope="module")
 def site(tmp_path_factory):
     """DIR/index.html of the real sample log's report, its countries and networks from a database of the tests'."""
     require(os.path.isfile(SAMPLE), f"the real sample log is not at {SAMPLE} (../shared is absent)")

@@ -3,7 +3,7 @@ the input with itself, timestamps in and out, a step after a checkpoint feeding 
 step in ``explain`` and the monitor's graph; restart after a failure; the one-line errors of a query that
 cannot be a step; and a check against plain Python on the real sample log.
 
-The input is ``tests/data/expressions.log`` read as in tests/test_expressions.py (its table of the nine
+The input is ``tests/data/expressions.log`` read as in tests/flows/test_expressions.py (its table of the nine
 records R1-R9 there): ``ip, time, request, response, size``, the size ``-`` record dropped.
 """
 from __future__ import annotations
