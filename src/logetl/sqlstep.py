@@ -88,10 +88,10 @@ def _check(query: str, engine: str | None, tables: dict[str, list[str]]) -> None
 
 
 def _to_spark(query: str) -> str:
-    """The query in Spark SQL (sqlglot reads DuckDB's SQL and writes Spark's)."""
-    import sqlglot
+    """The query in Spark SQL: the dialect's translation (sqlglot, with DuckDB's null ordering made explicit)."""
+    from logetl.sql.dialect import to_spark
 
-    return sqlglot.transpile(query, read="duckdb", write="spark")[0]
+    return to_spark(query)
 
 
 def ordered(query: str) -> bool:

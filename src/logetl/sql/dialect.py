@@ -114,11 +114,11 @@ def check(query: str, engine: str, tables: dict[str, list[str]]) -> Checked:
 
 
 def to_spark(query: str, tables: dict[str, str] | None = None) -> str:
-    from sqlglot import exp
-
     """``query`` (DuckDB's SQL, in the portable subset) as Spark SQL: sqlglot's translation, with explicit
     null ordering (DuckDB sorts nulls last, Spark first); ``tables`` renames the tables it reads (name ->
     the name Spark knows it by; a CTE of the same name is left alone)."""
+    from sqlglot import exp
+
     tree = _parse(query)
     if tables:
         ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
