@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from conftest import CORPUS, corpus, logetl_on_a_terminal, read
-from logetl.engines import kernel, local
+from logetl.engines import kernel
+from logetl.engines.local import engine as local
 from logetl.io import inputs
 from logetl.job import run_program
 

@@ -33,15 +33,12 @@ from conftest import HERE, parts
 import logetl.api as L
 from logetl import assembly
 from logetl import expressions as E
-from logetl.engines import (
-    UnsupportedOperator,
-    get_engine,
-    local_expressions,
-    spark_expressions,
-)
-from logetl.engines.local import LocalEngine
+from logetl.engines import UnsupportedOperator, get_engine
+from logetl.engines.local import expressions as local_expressions
+from logetl.engines.spark import expressions as spark_expressions
+from logetl.engines.local.engine import LocalEngine
 from logetl.io.fs import LOCAL
-from logetl.engines.spark import OPERATORS, SparkEngine
+from logetl.engines.spark.engine import OPERATORS, SparkEngine
 from logetl.job import bind
 from logetl.listener import FlowListener
 

@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 
 from conftest import logetl, parts
-from logetl.engines import spill
-from logetl.engines.spill import ExternalSort, HashPartitions, MemoryBudget, MemoryLimitExceeded, SpillDir
+from logetl.engines.local import spill
+from logetl.engines.local.spill import ExternalSort, HashPartitions, MemoryBudget, MemoryLimitExceeded, SpillDir
 from logetl.job import run_program
 
 
@@ -80,7 +80,7 @@ def _log(path, n: int, seed: int = 11):
 
 @pytest.mark.parametrize("program", ["filter", "join"])
 def test_programs_give_the_same_bytes_when_every_blocking_operator_spills(tmp_path, monkeypatch, program):
-    from logetl.engines import local
+    from logetl.engines.local import engine as local
 
     log = _log(tmp_path / "in.log", 40_000)
     # small batches all the way (chunks, parse batches, stored parts): many spills per operator
@@ -133,7 +133,7 @@ def test_memory_limit_on_the_command_line_runs(tmp_path):
 
 
 def test_sink_text_of_a_frame_longer_than_a_slice_is_the_text_of_every_row_in_order():
-    from logetl.engines.local import Batch
+    from logetl.engines.local.engine import Batch
 
     n = 150_001                                # three slices of 65,536 rows and a short one
     frame = pl.DataFrame({"ip": [f"10.0.{i % 256}.{i % 7}" for i in range(n)],
@@ -150,7 +150,7 @@ def test_a_checkpoint_of_many_record_batches_read_back_batch_by_batch_gives_the_
         tmp_path, monkeypatch):
     import pyarrow as pa
 
-    from logetl.engines import local
+    from logetl.engines.local import engine as local
 
     log = _log(tmp_path / "in.log", 30_000)
     plain = run_program("join", log, {"output": str(tmp_path / "plain")})

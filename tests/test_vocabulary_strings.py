@@ -41,7 +41,7 @@ from conftest import HERE, parts
 import logetl.api as L
 from logetl import expressions as E
 from logetl.engines import get_engine
-from logetl.engines import local as local_engine
+from logetl.engines.local import engine as local_engine
 from logetl.job import bind
 from logetl.listener import FlowListener
 

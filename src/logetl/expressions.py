@@ -1,7 +1,7 @@
 """Portable expressions: what a filter keeps, what ``derive`` computes, what an aggregate reads.
 
 Each class only *describes* a value computed from one record's fields; every engine compiles it through
-its own table (``logetl.engines.local_expressions.COMPILE``, ``logetl.engines.spark_expressions.COMPILE``),
+its own table (``logetl.engines.local.expressions.COMPILE``, ``logetl.engines.spark.expressions.COMPILE``),
 one entry per class, so adding an expression is one class here plus one entry per engine. An engine that
 lacks an entry refuses the flow before running, naming the expression.
 

@@ -25,10 +25,10 @@ from concurrent.futures import ThreadPoolExecutor
 from logetl import assembly, contract
 from logetl import expressions as E
 from logetl.engines import kernel
-from logetl.engines.local_expressions import (
+from logetl.engines.local.expressions import (
     AGGREGATES, COMPILE, HISTOGRAM, SINK_TEXT, Compiler, _dtype, _text, aggregate_input, percentile)
 from logetl.engines.base import Engine, RunState, StepContext, partitioned_taps
-from logetl.engines.spill import (
+from logetl.engines.local.spill import (
     DEFAULT_LIMIT, ExternalSort, HashPartitions, MemoryBudget, MemoryLimitExceeded, SpillDir, frame_bytes)
 from logetl.io import inputs
 from logetl.io import parquet as parquet_strings

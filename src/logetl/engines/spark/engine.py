@@ -68,12 +68,12 @@ from logetl import __version__, assembly, contract
 from logetl.errors import RunFailed, UsageError
 from logetl.engines.base import Engine, EngineUnavailable, RunState, StepContext, partitioned_taps
 from logetl import expressions as E
-from logetl.engines.spark_expressions import AGGREGATES, COMPILE, Compiler, column
-from logetl.engines.spark_expressions import SESSION
-from logetl.engines.spark_expressions import text as text_of
-from logetl.engines.spark_native import DASH, INPUT, KEPT, SAMPLE, SAMPLES, STATUS, TAG
-from logetl.engines.spark_progress import StepProgress
-from logetl.engines.spark_signals import between_java_calls, sigint_kept, stopping
+from logetl.engines.spark.expressions import AGGREGATES, COMPILE, Compiler, column
+from logetl.engines.spark.expressions import SESSION
+from logetl.engines.spark.expressions import text as text_of
+from logetl.engines.spark.native import DASH, INPUT, KEPT, SAMPLE, SAMPLES, STATUS, TAG
+from logetl.engines.spark.progress import StepProgress
+from logetl.engines.spark.signals import between_java_calls, sigint_kept, stopping
 from logetl.io.fs import LOCAL, LocalFS, hadoop_local_path, local_path
 from logetl.io.inputs import InputReadError
 from logetl.io.outputs import DELIMITED, NAME_MAX, PART, header_line, partition_name
@@ -729,7 +729,7 @@ def with_executor_options(conf: dict, archive: list[str] = ()) -> dict:
       the given or default options name a class archive or sharing already.
 
     Nothing is added when ``PYSPARK_SUBMIT_ARGS`` sets either (it would replace this)."""
-    from logetl.engines.spark_jvm import spark_defaults
+    from logetl.engines.spark.jvm import spark_defaults
 
     submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
     if EXECUTOR_OPTIONS in submit_args or EXECUTOR_DEFAULT_OPTIONS in submit_args:
@@ -1098,7 +1098,7 @@ class SparkEngine(Engine):
             _check_master(master)
             builder = builder.master(master)
         log4j = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
-        from logetl.engines.spark_cds import option
+        from logetl.engines.spark.cds import option
 
         java_options = [option("-Dlog4j2.configurationFile=file:", log4j)]
         if master and master.startswith("local"):
@@ -1111,7 +1111,7 @@ class SparkEngine(Engine):
         if self.cds and SparkContext._gateway is None and not under_submit and active is None \
                 and "spark.driver.extraJavaOptions" not in self.conf:
             # this process launches the driver JVM: with the class archive, its start costs less
-            from logetl.engines.spark_cds import ClassArchive
+            from logetl.engines.spark.cds import ClassArchive
 
             self._archive = ClassArchive(self.conf)
             java_options += self._archive.options()
@@ -1156,7 +1156,7 @@ class SparkEngine(Engine):
             with between_java_calls(), (sigint_kept() if self._owns_session else nullcontext()):
                 if launching:
                     # this process launches the driver JVM: through a pipe of ours for its stderr (spark_launch)
-                    from logetl.engines.spark_launch import launch
+                    from logetl.engines.spark.launch import launch
 
                     launch({**({"spark.master": master} if master else {}), "spark.app.name": "logetl", **conf})
                 self._spark = builder.getOrCreate()
@@ -1200,7 +1200,7 @@ class SparkEngine(Engine):
         # jars before it registers (docs/guides/spark.md)
         if not self.cds or not workers_here(master) or "spark.executor.extraClassPath" in self.conf:
             return []
-        from logetl.engines.spark_cds import ClassArchive
+        from logetl.engines.spark.cds import ClassArchive
 
         return (self._archive or ClassArchive(self.conf)).for_executors()
 
@@ -1209,7 +1209,7 @@ class SparkEngine(Engine):
         driver's class path and every executor fetches it, as any application jar, so nothing need be
         installed on the cluster (``spark_jvm``). Whatever this engine's parse path: the session may serve
         other runs (a notebook's, a test session's), and the jar costs nothing once built."""
-        from logetl.engines import spark_jvm
+        from logetl.engines.spark import jvm as spark_jvm
 
         try:
             self._jar = spark_jvm.jar()
@@ -1326,7 +1326,7 @@ class SparkEngine(Engine):
         each executor must load the kernel's library from it, in the driver's logetl version: on a local
         master the driver's JVM is the executors', asked directly; on a cluster, a job of one task per core
         (JVM code only). No Python worker is started."""
-        from logetl.engines import spark_jvm
+        from logetl.engines.spark import jvm as spark_jvm
 
         spark = self.shipped()
         sc = spark.sparkContext
@@ -1372,7 +1372,7 @@ class SparkEngine(Engine):
         sc = spark.sparkContext
         key = (sc.applicationId, PYTHON)
         if key not in _NATIVE_CHECKS:
-            from logetl.engines.spark_native import PROBE_SCHEMA, probe, probe_batches, probe_in
+            from logetl.engines.spark.native import PROBE_SCHEMA, probe, probe_batches, probe_in
 
             try:   # what PySpark's mapInArrow itself requires on the driver
                 from pyspark.sql.pandas.utils import require_minimum_pandas_version, require_minimum_pyarrow_version
@@ -1581,13 +1581,13 @@ class SparkEngine(Engine):
         lines, ``_sample`` and ``_input``; the fields by name."""
         from pyspark.sql import functions as F
 
-        from logetl.engines.spark_native import field_column, parse_batches
+        from logetl.engines.spark.native import field_column, parse_batches
 
         spec = SparkEngine._native_spec(node)
         columns = [field_column(i) for i in range(len(node.fields))]
         rest = [f"{STATUS} tinyint", "value binary", f"{SAMPLE} boolean", f"{INPUT} int"]
         if self.path == JVM:
-            from logetl.engines import spark_jvm
+            from logetl.engines.spark import jvm as spark_jvm
 
             # the JVM gives each field's bytes; the cast to a string keeps them (they are valid UTF-8)
             made = spark_jvm.parsed(self._binary_lines(lines), ", ".join([f"{c} binary" for c in columns] + rest), spec)
@@ -1782,13 +1782,13 @@ class SparkEngine(Engine):
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        from logetl.engines.spark_native import join_batches, joined_schema
+        from logetl.engines.spark.native import join_batches, joined_schema
 
         parse = next(n for n in step.nodes if isinstance(n, assembly.Parse))
         nodes = [n for n in step.nodes if not isinstance(n, (assembly.Source, assembly.Parse))]
         spec, trap, lines = self._native_spec(parse), ctx.state.trap is not None, self._binary_lines(self._lines(ctx))
         if self.path == JVM:
-            from logetl.engines import spark_jvm
+            from logetl.engines.spark import jvm as spark_jvm
 
             rows = spark_jvm.joined(lines, joined_schema(), spec, sinks, trap)
         else:
@@ -2103,7 +2103,7 @@ class SparkEngine(Engine):
     def _execute_step(self, ctx: StepContext, step: assembly.Step, state) -> None:
         if self._in_one_pass(ctx, step):
             self._execute_one_pass(ctx, step, state)
-            from logetl.engines.spark_cds import step_ran
+            from logetl.engines.spark.cds import step_ran
 
             step_ran()
             return
@@ -2180,7 +2180,7 @@ class SparkEngine(Engine):
                     why = formats_of[0].why(_raw(row["value"])) \
                         if row["_reason"] == contract.NO_MATCH and len(formats_of) == 1 else None
                     ctx.run.malformed_samples.append((row["_file"], row["_reason"], f"{why}: {text}" if why else text))
-            from logetl.engines.spark_cds import step_ran
+            from logetl.engines.spark.cds import step_ran
 
             step_ran()   # the JVM loaded what a run loads: if it records its class archive, worth keeping
         finally:
