@@ -391,7 +391,7 @@ def test_every_expression_and_aggregate_has_an_entry_in_both_engines_and_a_case(
 
 def test_every_operator_is_in_both_engines_and_has_a_case():
     # (a step the flow folds into the parse before it, such as drop_size_dash, never reaches an engine)
-    operators = {assembly.Pipe} | {c for c in concrete(assembly, assembly.Pipe) if not c.folds_into_parse}
+    operators = {assembly.Pipe} | {c for c in concrete(assembly, assembly.Pipe) if not c.traits.folds_into_parse}
     assert set(LocalEngine.operators) == set(SparkEngine.operators) == operators
     assert set(OPERATORS) == operators - {assembly.Source, assembly.Parse, assembly.Sink}
     _, used = used_in_cases()

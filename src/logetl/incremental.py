@@ -49,9 +49,6 @@ from logetl.io import inputs
 from logetl.io.outputs import INCREMENTAL, SUCCESS
 
 FP_LEN = 4096            # bytes fingerprinted: enough to hold a few whole lines with their timestamps
-#: the operators that work on one record at a time: a flow of only these can run on the new lines alone
-PER_RECORD = (assembly.Source, assembly.Parse, assembly.Pipe, assembly.Filter, assembly.Select,
-              assembly.Rename, assembly.Derive, assembly.Sink)
 _NEW_PART = re.compile(r"part-(\d{5})(.*)")
 SHOWN_FILES = 8          # files named in the notice that says what a run reads
 TRAP = "trap"            # the trap's tap (``job.bind``): the one output a run may leave out
@@ -66,7 +63,7 @@ def refuse(flow: assembly.Flow, engine: str, input_path: str) -> None:
     if engine != "local":
         raise IncrementalError("--incremental runs on the local engine")
     for node in flow.nodes:
-        if type(node) not in PER_RECORD:
+        if node.traits.needs_all_data:   # a flow of nodes that need only their records runs on new lines
             raise IncrementalError(f"--incremental: operator {node.name!r} ({node.kind}) needs all of the data, "
                                    "not only the new lines")
     if input_path == inputs.STDIN:

@@ -158,8 +158,8 @@ class Op:
 
 
 class PerRecordOp(Op):
-    """A streaming operator whose output for a frame depends on that frame alone (``map``, which touches no
-    state of the run, so a parse thread may run it: see ``ParseOp``)."""
+    """The operator of a node whose traits say ``maps_records``: its output for a frame depends on that frame
+    alone (``map``, which touches no state of the run, so a parse thread may run it: see ``ParseOp``)."""
 
     def map(self, frame):
         raise NotImplementedError
@@ -1016,7 +1016,7 @@ class ParseOp(Op):
         chain, op = [], self
         while len(op.children) == 1:
             child, _ = op.children[0]
-            if not isinstance(child, PerRecordOp) or child.n_inputs != 1:
+            if not child.node.traits.maps_records or child.n_inputs != 1:
                 break
             chain.append(child)
             op = child

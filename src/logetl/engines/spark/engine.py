@@ -1023,6 +1023,44 @@ OPERATORS = {
 OPERATORS[assembly.Visits] = _visits
 
 
+def _pass_view(node, cond, cols):
+    return cond, cols           # Pipe, Checkpoint, Sink: the records as they are
+
+
+def _filter_view(node, cond, cols):
+    from pyspark.sql import functions as F
+
+    # null drops the record
+    return cond & F.coalesce(Compiler(node.previous[0].types, cols)(node.predicate), F.lit(False)), cols
+
+
+def _select_view(node, cond, cols):
+    return cond, {f: cols[f] for f in node.keep}
+
+
+def _rename_view(node, cond, cols):
+    return cond, {node.mapping.get(f, f): c for f, c in cols.items()}
+
+
+def _derive_view(node, cond, cols):
+    compile_ = Compiler(node.previous[0].types, cols)   # every computed field reads the input's fields
+    return cond, {**cols, **{f: compile_(e) for f, e in node.computed.items()}}
+
+
+#: the one-pass planner's table: a per-record node (its traits) as expressions over the parsed rows, from
+#: its input's (the condition a parsed row meets to reach it, its fields as Columns) to its own; one entry
+#: per per-record node class, beside its entry in ``OPERATORS``
+VIEWS = {
+    assembly.Pipe: _pass_view,
+    assembly.Checkpoint: _pass_view,
+    assembly.Filter: _filter_view,
+    assembly.Select: _select_view,
+    assembly.Rename: _rename_view,
+    assembly.Derive: _derive_view,
+    assembly.Sink: _pass_view,
+}
+
+
 class SparkRun(RunState):
     """The Spark engine's state of one run: besides the staged outputs and the trap (``RunState``), the
     frames a step persisted (unpersisted when it ends)."""
@@ -1669,12 +1707,6 @@ class SparkEngine(Engine):
         counts.append((key, obs))
         return df.observe(obs, F.count(F.lit(1)).alias("n"))
 
-    #: the operators a step written in one pass may hold between its parse and its outputs (per record);
-    #: ``_one_pass_views`` composes each as expressions, besides its entry in ``OPERATORS``: a new
-    #: per-record operator needs both (tests/test_spark_one_pass.py compares them with the local engine)
-    ONE_PASS_OPERATORS = (assembly.Pipe, assembly.Checkpoint, assembly.Filter, assembly.Select,
-                          assembly.Rename, assembly.Derive)
-
     def _in_one_pass(self, ctx: StepContext, step: assembly.Step) -> bool:
         """Whether the step writes its outputs in one pass over its parse (``_execute_one_pass``): on the
         native path, a step of one parse that reads nothing stored, whose records reach either TSV sinks
@@ -1689,14 +1721,14 @@ class SparkEngine(Engine):
             return False
         if sinks:
             return (all(s.format == "tsv" and not s.partition_by and not s.header for s in sinks)
-                    and all(type(n) in self.ONE_PASS_OPERATORS for n in nodes))
+                    and all(n.traits.per_record for n in nodes))
 
         def stored_unique(n) -> bool:   # a Unique this step stores, of per-record rows, read by no node here
             return (type(n) is assembly.Unique and any(n is w for w in step.writes)
-                    and type(n.previous[0]) in self.ONE_PASS_OPERATORS + (assembly.Parse,)
+                    and n.previous[0].traits.per_record and not isinstance(n.previous[0], assembly.Source)
                     and not any(p is n for m in step.nodes for p in m.previous))
 
-        return (all(type(n) in self.ONE_PASS_OPERATORS or stored_unique(n) for n in nodes)
+        return (all(n.traits.per_record or stored_unique(n) for n in nodes)
                 and self._store_columns(step) is not None)
 
     #: a one-pass step's stores: the columns of its malformed lines (raw line, status, input index)
@@ -1732,17 +1764,9 @@ class SparkEngine(Engine):
             if isinstance(node, (assembly.Source, assembly.Parse)):
                 continue
             nodes.append(node)
-            cond, cols = views[id(node.previous[0])]
-            if isinstance(node, assembly.Filter):   # null drops the record
-                cond = cond & F.coalesce(Compiler(node.previous[0].types, cols)(node.predicate), F.lit(False))
-            elif isinstance(node, assembly.Select):
-                cols = {f: cols[f] for f in node.keep}
-            elif isinstance(node, assembly.Rename):
-                cols = {node.mapping.get(f, f): c for f, c in cols.items()}
-            elif isinstance(node, assembly.Derive):   # every computed field reads the input's fields
-                compile_ = Compiler(node.previous[0].types, cols)
-                cols = {**cols, **{f: compile_(e) for f, e in node.computed.items()}}
-            views[id(node)] = (cond, cols)
+            view = views[id(node.previous[0])]
+            # a per-record node composes its view (``VIEWS``); a stored Unique's rows are its input's
+            views[id(node)] = VIEWS[type(node)](node, *view) if node.traits.per_record else view
         counted = Observation(f"logetl_{next(_OBSERVATIONS)}")
         checked = checked.observe(counted, *[F.count_if(views[id(n)][0]).alias(f"n{i}") for i, n in enumerate(nodes)])
         observations.append((None, counted))
