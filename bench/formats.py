@@ -66,7 +66,7 @@ def run_cli(args: list[str], outs: list[str]) -> float:
 def parse_only(path: str, fmt) -> tuple[float, int]:
     from logetl.contract import FIELDS
     from logetl.engines import kernel
-    from logetl.engines.local.engine import scan
+    from logetl.engines.local.scan import scan
 
     parser = kernel.Parser(fmt, FIELDS)
     start = time.perf_counter()

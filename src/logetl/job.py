@@ -397,7 +397,7 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
         except assembly.AssemblyError as exc:
             raise UsageError(f"--header: {exc}" if header else f"--no-header: {exc}") from None
     if engine == "local" and any(s.format == "parquet" for s in flow.sinks):
-        from logetl.engines.local.engine import parquet_needs_arrow, start_parquet_import
+        from logetl.io.writers import parquet_needs_arrow, start_parquet_import
 
         if parquet_needs_arrow(flow):
             start_parquet_import()

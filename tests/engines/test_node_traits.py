@@ -8,7 +8,7 @@ import pytest
 
 import logetl.api as L
 from logetl import assembly, incremental, traits
-from logetl.engines.local import engine as local
+from logetl.engines.local import operators as local_ops
 from logetl.engines.spark import engine as spark
 
 #: the nodes that are a step's roots and leaves: each engine builds them itself, outside its operator table
@@ -33,13 +33,13 @@ def test_every_node_class_declares_its_traits_on_its_class_line():
 
 
 def test_every_operator_has_one_entry_in_each_engine_table():
-    assert set(local.OPS) == set(OPERATORS)
+    assert set(local_ops.OPS) == set(OPERATORS)
     assert set(spark.OPERATORS) == set(OPERATORS)
     # the Spark one-pass planner composes every per-record node, and the sinks they reach, as expressions
     assert set(spark.VIEWS) == set(PER_RECORD) | {assembly.Sink}
     # the local engine runs each node that maps records as a map over a batch, which its parse threads fuse
     for cls in OPERATORS:
-        assert issubclass(local.OPS[cls], local.PerRecordOp) == cls.traits.maps_records, cls
+        assert issubclass(local_ops.OPS[cls], local_ops.PerRecordOp) == cls.traits.maps_records, cls
 
 
 def _flows():
@@ -98,11 +98,11 @@ def test_a_new_per_record_node_is_one_class_and_one_entry_per_engine_table(monke
             super().__init__(name, previous)
             self._inherit()
 
-    class ShoutOp(local.PerRecordOp):
+    class ShoutOp(local_ops.PerRecordOp):
         def map(self, frame):
             return frame
 
-    monkeypatch.setitem(local.OPS, Shout, ShoutOp)
+    monkeypatch.setitem(local_ops.OPS, Shout, ShoutOp)
     monkeypatch.setitem(spark.OPERATORS, Shout, lambda node, inputs: inputs[0])
     monkeypatch.setitem(spark.VIEWS, Shout, lambda node, cond, cols: (cond, cols))
     shout = Shout("op", L.read("combined", fields=("ip", "response")))
