@@ -55,7 +55,7 @@ def bind_cost(directory: str, n: int) -> dict:
     """Seconds and JVM calls of binding ``directory`` on Spark, best of 3 (each on a fresh HadoopFS, so
     nothing is known beforehand); the calls as ``counting_jvm_calls`` counts them."""
     from logetl import programs
-    from logetl.engines.spark.engine import HadoopFS, counting_jvm_calls
+    from logetl.engines.spark.fs import HadoopFS, counting_jvm_calls
     from logetl.job import bind
 
     best = None

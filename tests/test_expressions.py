@@ -38,7 +38,8 @@ from logetl.engines.local import expressions as local_expressions
 from logetl.engines.spark import expressions as spark_expressions
 from logetl.engines.local.engine import LocalEngine
 from logetl.io.fs import LOCAL
-from logetl.engines.spark.engine import OPERATORS, SparkEngine
+from logetl.engines.spark.operators import OPERATORS
+from logetl.engines.spark.engine import SparkEngine
 from logetl.job import bind
 from logetl.listener import FlowListener
 

@@ -242,7 +242,7 @@ def test_a_jvm_out_of_memory_is_one_line_naming_the_setting_that_gives_it_more(t
     (the task that failed them ran out of memory). On a local master the tasks run in the driver; on a
     cluster the executors may be the ones, and both are named. A reason more heap does not cure names no
     setting; a text that merely quotes the name is not one."""
-    from logetl.engines.spark.engine import _memory_failure
+    from logetl.engines.spark.errors import _memory_failure
     from logetl.errors import RunFailed
 
     failure = _memory_failure(text, master, memory, launched)
@@ -256,7 +256,7 @@ def test_a_jvm_out_of_memory_is_one_line_naming_the_setting_that_gives_it_more(t
                                          ("3g", "6g"), ("2048k", "4m"), ("1t", "2048g"), ("1gb", "2g"),
                                          ("1073741824b", "2g"), ("lots", None)])
 def test_twice_a_spark_memory_size(size, twice):
-    from logetl.engines.spark.engine import _twice
+    from logetl.engines.spark.errors import _twice
 
     assert _twice(size) == twice
 

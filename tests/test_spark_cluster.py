@@ -196,7 +196,7 @@ def test_the_jvm_path_on_the_cluster_needs_nothing_shipped(standalone_cluster, t
     assert "MapPartitions" in plan
     # a cluster's driver, which runs no task, compiles with C1 only (on the command line Spark's launcher
     # gave the driver's JVM: spark.driver.extraJavaOptions)
-    from logetl.engines.spark.engine import DRIVER_C1
+    from logetl.engines.spark.session import DRIVER_C1
 
     [environment] = [e for e in events if e["Event"] == "SparkListenerEnvironmentUpdate"]
     assert DRIVER_C1 in environment["Spark Properties"]["spark.driver.extraJavaOptions"].split()

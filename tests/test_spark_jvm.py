@@ -50,7 +50,7 @@ def python_batches(lines: list[bytes], inputs: list[int], batch: int, large: boo
 
 
 def in_batches_of(spark, batch: int):
-    from logetl.engines.spark.engine import _session_conf
+    from logetl.engines.spark.session import _session_conf
     from logetl.engines.spark.jvm import BATCH
 
     return _session_conf(spark, {BATCH: str(batch)})
@@ -279,7 +279,7 @@ def test_the_executors_of_a_cluster_get_the_throughput_collector_unless_one_is_n
     """-XX:+UseParallelGC is added to the executors' options the JVM would take (--conf's, else
     spark-defaults.conf's), unless those or the default options name a collector, or PYSPARK_SUBMIT_ARGS
     sets either (it replaces what logetl gives)."""
-    from logetl.engines.spark.engine import with_executor_options
+    from logetl.engines.spark.session import with_executor_options
 
     opts = "spark.executor.extraJavaOptions"
     assert with_executor_options({"a": "1"}) == {"a": "1", opts: "-XX:+UseParallelGC"}
@@ -314,7 +314,7 @@ def test_the_executors_of_a_cluster_get_the_throughput_collector_unless_one_is_n
 def test_the_executors_class_archive_is_added_unless_their_options_name_one(conf_dir):
     """The options of the archive the executors start from follow the collector's, unless the given or
     default options name an archive or sharing (the user's own CDS setting stays alone)."""
-    from logetl.engines.spark.engine import with_executor_options
+    from logetl.engines.spark.session import with_executor_options
 
     opts = "spark.executor.extraJavaOptions"
     use = ["-XX:SharedArchiveFile=/cache/spark-driver-k.jsa", "-Xlog:cds*=off"]
@@ -331,7 +331,7 @@ def test_the_executors_class_archive_is_added_unless_their_options_name_one(conf
 
 
 def test_the_workers_are_here_only_for_a_local_cluster_or_a_loopback_master():
-    from logetl.engines.spark.engine import workers_here
+    from logetl.engines.spark.session import workers_here
 
     here = ["local-cluster[2,1,1024]", "spark://127.0.0.1:7077", "spark://localhost:7077", "spark://[::1]:7077",
             "spark://127.0.0.1:7077,127.0.0.2:7078", "spark://LOCALHOST:7077", "spark://[::1]:1,[::1]:2",

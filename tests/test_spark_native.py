@@ -251,13 +251,13 @@ def test_auto_takes_the_jvm_path_when_the_executors_can(spark_session, tmp_path,
     """The test session's JVM was launched by logetl, with its jar: the default (auto) takes the JVM path
     and says so; the check runs once a session, in the driver's JVM (a local master's executors are that
     JVM), and the executors' Python is not asked."""
-    from logetl.engines.spark import engine as spark_engine
+    from logetl.engines.spark import parse as spark_parse
     from logetl.engines.spark import jvm as spark_jvm
     from logetl.engines.spark import native as spark_native
 
     sc = spark_session.sparkContext
     for path in ("jvm", "python"):
-        monkeypatch.delitem(spark_engine._NATIVE_CHECKS, (sc.applicationId, path), raising=False)
+        monkeypatch.delitem(spark_parse._NATIVE_CHECKS, (sc.applicationId, path), raising=False)
     checks = []
     check = spark_jvm.check
     monkeypatch.setattr(spark_jvm, "check", lambda *a: checks.append(a[1:]) or check(*a))
@@ -269,17 +269,17 @@ def test_auto_takes_the_jvm_path_when_the_executors_can(spark_session, tmp_path,
         assert result.notices == [JVM]
         assert parts(tmp_path / out) == corpus("filter.tsv")
     assert (checks, asked) == ([(False, sc.defaultParallelism)], [])
-    assert spark_engine._NATIVE_CHECKS[(sc.applicationId, "jvm")] == (True, "")
+    assert spark_parse._NATIVE_CHECKS[(sc.applicationId, "jvm")] == (True, "")
 
 
 def test_the_python_path_checks_the_workers_interpreter_once(spark_session, tmp_path, monkeypatch):
     """Forced to the Python workers (the path where the JVM's cannot run), the check asks a process of the
     interpreter they run (a local master: the engine sets PYSPARK_PYTHON to this one), once a session."""
-    from logetl.engines.spark import engine as spark_engine
+    from logetl.engines.spark import parse as spark_parse
     from logetl.engines.spark import native as spark_native
 
     sc = spark_session.sparkContext
-    monkeypatch.delitem(spark_engine._NATIVE_CHECKS, (sc.applicationId, "python"), raising=False)
+    monkeypatch.delitem(spark_parse._NATIVE_CHECKS, (sc.applicationId, "python"), raising=False)
     jobs = []   # on a cluster the check is a job; on a local master, none
     parallelize = sc.parallelize
     monkeypatch.setattr(sc, "parallelize", lambda *a, **k: jobs.append(a) or parallelize(*a, **k))
@@ -292,7 +292,7 @@ def test_the_python_path_checks_the_workers_interpreter_once(spark_session, tmp_
         assert parts(tmp_path / out) == corpus("filter.tsv")
     assert (jobs, asked) == ([], [sc.pythonExec])
     assert sc.pythonExec == sys.executable
-    assert spark_engine._NATIVE_CHECKS[(sc.applicationId, "python")] == (True, "")
+    assert spark_parse._NATIVE_CHECKS[(sc.applicationId, "python")] == (True, "")
 
 
 def test_the_local_check_runs_the_workers_interpreter(tmp_path):

@@ -265,7 +265,7 @@ def test_the_results_do_not_depend_on_the_zone_of_the_machine_or_the_session(eng
             if engine == "spark":
                 from pyspark.sql import SparkSession
 
-                from logetl.engines.spark.engine import _session_conf
+                from logetl.engines.spark.session import _session_conf
 
                 spark = SparkSession.getActiveSession()
                 with _session_conf(spark, {"spark.sql.session.timeZone": "Asia/Kathmandu"}):

@@ -60,7 +60,7 @@ def engine_options_for(engine: str, given: dict | None) -> dict:
         if buffers is not None and not (isinstance(buffers, int) and not isinstance(buffers, bool) and buffers > 0):
             raise UsageError(f"engine_options: spill_buffers is a number of bytes > 0, not {buffers!r}")
         return options
-    from logetl.engines.spark.engine import check_master_url
+    from logetl.engines.spark.session import check_master_url
 
     if "master" in options:
         check_master_url(options["master"])

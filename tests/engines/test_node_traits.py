@@ -9,7 +9,9 @@ import pytest
 import logetl.api as L
 from logetl import assembly, incremental, traits
 from logetl.engines.local import operators as local_ops
-from logetl.engines.spark import engine as spark
+from logetl.engines.spark import operators as spark_ops
+from logetl.engines.spark.engine import SparkEngine
+from logetl.engines.spark.parse import JVM
 
 #: the nodes that are a step's roots and leaves: each engine builds them itself, outside its operator table
 ENDS = (assembly.Source, assembly.Parse, assembly.Sink)
@@ -34,9 +36,9 @@ def test_every_node_class_declares_its_traits_on_its_class_line():
 
 def test_every_operator_has_one_entry_in_each_engine_table():
     assert set(local_ops.OPS) == set(OPERATORS)
-    assert set(spark.OPERATORS) == set(OPERATORS)
+    assert set(spark_ops.OPERATORS) == set(OPERATORS)
     # the Spark one-pass planner composes every per-record node, and the sinks they reach, as expressions
-    assert set(spark.VIEWS) == set(PER_RECORD) | {assembly.Sink}
+    assert set(spark_ops.VIEWS) == set(PER_RECORD) | {assembly.Sink}
     # the local engine runs each node that maps records as a map over a batch, which its parse threads fuse
     for cls in OPERATORS:
         assert issubclass(local_ops.OPS[cls], local_ops.PerRecordOp) == cls.traits.maps_records, cls
@@ -83,8 +85,8 @@ def test_incremental_runs_every_node_that_needs_only_its_records():
 
 
 def test_the_spark_one_pass_planner_takes_every_per_record_node():
-    engine = spark.SparkEngine(master="local[1]")
-    engine.path = spark.JVM
+    engine = SparkEngine(master="local[1]")
+    engine.path = JVM
     ctx = SimpleNamespace(state=SimpleNamespace(trap=None))
     for cls, flow in _flows().items():
         assert engine._in_one_pass(ctx, _parse_step(flow)) == cls.traits.per_record, cls
@@ -103,11 +105,11 @@ def test_a_new_per_record_node_is_one_class_and_one_entry_per_engine_table(monke
             return frame
 
     monkeypatch.setitem(local_ops.OPS, Shout, ShoutOp)
-    monkeypatch.setitem(spark.OPERATORS, Shout, lambda node, inputs: inputs[0])
-    monkeypatch.setitem(spark.VIEWS, Shout, lambda node, cond, cols: (cond, cols))
+    monkeypatch.setitem(spark_ops.OPERATORS, Shout, lambda node, inputs: inputs[0])
+    monkeypatch.setitem(spark_ops.VIEWS, Shout, lambda node, cond, cols: (cond, cols))
     shout = Shout("op", L.read("combined", fields=("ip", "response")))
     flow = L.Flow("f", [shout.write("a"), shout.write("b")])
     incremental.refuse(flow, "local", "in.log")
-    engine = spark.SparkEngine(master="local[1]")
-    engine.path = spark.JVM
+    engine = SparkEngine(master="local[1]")
+    engine.path = JVM
     assert engine._in_one_pass(SimpleNamespace(state=SimpleNamespace(trap=None)), flow.steps[0])
