@@ -47,3 +47,17 @@ from logetl.expressions.times import (  # noqa: F401
 from logetl.expressions.aggregates import (  # noqa: F401
     Aggregate, Avg, Count, CountDistinct, First, Last, Max, Median, Min, Percentile, Sum, _Extreme, _Ordered,
     _exact_sum, _order_keys)
+
+#: the public names (the API reference documents each)
+__all__ = [
+    'Aggregate', 'And', 'Arithmetic', 'Avg', 'BOOLEAN', 'CASTS', 'Case', 'Coalesce', 'Col', 'Compare', 'Compiler',
+    'Concat', 'Contains', 'Count', 'CountDistinct', 'Crc32', 'DECODED_ESCAPE', 'Day', 'DayOfWeek', 'EndsWith',
+    'Epoch', 'Expr', 'ExpressionError', 'Extract', 'FIELD_NAME', 'FIELD_NAME_RULE', 'FLOAT', 'FLOAT_INTEGRAL',
+    'FLOAT_LIMIT', 'FLOAT_MIN_NORMAL', 'FLOAT_PATTERN', 'First', 'FromEpoch', 'Hour', 'HourOfDay', 'INTEGER',
+    'INT_DIGITS', 'INT_PATTERN', 'IsIn', 'IsNull', 'LOCAL_WIDTH', 'LOG_TIME_PATTERN', 'LOG_TIME_VALID', 'Last',
+    'Lit', 'Lower', 'MAX_EPOCH', 'MIN_EPOCH', 'MONTHS', 'Matches', 'Max', 'Median', 'Method', 'Min', 'NUMBERS',
+    'Not', 'Or', 'Path', 'Percentile', 'QueryParam', 'QueryString', 'REQUEST_LINE', 'ROUND_DIGITS', 'Round',
+    'SCHEME', 'STRING', 'SplitPart', 'StartsWith', 'Substring', 'Sum', 'TIMESTAMP', 'TIME_UNITS', 'Timestamp',
+    'ToFloat', 'ToInt', 'ToString', 'Trunc', 'TruncLocal', 'URL_EMPTY_PATH', 'URL_HOST', 'URL_PATH', 'URL_QUERY',
+    'UTF8_HEX', 'UnknownName', 'Upper', 'UrlDecode', 'UrlHost', 'When', 'cast', 'field_name', 'float_literal',
+    'fold_ascii_case', 'portable_regex', 'regex_escape', 'render_float', 'when']
