@@ -3,6 +3,7 @@ base, field references and literals."""
 from __future__ import annotations
 
 import re
+
 from logetl.diagnostics import Mistakes, closest
 
 

@@ -3,6 +3,7 @@ matching ignoring ASCII case, substrings, case, splitting, concatenation, CRC-32
 from __future__ import annotations
 
 import re
+
 from logetl.expressions.base import BOOLEAN, Expr, ExpressionError, FLOAT, INTEGER, STRING, _literal, _need, _wrap
 
 

@@ -3,6 +3,7 @@ encoder, or Arrow for what it does not write) and JSON Lines; each writes a ``Ba
 from __future__ import annotations
 
 import io
+
 from logetl import assembly
 from logetl import expressions as E
 from logetl.engines.local.expressions import (

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+
 from logetl.engines import kernel
 from logetl.io.outputs import DELIMITED
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shutil
+
 from logetl import assembly
 from logetl.engines import kernel
 from logetl.engines.local.expressions import (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+
 from logetl.io.outputs import StagedOutput, partition_name
 from logetl.engines.local.batch import Batch, _pl
 from logetl.engines.local.operators import Op

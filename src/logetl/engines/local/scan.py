@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
+
 from logetl import contract
 from logetl.engines import kernel
 from logetl.io import inputs

@@ -53,6 +53,7 @@ How the contract and the orderings are kept, so that outputs are byte-identical 
 from __future__ import annotations
 
 from functools import reduce
+
 from logetl import assembly, contract
 from logetl.errors import UsageError
 from logetl.engines.base import Engine, StepContext, partitioned_taps

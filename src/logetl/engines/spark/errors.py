@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+
 from logetl.errors import RunFailed
 from logetl.io.fs import local_path
 from logetl.io.inputs import InputReadError

@@ -7,6 +7,7 @@ import os
 import re
 from contextlib import contextmanager
 from functools import lru_cache, wraps
+
 from logetl.errors import UsageError
 from logetl.io.fs import LOCAL, LocalFS, hadoop_local_path
 from logetl.engines.spark.errors import _java_message

@@ -3,6 +3,7 @@ DataFrames to its own, and, for each per-record node, its view over a one-pass s
 from __future__ import annotations
 
 import re
+
 from logetl import assembly
 from logetl.engines.spark.expressions import AGGREGATES, Compiler, column
 from logetl.io.outputs import NAME_MAX

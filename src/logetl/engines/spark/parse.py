@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from functools import partial
+
 from logetl import __version__, assembly, contract
 from logetl.engines.base import EngineUnavailable, StepContext
 from logetl.engines.spark.native import DASH, INPUT, KEPT, SAMPLE, STATUS

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from functools import partial
 from itertools import count
+
 from logetl import assembly, contract
 from logetl.engines.base import StepContext
 from logetl.engines.spark.expressions import column

@@ -9,6 +9,7 @@ import socket
 import sys
 import threading
 from contextlib import contextmanager, nullcontext
+
 from logetl.errors import UsageError
 from logetl.engines.base import EngineUnavailable, RunState
 from logetl.engines.spark.signals import between_java_calls, sigint_kept

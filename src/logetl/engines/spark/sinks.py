@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 from functools import reduce
+
 from logetl import expressions as E
 from logetl.engines.spark.expressions import column
 from logetl.engines.spark.expressions import text as text_of
