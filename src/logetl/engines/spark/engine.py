@@ -77,10 +77,12 @@ LOGETL_CONF = {PARSE_CONF: ("auto", "native", JVM, PYTHON, BUILTIN), CDS_CONF: (
 
 
 class SparkEngine(SessionSteps, ParsePaths, OnePass, Sinks, Engine):
+    """The Spark engine: a step's DataFrames from its nodes (``OPERATORS``), its actions and the run's
+    commit; the session (``SessionSteps``), the parse paths (``ParsePaths``), the one-pass planner
+    (``OnePass``) and the outputs (``Sinks``) are each a class of their own module."""
+
     name = "spark"
-
     operators = (assembly.Source, assembly.Parse, assembly.Sink, *OPERATORS)
-
     expressions = (*COMPILE, *AGGREGATES)
 
     def __init__(self, master: str | None = None, conf: dict | None = None, **options):
