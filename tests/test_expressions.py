@@ -350,7 +350,7 @@ def test_case_gives_the_expected_bytes(engine, name, tmp_path):
 def concrete(module, base) -> set[type]:
     """The public classes of ``module`` derived from ``base`` (not the private bases such as _StringTest)."""
     return {c for _, c in inspect.getmembers(module, inspect.isclass)
-            if issubclass(c, base) and c is not base and c.__module__ == module.__name__
+            if issubclass(c, base) and c is not base and (c.__module__ + ".").startswith(module.__name__ + ".")
             and not c.__name__.startswith("_")}
 
 
