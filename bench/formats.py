@@ -163,7 +163,7 @@ def run_cli(args: list[str], outs: list[str]) -> float:
 def parse_only(path: str, fmt) -> tuple[float, int]:
     from logetl.contract import FIELDS
     from logetl.engines import kernel
-    from logetl.engines.local import scan
+    from logetl.engines.local.scan import scan
 
     parser = kernel.Parser(fmt, FIELDS if fmt.legacy or set(FIELDS) <= set(fmt.fields) else vocabulary(fmt))
     start = time.perf_counter()

@@ -23,7 +23,7 @@ sys.path.insert(0, HERE)
 from run import measure_usage  # noqa: E402
 from scale import log_of  # noqa: E402
 
-from logetl.engines.spill import parse_size  # noqa: E402
+from logetl.engines.local.spill import parse_size  # noqa: E402
 
 
 def outputs(flow: str, out: str) -> list[str]:

@@ -9,7 +9,7 @@ shipped to the cluster (its jar goes with the application); and, unless --skip-p
 workers' path (``--conf logetl.parse=python``), logetl shipped to the cluster's executors in a packed venv
 with spark.archives, as docs/guides/spark.md, "Shipping logetl to a cluster", says.
 
-logetl's driver JVM starts from its class-data archive (``logetl.engines.spark_cds``), which the first
+logetl's driver JVM starts from its class-data archive (``logetl.engines.spark.cds``), which the first
 run on a machine records, and the executors of the standalone cluster here (its workers are this
 machine's) start from it too: before measuring, one unmeasured logetl Join over a few lines on
 ``local[*]`` records it when it is missing (the time of that first run is printed, not counted).
@@ -148,7 +148,7 @@ def jobs_for(where: str, master: str, log: str, conf: list[str], python: tuple |
     flags = lambda settings: ["-q", "--hdfs", "--master", master, *[x for kv in settings for x in ("--conf", kv)]]
     hand_env = {"HANDWRITTEN_MASTER": master, "PYSPARK_SUBMIT_ARGS": " ".join(f"--conf {kv}" for kv in conf)
                 + " pyspark-shell"}
-    session = ("from logetl.engines.spark import SparkEngine; import sys; "
+    session = ("from logetl.engines.spark.engine import SparkEngine; import sys; "
                f"e = SparkEngine(master={master!r}, conf=dict(kv.split('=', 1) for kv in sys.argv[1:])); "
                "e.session(); e.shutdown()")
     jobs = {
@@ -174,7 +174,7 @@ def jobs_for(where: str, master: str, log: str, conf: list[str], python: tuple |
 def record_class_archive(log: str) -> str:
     """What a user's first Spark run does once per machine: record logetl's driver JVM class archive (a
     Join on the first 1,000 lines, so that the archive holds what Branch and Join load). Says what it found."""
-    from logetl.engines import spark_cds
+    from logetl.engines.spark import cds as spark_cds
 
     archive = spark_cds.ClassArchive({})
     if archive.path is None:

@@ -15,9 +15,9 @@ import sys
 from pyspark.sql import functions as F
 
 from logetl import contract, formats
-from logetl.engines import spark_jvm
-from logetl.engines.spark import SparkEngine
-from logetl.engines.spark_native import field_column
+from logetl.engines.spark import jvm as spark_jvm
+from logetl.engines.spark.engine import SparkEngine
+from logetl.engines.spark.native import field_column
 
 
 def main():

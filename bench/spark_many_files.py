@@ -55,7 +55,7 @@ def bind_cost(directory: str, n: int) -> dict:
     """Seconds and JVM calls of binding ``directory`` on Spark, best of 3 (each on a fresh HadoopFS, so
     nothing is known beforehand); the calls as ``counting_jvm_calls`` counts them."""
     from logetl import programs
-    from logetl.engines.spark import HadoopFS, counting_jvm_calls
+    from logetl.engines.spark.fs import HadoopFS, counting_jvm_calls
     from logetl.job import bind
 
     best = None
@@ -109,7 +109,7 @@ def main() -> None:
     if not os.path.isfile(sample):
         raise SystemExit(f"the sample is not at {sample} (give --shared)")
     os.makedirs(OUT, exist_ok=True)
-    from logetl.engines.spark import SparkEngine
+    from logetl.engines.spark.engine import SparkEngine
 
     engine = SparkEngine(master="local[1]", conf={"spark.ui.enabled": "false"})
     SESSION = engine.keep_session()

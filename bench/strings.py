@@ -78,7 +78,7 @@ def time_expressions(log: str, regex: str, repeat: int) -> dict:
     import polars as pl
 
     import logetl.api as L
-    from logetl.engines.local_expressions import Compiler
+    from logetl.engines.local.expressions import Compiler
 
     pattern = r'^\S+ \S+ \S+ \[[^\]]+\] "(.*?)" '
     with open(log, encoding="utf-8", errors="replace") as f:

@@ -80,7 +80,7 @@ def spark_session():
     """One local[2] Spark session for the whole run, made the way the engine makes its own."""
     missing = spark_missing()
     require(missing is None, missing or "")
-    from logetl.engines.spark import SparkEngine
+    from logetl.engines.spark.engine import SparkEngine
 
     engine = SparkEngine(master="local[2]", conf={"spark.sql.shuffle.partitions": "4",
                                                   "spark.ui.enabled": "false"})

@@ -21,6 +21,7 @@ from logetl.diagnostics import nearest
 from logetl.errors import UsageError
 from logetl.expressions import (
     BOOLEAN, FLOAT, INTEGER, STRING, TIMESTAMP, Aggregate, Col, Expr, ExpressionError, field_name)
+from logetl.traits import BLOCKING, JOIN, MAP, PARSE_FOLD, STORE, STREAM, Traits
 
 
 class AssemblyError(UsageError, ValueError):
@@ -87,9 +88,15 @@ class Pipe:
     node can feed several (a branch)."""
 
     kind = "pipe"
-    #: a step the parse before it does in its own scan: ``Flow`` folds it into that parse (``DropSizeDash``),
-    #: so that no engine receives it
-    folds_into_parse = False
+    #: how the node treats records (``logetl.traits``), which every engine's planners read: each node
+    #: class declares its own on its class line
+    traits: Traits = STREAM
+
+    def __init_subclass__(cls, traits: Traits | None = None, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if traits is None:
+            raise TypeError(f"node class {cls.__name__} declares no traits: class {cls.__name__}(Pipe, traits=...)")
+        cls.traits = traits
 
     def __init__(self, name: str | None, *previous: "Pipe"):
         if name is not None and (not isinstance(name, str) or not name
@@ -154,8 +161,8 @@ class Pipe:
 
     @property
     def blocking(self) -> bool:
-        """True when the node must see all of its input before it emits anything."""
-        return False
+        """True when the node must see all of its input before it emits anything (its traits)."""
+        return self.traits.blocking
 
     def __repr__(self) -> str:
         return f"<{self.kind} {self.name}>"
@@ -238,7 +245,7 @@ class _Grouping:
         return GroupBy(self.name, self.pipe, self.keys, aggregates)
 
 
-class Source(Pipe):
+class Source(Pipe, traits=STREAM):
     """The input tap: raw lines of the input files, in input order (files in name order). Bound to the
     paths at run time under the tap name ``tap``."""
 
@@ -256,7 +263,7 @@ class Source(Pipe):
         return f"tap {self.tap}"
 
 
-class Parse(Pipe):
+class Parse(Pipe, traits=STREAM):
     """Applies the line contract to the lines of a Source with log format ``format``
     (``logetl.formats``; default ``combined``, the original expression): counts malformed lines by reason
     and sends them to the trap, and emits every other line as a record: the fields ``keep`` (the format's
@@ -296,7 +303,7 @@ class Parse(Pipe):
         return what + ("; drop size '-'" if self.drops_size_dash else "")
 
 
-class DropSizeDash(Pipe):
+class DropSizeDash(Pipe, traits=PARSE_FOLD):
     """The three programs' rule: drops the records whose ``size`` (the log format's, whether the read keeps
     it or not) is exactly ``-``, counted as ``dropped_size_dash`` (the summary's ``dropped (size '-')``); a
     format without ``size`` drops nothing. It reads a ``read`` (``Parse``) directly, as that read's only
@@ -305,7 +312,6 @@ class DropSizeDash(Pipe):
 
     kind = "drop_size_dash"
     #: a step the parse before it does in its own scan: ``Flow`` folds it into that parse
-    folds_into_parse = True
 
     def _resolve(self) -> None:
         if not isinstance(self._input(), Parse):
@@ -321,7 +327,7 @@ class DropSizeDash(Pipe):
         return "drop size '-'"
 
 
-class Filter(Pipe):
+class Filter(Pipe, traits=MAP):
     """Keeps the records for which the boolean expression ``predicate`` is true (false and null drop
     the record). Streaming, order-preserving."""
 
@@ -346,7 +352,7 @@ class Filter(Pipe):
         return self.predicate.describe()
 
 
-class Select(Pipe):
+class Select(Pipe, traits=MAP):
     """Keeps only the fields ``keep``, in that order. Streaming, order-preserving."""
 
     kind = "select"
@@ -373,7 +379,7 @@ class Select(Pipe):
         return ", ".join(self.keep)
 
 
-class Rename(Pipe):
+class Rename(Pipe, traits=MAP):
     """Renames fields (``{old: new}``) in place. Streaming, order-preserving."""
 
     kind = "rename"
@@ -399,7 +405,7 @@ class Rename(Pipe):
         return ", ".join(f"{old} -> {new}" for old, new in self.mapping.items())
 
 
-class Derive(Pipe):
+class Derive(Pipe, traits=MAP):
     """Appends computed fields (``name=expression``, in that order; each reads the input's fields).
     Streaming, order-preserving."""
 
@@ -431,7 +437,7 @@ class Derive(Pipe):
         return "; ".join(f"{f} = {e.describe()}" for f, e in self.computed.items())
 
 
-class Unique(Pipe):
+class Unique(Pipe, traits=BLOCKING):
     """Removes duplicate records (all fields compared; nulls equal). Blocking: holds the distinct records
     in memory up to the run's memory budget, then hash-partitions them to disk and deduplicates one
     partition at a time. Output order is not part of the contract (engines differ, and so do spilled and
@@ -439,12 +445,8 @@ class Unique(Pipe):
 
     kind = "unique"
 
-    @property
-    def blocking(self) -> bool:
-        return True
 
-
-class GroupBy(Pipe):
+class GroupBy(Pipe, traits=BLOCKING):
     """One record per distinct value of ``keys`` (nulls form one group), with the ``aggregates``
     (``name=count()``, ``sum(...)``, ``min``, ``max``, ``count_distinct``): fields are the keys, then the
     aggregates, in the order given. Blocking: partial aggregates are kept per group within the run's
@@ -486,16 +488,12 @@ class GroupBy(Pipe):
     def expressions(self):
         return list(self.aggregates.values()) + [a.arg for a in self.aggregates.values() if a.arg is not None]
 
-    @property
-    def blocking(self) -> bool:
-        return True
-
     def describe(self) -> str:
         aggs = "; ".join(f"{f} = {a.describe()}" for f, a in self.aggregates.items())
         return f"by {', '.join(self.keys)}: {aggs}"
 
 
-class HashJoin(Pipe):
+class HashJoin(Pipe, traits=JOIN):
     """Joins the streamed side ``stream`` with the ``held`` side on ``on``: a field name both sides have,
     or ``(stream_field, held_field)``. ``how``: ``inner`` (records with a match) or ``left`` (every
     streamed record; the held side's fields null where none matches). Keys match when equal and not null.
@@ -561,18 +559,14 @@ class HashJoin(Pipe):
                 f"({self.held.name} held in memory)")
 
 
-class Checkpoint(Pipe):
+class Checkpoint(Pipe, traits=STORE):
     """Materializes its input: everything downstream reads the stored copy, and a flow that fails later
     can restart after it. Anonymous by default (deleted when the flow completes). Order-preserving."""
 
     kind = "checkpoint"
 
-    @property
-    def blocking(self) -> bool:
-        return True
 
-
-class Sort(Pipe):
+class Sort(Pipe, traits=BLOCKING):
     """Sorts by ``keys`` (field names, ``asc(f)`` or ``desc(f)``): strings in UTF-8 byte order, integers
     numerically, null the smallest value (first ascending, last descending). Stable: equal keys keep
     their input order. Blocking: holds its input up to the run's memory budget, then sorts it into runs on
@@ -596,15 +590,11 @@ class Sort(Pipe):
         self._inherit()
         self._require(*self.by)
 
-    @property
-    def blocking(self) -> bool:
-        return True
-
     def describe(self) -> str:
         return _describe_keys(self.keys) + ", stable"
 
 
-class Limit(Pipe):
+class Limit(Pipe, traits=BLOCKING):
     """The first ``n`` records in input order (an input whose order is not defined, after ``unique`` or
     ``group_by``, gives some ``n`` of them: sort first). Streaming; holds nothing."""
 
@@ -620,7 +610,7 @@ class Limit(Pipe):
         return f"first {self.n}"
 
 
-class Top(Pipe):
+class Top(Pipe, traits=BLOCKING):
     """For each group of equal ``per`` fields (all records when ``per`` is empty), the first ``n``
     records in ``by`` order (sort keys as for ``Sort``; ties keep input order). Output: sorted by ``per``
     ascending, then ``by``. Blocking: a sort within the run's memory budget (spilling as ``Sort``), then
@@ -647,10 +637,6 @@ class Top(Pipe):
         self._inherit()
         self._require(*self.per, *(f for f, _ in self.by_keys))
 
-    @property
-    def blocking(self) -> bool:
-        return True
-
     def describe(self) -> str:
         per = f" per {', '.join(self.per)}" if self.per else ""
         return f"first {self.n}{per} by {_describe_keys(self.by_keys)}"
@@ -658,7 +644,7 @@ class Top(Pipe):
 
 # --- times: visits -----------------------------------------------------------------------------------------
 
-class Visits(Pipe):
+class Visits(Pipe, traits=BLOCKING):
     """Cuts each client's requests into visits, as web analytics tools do: the records of each group of
     equal ``by`` fields (the client: one field or a list; nulls form one group) in ``time`` order (a
     timestamp field; equal times in input order), a visit starting at the group's first record with a
@@ -713,10 +699,6 @@ class Visits(Pipe):
         self.fields = self.fields + (self.field,)
         self.types[self.field] = INTEGER
 
-    @property
-    def blocking(self) -> bool:
-        return True
-
     def describe(self) -> str:
         return (f"{self.field} per {', '.join(self.by)} in {self.time} order, a new one after a gap of more "
                 f"than {self.gap_minutes} min")
@@ -724,7 +706,7 @@ class Visits(Pipe):
 
 # --- SQL steps ----------------------------------------------------------------------------------------------
 
-class Sql(Pipe):
+class Sql(Pipe, traits=BLOCKING):
     """A query over its input's records, read as the table ``input`` (``logetl.sqlstep``): DuckDB's SQL,
     run by DuckDB on the local engine and, translated by sqlglot, by Spark SQL. The fields are the query's
     columns, named and typed as it gives them (``sqlstep.OUTPUT_TYPES``), found when the flow is defined.
@@ -736,8 +718,6 @@ class Sql(Pipe):
     total for the same bytes on both engines); without one, the order is not defined."""
 
     kind = "sql"
-    #: a query may aggregate, join or number its whole input: never run batch by batch
-    per_record = False
 
     def __init__(self, name: str | None, previous: Pipe, query: str):
         self.query = query
@@ -773,7 +753,7 @@ SINK_FORMATS = ("tsv", "csv", "parquet", "jsonl")
 HEADERS = {"tsv": False, "csv": True}
 
 
-class Sink(Pipe):
+class Sink(Pipe, traits=STREAM):
     """Writes its input to the output tap named ``tap``, in input order, committed atomically, as
     ``format``:
 
@@ -914,7 +894,7 @@ class Flow:
         """Folds each step that a parse does in its own scan (``folds_into_parse``) into the parse it reads,
         which must feed nothing else (a stream that both drops and keeps those records would need the
         parse twice): its consumers then read the parse. The nodes in topological order, without them."""
-        folded = [n for n in nodes if n.folds_into_parse]
+        folded = [n for n in nodes if n.traits.folds_into_parse]
         for step in folded:
             parse = step.previous[0]
             others = [n for n in nodes if n is not step and any(p is parse for p in n.previous)]

@@ -49,9 +49,6 @@ from logetl.io import inputs
 from logetl.io.outputs import INCREMENTAL, SUCCESS
 
 FP_LEN = 4096            # bytes fingerprinted: enough to hold a few whole lines with their timestamps
-#: the operators that work on one record at a time: a flow of only these can run on the new lines alone
-PER_RECORD = (assembly.Source, assembly.Parse, assembly.Pipe, assembly.Filter, assembly.Select,
-              assembly.Rename, assembly.Derive, assembly.Sink)
 _NEW_PART = re.compile(r"part-(\d{5})(.*)")
 SHOWN_FILES = 8          # files named in the notice that says what a run reads
 TRAP = "trap"            # the trap's tap (``job.bind``): the one output a run may leave out
@@ -66,7 +63,7 @@ def refuse(flow: assembly.Flow, engine: str, input_path: str) -> None:
     if engine != "local":
         raise IncrementalError("--incremental runs on the local engine")
     for node in flow.nodes:
-        if type(node) not in PER_RECORD:
+        if node.traits.needs_all_data:   # a flow of nodes that need only their records runs on new lines
             raise IncrementalError(f"--incremental: operator {node.name!r} ({node.kind}) needs all of the data, "
                                    "not only the new lines")
     if input_path == inputs.STDIN:
@@ -612,3 +609,30 @@ def finish_state(plan: Plan) -> None:
         elif end > start:
             e["offset"] = min(end, plan.reached.get(key, end))
     _copies_at_original(plan)
+
+
+def commit(ctx, plan: Plan, notice) -> None:
+    """Commits each output of an incremental run with its state (``commit_output``), or, with nothing new
+    to read, changes nothing but the state of what was read to the end; ``notice`` says so in one line."""
+    if plan.nothing_new:
+        # a compressed file decompressed to its end for nothing: the outputs' state records it, so that
+        # the next runs do not decompress it again (their parts, run and inputs stay)
+        fresh = read_to_end(plan)
+        for out in ctx.state.staged():
+            kept = plan.outputs[out.path]
+            if fresh and kept.state is not None and not kept.resumed:
+                record_read(kept, out.staging, plan, fresh)
+            else:
+                out.discard()
+        names = [os.path.basename(r["file"]["path"]) for r in fresh]
+        shown = ", ".join(names[:SHOWN_FILES]) + (
+            f" and {len(names) - SHOWN_FILES} more" if len(names) > SHOWN_FILES else "")
+        notice(f"nothing new since run {plan.base_run}: the outputs are unchanged"
+               + (f" but for their state, which records {shown} as read to the end (not decompressed "
+                  "again)" if fresh else ""))
+        return
+    finish_state(plan)
+    trapped = sum(ctx.run.malformed.values())
+    for out in ctx.state.staged():
+        kept = plan.outputs[out.path]
+        commit_output(kept, out.staging, plan, trapped if kept.tap == TRAP else ctx.run.written.get(kept.tap, 0))

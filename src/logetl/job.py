@@ -52,7 +52,7 @@ def engine_options_for(engine: str, given: dict | None) -> dict:
                              f"{'spark' if engine == 'local' else 'local'} engine (the {engine} engine takes "
                              f"{', '.join(takes)})")
     if engine == "local":
-        from logetl.engines.spill import parse_size
+        from logetl.engines.local.spill import parse_size
 
         if "memory_limit" in options:
             options["memory_limit"] = parse_size(options["memory_limit"])
@@ -60,7 +60,7 @@ def engine_options_for(engine: str, given: dict | None) -> dict:
         if buffers is not None and not (isinstance(buffers, int) and not isinstance(buffers, bool) and buffers > 0):
             raise UsageError(f"engine_options: spill_buffers is a number of bytes > 0, not {buffers!r}")
         return options
-    from logetl.engines.spark import check_master_url
+    from logetl.engines.spark.session import check_master_url
 
     if "master" in options:
         check_master_url(options["master"])
@@ -414,7 +414,7 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
         except assembly.AssemblyError as exc:
             raise UsageError(f"--header: {exc}" if header else f"--no-header: {exc}") from None
     if engine == "local" and any(s.format == "parquet" for s in flow.sinks):
-        from logetl.engines.local import parquet_needs_arrow, start_parquet_import
+        from logetl.io.writers import parquet_needs_arrow, start_parquet_import
 
         if parquet_needs_arrow(flow):
             start_parquet_import()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from logetl.diagnostics import nearest
+from logetl.errors import UsageError
 from logetl.expressions import BOOLEAN, FIELD_NAME, FIELD_NAME_RULE, FLOAT, INTEGER, STRING, TIMESTAMP
 
 #: the name the query reads its input by
@@ -36,8 +37,8 @@ OUTPUT_TYPES = {
 }
 
 
-class SqlError(ValueError):
-    """A query that cannot be a SQL step; the message is one line (the node names the step before it)."""
+class SqlError(UsageError, ValueError):
+    """A query that cannot be a SQL step (exit 2); the message is one line (the node names the step before it)."""
 
 
 def output_type(duckdb_type: str) -> str | None:

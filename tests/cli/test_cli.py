@@ -248,7 +248,7 @@ GENERATED_SHA256 = "896360692e79b71e592a572b3bfcec57353b8ec869f9b9475128625f204f
 
 
 def test_the_master_urls_spark_takes_pass_the_check_made_before_it_starts():
-    from logetl.engines.spark import _MASTER
+    from logetl.engines.spark.session import _MASTER
 
     taken = ["local", "local[*]", "local[4]", "local[4, 2]", "local[*,3]", "local-cluster[ 2, 1, 1024 ]",
              "spark://h:7077", "spark://a:7077,b:7077", "yarn", "k8s://https://h:6443"]

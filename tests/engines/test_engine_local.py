@@ -9,7 +9,12 @@ import sys
 import pytest
 
 from conftest import CORPUS, ROOT, corpus, logetl_on_a_terminal, read
-from logetl.engines import kernel, local
+from logetl.engines import kernel
+from logetl.engines.local import engine as local
+from logetl.engines.local import batch as local_batch
+from logetl.engines.local import scan as local_scan
+from logetl.engines.local import outputs as local_outputs
+from logetl.io import writers
 from logetl.io import inputs
 from logetl.job import run_program
 
@@ -88,8 +93,8 @@ def test_the_kernel_copies_out_only_the_fields_kept(monkeypatch, native):
 @pytest.mark.parametrize("program", ["branch", "filter", "join"])
 def test_tiny_chunks_give_the_same_bytes(tmp_path, monkeypatch, program):
     monkeypatch.setattr(local.LocalEngine, "chunk_bytes", 97)
-    monkeypatch.setattr(local, "BATCH_ROWS", 3)
-    monkeypatch.setattr(local, "STORE_ROWS", 5)
+    monkeypatch.setattr(local_scan, "BATCH_ROWS", 3)
+    monkeypatch.setattr(local_outputs, "STORE_ROWS", 5)
     outs = {"output1": str(tmp_path / "a"), "output2": str(tmp_path / "b")} if program == "branch" \
         else {"output": str(tmp_path / "a")}
     run_program(program, CORPUS_LOG, outs, trap=str(tmp_path / "trap"))
@@ -184,7 +189,7 @@ def _parquet_batch(n: int):
     frame = pl.DataFrame({"few": [("GET", "POST", "HEAD")[i % 3] for i in range(n)],
                           "many": [f"{i:032d}" for i in range(n)],
                           "n": [i % 10 for i in range(n)]})
-    return local.Batch(frame.columns, frame)
+    return local_batch.Batch(frame.columns, frame)
 
 
 @pytest.mark.parametrize("background", [False, True])
@@ -198,7 +203,7 @@ def test_parquet_uses_a_dictionary_only_where_it_fits_a_page_and_statistics_wher
     path = tmp_path / "p.parquet"
     batches = [_parquet_batch(40_000), _parquet_batch(10)]
     with open(path, "wb") as f:
-        writer = local.ParquetWriter(f, ["few", "many", "n"], {"few": "string", "many": "string", "n": "integer"},
+        writer = writers.ParquetWriter(f, ["few", "many", "n"], {"few": "string", "many": "string", "n": "integer"},
                                      background=background)
         for b in batches:
             writer.write(b)
@@ -221,7 +226,7 @@ def _kernel_batch(n: int):
 
     data = b"".join(f'10.0.{i % 7}.{i % 250} - - [17/May/2015:10:{i // 60 % 60:02d}:{i % 60:02d} +0000] '
                     f'"GET /{i} HTTP/1.1" 200 {i} "-" "a"\n'.encode() for i in range(n))
-    return local.Batch(("ip", "time", "request", "response", "size"), parsed=[kernel.parse(data, True, kernel.STRINGS)])
+    return local_batch.Batch(("ip", "time", "request", "response", "size"), parsed=[kernel.parse(data, True, kernel.STRINGS)])
 
 
 @pytest.mark.parametrize("encoder", ["pyarrow", "logetl"])
@@ -243,7 +248,7 @@ def test_a_failing_background_parquet_encoder_raises_in_the_run_and_ends(tmp_pat
         types, batch = {f: "string" for f in fields}, (lambda: _kernel_batch(40_000))
     f = open("/dev/full", "wb")     # buffered: the file's first bytes are taken, the first column chunk fails
     try:
-        writer = local.ParquetWriter(f, fields, types, background=True)
+        writer = writers.ParquetWriter(f, fields, types, background=True)
         with pytest.raises(OSError) as caught:
             for _ in range(6):
                 writer.write(batch())
@@ -346,13 +351,13 @@ def test_fused_chunks_are_passed_on_by_the_records_parsed_not_by_the_records_kep
     from logetl.job import run_flow
 
     monkeypatch.setattr(local.LocalEngine, "chunk_bytes", 1000)
-    monkeypatch.setattr(local, "BATCH_ROWS", 30)
+    monkeypatch.setattr(local_scan, "BATCH_ROWS", 30)
     log = tmp_path / "access.log"
     log.write_bytes(b"".join(b'10.0.%d.%d - - [17/May/2015:10:05:03 +0000] "GET /%s HTTP/1.1" 200 5 "-" "c"\n'
                              % (i // 256, i % 256, b"images/a" if i % 50 == 0 else b"b") for i in range(2000)))
     held = []
-    real_flush = local.ParseOp._flush_fused
-    monkeypatch.setattr(local.ParseOp, "_flush_fused", lambda self: held.append(len(self.fused)) or real_flush(self))
+    real_flush = local_scan.ParseOp._flush_fused
+    monkeypatch.setattr(local_scan.ParseOp, "_flush_fused", lambda self: held.append(len(self.fused)) or real_flush(self))
     flow = L.Flow("few", [L.read(None, fields=("ip", "request")).filter(L.col("request").starts_with("GET /images/"))
                           .select("ip").write("out")])
     run_flow(flow, str(log), {"out": str(tmp_path / "out")}, monitor=False)
@@ -369,7 +374,7 @@ def test_per_record_operators_run_in_the_parse_threads_with_the_same_bytes_and_c
     from logetl.job import run_flow
 
     monkeypatch.setattr(local.LocalEngine, "chunk_bytes", 97)
-    monkeypatch.setattr(local, "BATCH_ROWS", 3)
+    monkeypatch.setattr(local_scan, "BATCH_ROWS", 3)
 
     def flow():
         p = (L.read(None, fields=("ip", "time", "response"))
@@ -379,12 +384,12 @@ def test_per_record_operators_run_in_the_parse_threads_with_the_same_bytes_and_c
         return L.Flow("fused", [p.write("out")])
 
     fused_chains = []
-    real_fuse = local.ParseOp.fuse
-    monkeypatch.setattr(local.ParseOp, "fuse", lambda self, chain: fused_chains.append(
+    real_fuse = local_scan.ParseOp.fuse
+    monkeypatch.setattr(local_scan.ParseOp, "fuse", lambda self, chain: fused_chains.append(
         [op.node.name for op in chain]) or real_fuse(self, chain))
     fused = run_flow(flow(), CORPUS_LOG, {"out": str(tmp_path / "a")})
     assert fused_chains == [["hour", "kept", "cut"]]
-    monkeypatch.setattr(local.ParseOp, "fusable", lambda self: [])
+    monkeypatch.setattr(local_scan.ParseOp, "fusable", lambda self: [])
     plain = run_flow(flow(), CORPUS_LOG, {"out": str(tmp_path / "b")})
     assert read(tmp_path / "a" / "part-00000") == read(tmp_path / "b" / "part-00000")
     assert read(tmp_path / "a" / "part-00000").count(b"\n") > 10
@@ -404,8 +409,8 @@ def test_a_chunk_parsed_before_the_fusion_but_after_a_fused_one_keeps_its_place(
     from logetl.job import run_flow
 
     monkeypatch.setattr(local.LocalEngine, "chunk_bytes", 97)
-    monkeypatch.setattr(local, "BATCH_ROWS", 3)
-    real_read_and_parse = local.Scan._read_and_parse
+    monkeypatch.setattr(local_scan, "BATCH_ROWS", 3)
+    real_read_and_parse = local_scan.Scan._read_and_parse
 
     def read_and_parse(self, fd, offset, length, final, path):
         if offset == 0:         # the first chunk: parsed once the operators are fused
@@ -423,9 +428,9 @@ def test_a_chunk_parsed_before_the_fusion_but_after_a_fused_one_keeps_its_place(
 
     plain = None
     with monkeypatch.context() as m:
-        m.setattr(local.ParseOp, "fusable", lambda self: [])
+        m.setattr(local_scan.ParseOp, "fusable", lambda self: [])
         plain = run_flow(flow(), CORPUS_LOG, {"out": str(tmp_path / "b")}, monitor=False)
-    monkeypatch.setattr(local.Scan, "_read_and_parse", read_and_parse)
+    monkeypatch.setattr(local_scan.Scan, "_read_and_parse", read_and_parse)
     fused = run_flow(flow(), CORPUS_LOG, {"out": str(tmp_path / "a")}, monitor=False)
     assert read(tmp_path / "a" / "part-00000") == read(tmp_path / "b" / "part-00000")
     assert fused.written == plain.written
@@ -446,9 +451,9 @@ def test_a_parquet_run_imports_neither_pyarrow_compute_nor_its_file_systems(tmp_
 
     table = pq.read_table(tmp_path / "o" / "part-00000.parquet")
     meta = pq.ParquetFile(tmp_path / "o" / "part-00000.parquet").metadata
-    chooser = local.ParquetWriter(None, table.column_names, {n: "string" for n in table.column_names})
+    chooser = writers.ParquetWriter(None, table.column_names, {n: "string" for n in table.column_names})
     opts = dict(compression="zstd", use_dictionary=chooser._dictionary_columns(table),
-                dictionary_pagesize_limit=local.ParquetWriter.DICTIONARY_PAGE_LIMIT,
+                dictionary_pagesize_limit=writers.ParquetWriter.DICTIONARY_PAGE_LIMIT,
                 write_statistics=chooser._statistics_columns(table), store_schema=False)
     with pq.ParquetWriter(tmp_path / "public.parquet", table.schema, **opts) as public:
         public.write_table(table, row_group_size=meta.row_group(0).num_rows)

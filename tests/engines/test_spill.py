@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 
 from conftest import logetl, parts
-from logetl.engines import spill
-from logetl.engines.spill import ExternalSort, HashPartitions, MemoryBudget, MemoryLimitExceeded, SpillDir
+from logetl.engines.local import spill
+from logetl.engines.local.spill import ExternalSort, HashPartitions, MemoryBudget, MemoryLimitExceeded, SpillDir
 from logetl.job import run_program
 
 
@@ -80,13 +80,15 @@ def _log(path, n: int, seed: int = 11):
 
 @pytest.mark.parametrize("program", ["filter", "join"])
 def test_programs_give_the_same_bytes_when_every_blocking_operator_spills(tmp_path, monkeypatch, program):
-    from logetl.engines import local
+    from logetl.engines.local import engine as local
+    from logetl.engines.local import scan as local_scan
+    from logetl.engines.local import outputs as local_outputs
 
     log = _log(tmp_path / "in.log", 40_000)
     # small batches all the way (chunks, parse batches, stored parts): many spills per operator
     monkeypatch.setattr(local.LocalEngine, "chunk_bytes", 64 * 1024)
-    monkeypatch.setattr(local, "BATCH_ROWS", 1_000)
-    monkeypatch.setattr(local, "STORE_ROWS", 1_000)
+    monkeypatch.setattr(local_scan, "BATCH_ROWS", 1_000)
+    monkeypatch.setattr(local_outputs, "STORE_ROWS", 1_000)
     plain = run_program(program, log, {"output": str(tmp_path / "plain")})
     # Join's hashjoin holds its left side (the distinct image clients) in memory by contract: it must fit
     tiny = run_program(program, log, {"output": str(tmp_path / "spilled")},
@@ -133,7 +135,7 @@ def test_memory_limit_on_the_command_line_runs(tmp_path):
 
 
 def test_sink_text_of_a_frame_longer_than_a_slice_is_the_text_of_every_row_in_order():
-    from logetl.engines.local import Batch
+    from logetl.engines.local.batch import Batch
 
     n = 150_001                                # three slices of 65,536 rows and a short one
     frame = pl.DataFrame({"ip": [f"10.0.{i % 256}.{i % 7}" for i in range(n)],
@@ -150,17 +152,19 @@ def test_a_checkpoint_of_many_record_batches_read_back_batch_by_batch_gives_the_
         tmp_path, monkeypatch):
     import pyarrow as pa
 
-    from logetl.engines import local
+    from logetl.engines.local import engine as local
+    from logetl.engines.local import scan as local_scan
+    from logetl.engines.local import outputs as local_outputs
 
     log = _log(tmp_path / "in.log", 30_000)
     plain = run_program("join", log, {"output": str(tmp_path / "plain")})
     # small chunks, parse batches of 1,000 records, stored parts of 5,000: every stored part holds several
     # record batches, and the checkpoint reader hands them on one at a time
     monkeypatch.setattr(local.LocalEngine, "chunk_bytes", 64 * 1024)
-    monkeypatch.setattr(local, "BATCH_ROWS", 1_000)
-    monkeypatch.setattr(local, "STORE_ROWS", 5_000)
+    monkeypatch.setattr(local_scan, "BATCH_ROWS", 1_000)
+    monkeypatch.setattr(local_outputs, "STORE_ROWS", 5_000)
     read = []
-    batches = local.StoreReader.batches
+    batches = local_scan.StoreReader.batches
 
     def counting(self):
         for frame in batches(self):
@@ -168,7 +172,7 @@ def test_a_checkpoint_of_many_record_batches_read_back_batch_by_batch_gives_the_
                 read.append(frame.height)
             yield frame
 
-    monkeypatch.setattr(local.StoreReader, "batches", counting)
+    monkeypatch.setattr(local_scan.StoreReader, "batches", counting)
     kept = tmp_path / "ckpt"
     small = run_program("join", log, {"output": str(tmp_path / "small")}, checkpoint_dir=str(kept))
     assert parts(tmp_path / "small") == parts(tmp_path / "plain") != b""

@@ -304,10 +304,11 @@ def test_the_sample_as_csv_is_the_same_bytes_on_spark(spark_session, written, tm
 def test_a_partition_file_opened_again_gets_no_second_header(tmp_path, monkeypatch):
     """The local engine keeps a bounded number of partition files open; one it opens again to append to
     has its header already."""
-    from logetl.engines import local
+    from logetl.engines.local import scan as local_scan
+    from logetl.engines.local import outputs as local_outputs
 
-    monkeypatch.setattr(local.SinkOp, "MAX_OPEN_PARTITIONS", 1)
-    monkeypatch.setattr(local, "BATCH_ROWS", 1)       # a batch for each file's chunk
+    monkeypatch.setattr(local_outputs.SinkOp, "MAX_OPEN_PARTITIONS", 1)
+    monkeypatch.setattr(local_scan, "BATCH_ROWS", 1)       # a batch for each file's chunk
     logs = tmp_path / "logs"
     logs.mkdir()
     lines = LINES.split(b"\n")

@@ -172,7 +172,7 @@ def test_the_jvm_stderr_drops_only_the_daemons_broken_pipe_traceback_and_a_broad
     traceback, and every other line, is passed on as it came."""
     import os
 
-    from logetl.engines.spark_launch import JvmStderr
+    from logetl.engines.spark.launch import JvmStderr
 
     daemon = [b"Traceback (most recent call last):\n",
               b'  File "/x/pyspark.zip/pyspark/daemon.py", line 264, in manager\n',
@@ -245,7 +245,7 @@ def test_a_jvm_out_of_memory_is_one_line_naming_the_setting_that_gives_it_more(t
     (the task that failed them ran out of memory). On a local master the tasks run in the driver; on a
     cluster the executors may be the ones, and both are named. A reason more heap does not cure names no
     setting; a text that merely quotes the name is not one."""
-    from logetl.engines.spark import _memory_failure
+    from logetl.engines.spark.errors import _memory_failure
     from logetl.errors import RunFailed
 
     failure = _memory_failure(text, master, memory, launched)
@@ -259,7 +259,7 @@ def test_a_jvm_out_of_memory_is_one_line_naming_the_setting_that_gives_it_more(t
                                          ("3g", "6g"), ("2048k", "4m"), ("1t", "2048g"), ("1gb", "2g"),
                                          ("1073741824b", "2g"), ("lots", None)])
 def test_twice_a_spark_memory_size(size, twice):
-    from logetl.engines.spark import _twice
+    from logetl.engines.spark.errors import _twice
 
     assert _twice(size) == twice
 

@@ -192,7 +192,7 @@ def test_a_signal_during_a_spark_job_cancels_it_and_stops_the_run(tmp_path, long
 
 @pytest.fixture
 def inside_java(monkeypatch):
-    from logetl.engines import spark_signals
+    from logetl.engines.spark import signals as spark_signals
 
     monkeypatch.setattr(spark_signals, "_in_java_call", lambda frame, py4j_dir: True)
     # as in a process started from a terminal (this test run may have inherited SIGINT ignored)

@@ -17,7 +17,7 @@ from logetl.job import JobError, bind
 
 @pytest.fixture
 def hadoop(spark_session):
-    from logetl.engines.spark import HadoopFS
+    from logetl.engines.spark.fs import HadoopFS
 
     return HadoopFS(spark_session)
 
@@ -115,7 +115,7 @@ def test_a_path_names_its_file_system_by_its_scheme_and_authority(path, prefix, 
     """Hadoop's ``Path`` parse: a scheme if a colon comes before the first slash, then ``//`` and an
     authority up to the next slash; no scheme and no authority is the default file system. The prefix is
     the scheme and authority Hadoop's own ``Path`` finds."""
-    from logetl.engines.spark import _FS_PREFIX
+    from logetl.engines.spark.fs import _FS_PREFIX
 
     assert _FS_PREFIX.match(path).group(0) == prefix
     uri = spark_session._jvm.org.apache.hadoop.fs.Path(path).toUri()
@@ -157,7 +157,7 @@ def test_binding_a_directory_costs_a_few_jvm_calls_a_file(tmp_path, hadoop):
     """Each further file of a local directory costs 5 JVM calls to bind (its qualified names; Hadoop's
     answers about a local file come from the operating system: ``_locally``), besides the releases of the
     Java objects they return. Before, 33 (``bench/spark_many_files.py`` counts them)."""
-    from logetl.engines.spark import counting_jvm_calls
+    from logetl.engines.spark.fs import counting_jvm_calls
 
     cost = {}
     for n in (10, 50):
@@ -200,7 +200,7 @@ def test_a_link_in_a_hadoop_listing_is_followed(tmp_path, hadoop):
 
 
 def test_the_engine_keeps_one_file_system_a_session(spark_session):
-    from logetl.engines.spark import SparkEngine
+    from logetl.engines.spark.engine import SparkEngine
 
     engine = SparkEngine()
     fs = engine.filesystem()

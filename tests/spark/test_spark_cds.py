@@ -1,4 +1,4 @@
-"""The Spark driver JVM's class archive (``logetl.engines.spark_cds``): when a run records it, uses it or
+"""The Spark driver JVM's class archive (``logetl.engines.spark.cds``): when a run records it, uses it or
 starts without it; that recording and using it change nothing a user sees (the outputs' bytes, stderr).
 The executors of a cluster on the driver's machine starting from it: test_spark_cluster."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import CORPUS, corpus, logetl, parts, require, spark_missing
-from logetl.engines import spark_cds
+from logetl.engines.spark import cds as spark_cds
 
 CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
 
@@ -158,7 +158,7 @@ def test_the_executors_get_the_drivers_archive_on_a_cluster_of_this_machine_only
     """Which masters' executors start from the archive (SparkEngine._executors_archive): not with
     logetl.jvm.cds=off, not on a master other machines' workers may join, not with a class path of
     their own; whether or not the driver itself uses the archive."""
-    from logetl.engines.spark import SparkEngine
+    from logetl.engines.spark.engine import SparkEngine
 
     monkeypatch.setenv("LOGETL_CACHE_DIR", str(tmp_path))
     a = spark_cds.ClassArchive({})
@@ -230,7 +230,7 @@ def test_the_first_run_records_the_archive_and_the_next_uses_it_with_the_same_re
 def test_a_process_that_ran_no_step_leaves_no_archive(tmp_path):
     require(spark_missing() is None, spark_missing() or "")
     cache = tmp_path / "cache"
-    code = ("from logetl.engines.spark import SparkEngine; e = SparkEngine(master='local[1]'); "
+    code = ("from logetl.engines.spark.engine import SparkEngine; e = SparkEngine(master='local[1]'); "
             "e.session(); e.shutdown()")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300,
                        env={**os.environ, "LOGETL_CACHE_DIR": str(cache)})
@@ -242,7 +242,7 @@ def test_a_process_whose_session_another_engine_used_keeps_its_archive(tmp_path)
     """As in a test session: one engine starts the session and keeps it, others run the steps on it."""
     require(spark_missing() is None, spark_missing() or "")
     cache = tmp_path / "cache"
-    code = ("import sys; from logetl.engines.spark import SparkEngine; from logetl.job import run_program; "
+    code = ("import sys; from logetl.engines.spark.engine import SparkEngine; from logetl.job import run_program; "
             "s = SparkEngine(master='local[1]').keep_session(); "
             "run_program('filter', sys.argv[1], {'output': sys.argv[2]}, engine='spark', quiet=True, monitor=False); "
             "s.stop()")

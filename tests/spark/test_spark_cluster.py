@@ -199,7 +199,7 @@ def test_the_jvm_path_on_the_cluster_needs_nothing_shipped(standalone_cluster, t
     assert "MapPartitions" in plan
     # a cluster's driver, which runs no task, compiles with C1 only (on the command line Spark's launcher
     # gave the driver's JVM: spark.driver.extraJavaOptions)
-    from logetl.engines.spark import DRIVER_C1
+    from logetl.engines.spark.session import DRIVER_C1
 
     [environment] = [e for e in events if e["Event"] == "SparkListenerEnvironmentUpdate"]
     assert DRIVER_C1 in environment["Spark Properties"]["spark.driver.extraJavaOptions"].split()
@@ -412,7 +412,7 @@ def test_launched_through_spark_submit(tmp_path):
     main = os.path.join(os.path.dirname(os.path.abspath(logetl.__file__)), "__main__.py")
     env = {**os.environ, "SPARK_HOME": home, "PYSPARK_PYTHON": sys.executable,
            "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
-    from logetl.engines.spark_jvm import jar
+    from logetl.engines.spark.jvm import jar
 
     for given, notice in (
             ([], "in the executors' Python workers: it cannot run in their JVMs (the driver's JVM was started "

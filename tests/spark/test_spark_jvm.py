@@ -28,7 +28,7 @@ FIELD_ROWS = ("_status", "value", "_sample", "_input")
 
 
 def spec_of(fmt, keep, drops: bool = True) -> tuple:
-    from logetl.engines.spark import SparkEngine
+    from logetl.engines.spark.engine import SparkEngine
 
     class Node:   # what _native_spec reads of a Parse node (the programs': size '-' dropped)
         format, fields, drops_size_dash = fmt, tuple(keep), drops
@@ -50,15 +50,15 @@ def python_batches(lines: list[bytes], inputs: list[int], batch: int, large: boo
 
 
 def in_batches_of(spark, batch: int):
-    from logetl.engines.spark import _session_conf
-    from logetl.engines.spark_jvm import BATCH
+    from logetl.engines.spark.session import _session_conf
+    from logetl.engines.spark.jvm import BATCH
 
     return _session_conf(spark, {BATCH: str(batch)})
 
 
 def jvm_parsed(spark, spec, lines, inputs, batch, partitions=1):
-    from logetl.engines import spark_jvm
-    from logetl.engines.spark_native import field_column
+    from logetl.engines.spark import jvm as spark_jvm
+    from logetl.engines.spark.native import field_column
 
     n = len(spec[1])
     schema = ", ".join([f"{field_column(i)} binary" for i in range(n)]
@@ -69,7 +69,7 @@ def jvm_parsed(spark, spec, lines, inputs, batch, partitions=1):
 
 
 def python_parsed(spec, lines, inputs, batch):
-    from logetl.engines.spark_native import parse_batches
+    from logetl.engines.spark.native import parse_batches
 
     rows = []
     for out in parse_batches(spec, iter(python_batches(lines, inputs, batch))):
@@ -81,8 +81,8 @@ def python_parsed(spec, lines, inputs, batch):
 
 
 def jvm_joined(spark, spec, lines, inputs, batch, sinks, trap=True):
-    from logetl.engines import spark_jvm
-    from logetl.engines.spark_native import joined_schema
+    from logetl.engines.spark import jvm as spark_jvm
+    from logetl.engines.spark.native import joined_schema
 
     with in_batches_of(spark, batch):
         made = spark_jvm.joined(lines_frame(spark, lines, inputs), joined_schema(), spec, sinks, trap)
@@ -90,7 +90,7 @@ def jvm_joined(spark, spec, lines, inputs, batch, sinks, trap=True):
 
 
 def python_joined(spec, lines, inputs, batch, sinks, trap=True):
-    from logetl.engines.spark_native import join_batches
+    from logetl.engines.spark.native import join_batches
 
     return [tuple(row.values()) for out in join_batches(spec, sinks, trap, iter(python_batches(lines, inputs, batch)))
             for row in out.to_pylist()]
@@ -173,7 +173,7 @@ def test_samples_are_each_partitions_first_malformed_lines(spark_session):
 def test_a_batch_ends_at_8_mb_of_lines_whatever_its_count(spark_session):
     """A batch holds at most the Arrow batch's lines, and stops once 8 MB of lines are in it (one line more
     when a line alone is longer): a 9 MB line between small ones is parsed as any other."""
-    from logetl.engines.spark_native import COUNTERS
+    from logetl.engines.spark.native import COUNTERS
 
     ok = corpus("corpus.log").split(b"\n")[0]
     long = b"x" * (9 << 20)
@@ -192,7 +192,7 @@ def test_a_batch_ends_at_8_mb_of_lines_whatever_its_count(spark_session):
 def test_the_jar_is_built_once_into_the_cache_and_holds_the_classes_and_the_library(tmp_path, monkeypatch):
     missing = spark_missing()
     require(missing is None, missing or "")
-    from logetl.engines import spark_jvm
+    from logetl.engines.spark import jvm as spark_jvm
 
     monkeypatch.setenv("LOGETL_CACHE_DIR", str(tmp_path / "cache"))
     path = spark_jvm.jar()
@@ -209,7 +209,7 @@ def jre_only(tmp_path) -> dict:
     """An environment whose java has no JDK beside it (a JRE: no javac), and an empty logetl cache (so no
     jar built before): logetl cannot build its jar there. The driver's class archive is off (an empty
     cache would record one)."""
-    from logetl.engines.spark_jvm import _jdk
+    from logetl.engines.spark.jvm import _jdk
 
     real = os.path.join(_jdk(), "bin", "java")
     home = tmp_path / "jre"
@@ -224,7 +224,7 @@ def test_a_failed_build_names_the_compilers_error_and_is_remembered(tmp_path, mo
     and the next run says it again without building (until the sources or the tools change)."""
     missing = spark_missing()
     require(missing is None, missing or "")
-    from logetl.engines import spark_jvm
+    from logetl.engines.spark import jvm as spark_jvm
 
     calls = tmp_path / "calls"
     cc = tmp_path / "failing-cc"
@@ -258,7 +258,7 @@ def test_the_jar_goes_first_in_the_jars_the_driver_would_have_had(conf_dir, monk
     """spark.jars given with --conf, else spark-defaults.conf's (a --conf replaces the file's value) or
     that of a properties file given to spark-submit, or --jars in PYSPARK_SUBMIT_ARGS (which replaces
     spark.jars whole): logetl's jar is added first to whichever the JVM would take, never instead of it."""
-    from logetl.engines.spark_jvm import with_jar
+    from logetl.engines.spark.jvm import with_jar
 
     assert with_jar({"a": "1"}, "/l.jar") == {"a": "1", "spark.jars": "/l.jar"}
     assert with_jar({"spark.jars": "/u.jar"}, "/l.jar") == {"spark.jars": "/l.jar,/u.jar"}
@@ -279,7 +279,7 @@ def test_the_executors_of_a_cluster_get_the_throughput_collector_unless_one_is_n
     """-XX:+UseParallelGC is added to the executors' options the JVM would take (--conf's, else
     spark-defaults.conf's), unless those or the default options name a collector, or PYSPARK_SUBMIT_ARGS
     sets either (it replaces what logetl gives)."""
-    from logetl.engines.spark import with_executor_options
+    from logetl.engines.spark.session import with_executor_options
 
     opts = "spark.executor.extraJavaOptions"
     assert with_executor_options({"a": "1"}) == {"a": "1", opts: "-XX:+UseParallelGC"}
@@ -314,7 +314,7 @@ def test_the_executors_of_a_cluster_get_the_throughput_collector_unless_one_is_n
 def test_the_executors_class_archive_is_added_unless_their_options_name_one(conf_dir):
     """The options of the archive the executors start from follow the collector's, unless the given or
     default options name an archive or sharing (the user's own CDS setting stays alone)."""
-    from logetl.engines.spark import with_executor_options
+    from logetl.engines.spark.session import with_executor_options
 
     opts = "spark.executor.extraJavaOptions"
     use = ["-XX:SharedArchiveFile=/cache/spark-driver-k.jsa", "-Xlog:cds*=off"]
@@ -331,7 +331,7 @@ def test_the_executors_class_archive_is_added_unless_their_options_name_one(conf
 
 
 def test_the_workers_are_here_only_for_a_local_cluster_or_a_loopback_master():
-    from logetl.engines.spark import workers_here
+    from logetl.engines.spark.session import workers_here
 
     here = ["local-cluster[2,1,1024]", "spark://127.0.0.1:7077", "spark://localhost:7077", "spark://[::1]:7077",
             "spark://127.0.0.1:7077,127.0.0.2:7078", "spark://LOCALHOST:7077", "spark://[::1]:1,[::1]:2",
@@ -354,13 +354,13 @@ def test_a_user_jar_in_spark_defaults_stays_beside_logetls(tmp_path):
     with zipfile.ZipFile(user, "w") as z:
         z.writestr("user/marker.txt", "the user's")
     (conf_dir / "spark-defaults.conf").write_text(f"spark.jars {user}\n")
-    code = ("from logetl.engines.spark import SparkEngine; e = SparkEngine(master='local[1]'); s = e.session(); "
+    code = ("from logetl.engines.spark.engine import SparkEngine; e = SparkEngine(master='local[1]'); s = e.session(); "
             "print(s.sparkContext.getConf().get('spark.jars')); print(e.choose_parse()[1]); e.shutdown()")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300,
                        env={**os.environ, "SPARK_CONF_DIR": str(conf_dir)})
     assert p.returncode == 0, p.stderr.decode()[-3000:]
     jars, notice = p.stdout.decode().splitlines()[-2:]
-    from logetl.engines.spark_jvm import jar
+    from logetl.engines.spark.jvm import jar
 
     assert jars == f"{jar()},{user}"
     assert notice == "Spark parses with logetl's native kernel in the executors' JVMs"
@@ -374,7 +374,7 @@ def test_the_batch_setting_off_means_the_default_batch():
         def get(self, key, default):
             return self.value
 
-    from logetl.engines.spark_jvm import _batch
+    from logetl.engines.spark.jvm import _batch
 
     for value, lines in (("10", 10), ("0", 10000), ("-1", 10000)):
         assert _batch(type("Spark", (), {"conf": Conf(value)})()) == lines
@@ -383,7 +383,7 @@ def test_the_batch_setting_off_means_the_default_batch():
 def test_why_the_jar_cannot_be_built(tmp_path, monkeypatch):
     missing = spark_missing()
     require(missing is None, missing or "")
-    from logetl.engines import spark_jvm
+    from logetl.engines.spark import jvm as spark_jvm
 
     for k, v in jre_only(tmp_path).items():
         monkeypatch.setenv(k, v)
@@ -434,7 +434,7 @@ def test_a_library_the_executors_cannot_load_is_named_and_the_python_workers_par
     Python workers' path."""
     missing = spark_missing()
     require(missing is None, missing or "")
-    from logetl.engines import spark_jvm
+    from logetl.engines.spark import jvm as spark_jvm
 
     cache = tmp_path / "cache"
     cache.mkdir()

@@ -39,7 +39,7 @@ def arrow_parse(fmt, keep, lines: list[bytes], large: bool = False, cut: tuple[i
     """What ``parse_arrow`` makes of ``lines`` as one Arrow binary array (optionally a slice of a larger
     one): the kept records' TSV, the malformed (line index, reason code) and the dash count, i.e. what
     ``kernel.Parser`` reports for the same lines."""
-    from logetl.engines.spark_native import parse_batches
+    from logetl.engines.spark.native import parse_batches
 
     spec = (None, tuple(range(5)), 4) if fmt.legacy else \
         (fmt.native_program(), tuple(fmt.fields.index(f) for f in keep), fmt.size_index())
@@ -111,7 +111,7 @@ def joined_parse(fmt, keep, lines: list[bytes], sinks: tuple, large: bool = Fals
     """What ``join_batches`` makes of ``lines`` in batches of ``per_batch``: each sink's bytes as the text
     writer writes its rows (each row's value and a newline), the trap's the same way, the samples (status,
     line) and the summed counters."""
-    from logetl.engines.spark_native import COUNTERS, join_batches
+    from logetl.engines.spark.native import COUNTERS, join_batches
 
     spec = (None, tuple(range(5)), 4) if fmt.legacy else \
         (fmt.native_program(), tuple(fmt.fields.index(f) for f in keep), fmt.size_index())
@@ -251,12 +251,13 @@ def test_auto_takes_the_jvm_path_when_the_executors_can(spark_session, tmp_path,
     """The test session's JVM was launched by logetl, with its jar: the default (auto) takes the JVM path
     and says so; the check runs once a session, in the driver's JVM (a local master's executors are that
     JVM), and the executors' Python is not asked."""
-    from logetl.engines import spark as spark_engine
-    from logetl.engines import spark_jvm, spark_native
+    from logetl.engines.spark import parse as spark_parse
+    from logetl.engines.spark import jvm as spark_jvm
+    from logetl.engines.spark import native as spark_native
 
     sc = spark_session.sparkContext
     for path in ("jvm", "python"):
-        monkeypatch.delitem(spark_engine._NATIVE_CHECKS, (sc.applicationId, path), raising=False)
+        monkeypatch.delitem(spark_parse._NATIVE_CHECKS, (sc.applicationId, path), raising=False)
     checks = []
     check = spark_jvm.check
     monkeypatch.setattr(spark_jvm, "check", lambda *a: checks.append(a[1:]) or check(*a))
@@ -268,17 +269,17 @@ def test_auto_takes_the_jvm_path_when_the_executors_can(spark_session, tmp_path,
         assert result.notices == [JVM]
         assert parts(tmp_path / out) == corpus("filter.tsv")
     assert (checks, asked) == ([(False, sc.defaultParallelism)], [])
-    assert spark_engine._NATIVE_CHECKS[(sc.applicationId, "jvm")] == (True, "")
+    assert spark_parse._NATIVE_CHECKS[(sc.applicationId, "jvm")] == (True, "")
 
 
 def test_the_python_path_checks_the_workers_interpreter_once(spark_session, tmp_path, monkeypatch):
     """Forced to the Python workers (the path where the JVM's cannot run), the check asks a process of the
     interpreter they run (a local master: the engine sets PYSPARK_PYTHON to this one), once a session."""
-    from logetl.engines import spark as spark_engine
-    from logetl.engines import spark_native
+    from logetl.engines.spark import parse as spark_parse
+    from logetl.engines.spark import native as spark_native
 
     sc = spark_session.sparkContext
-    monkeypatch.delitem(spark_engine._NATIVE_CHECKS, (sc.applicationId, "python"), raising=False)
+    monkeypatch.delitem(spark_parse._NATIVE_CHECKS, (sc.applicationId, "python"), raising=False)
     jobs = []   # on a cluster the check is a job; on a local master, none
     parallelize = sc.parallelize
     monkeypatch.setattr(sc, "parallelize", lambda *a, **k: jobs.append(a) or parallelize(*a, **k))
@@ -291,14 +292,14 @@ def test_the_python_path_checks_the_workers_interpreter_once(spark_session, tmp_
         assert parts(tmp_path / out) == corpus("filter.tsv")
     assert (jobs, asked) == ([], [sc.pythonExec])
     assert sc.pythonExec == sys.executable
-    assert spark_engine._NATIVE_CHECKS[(sc.applicationId, "python")] == (True, "")
+    assert spark_parse._NATIVE_CHECKS[(sc.applicationId, "python")] == (True, "")
 
 
 def test_the_local_check_runs_the_workers_interpreter(tmp_path):
     """``probe_in`` answers as a worker would: this interpreter has logetl (in the driver's version); a
     missing interpreter is named in one line."""
     from logetl import __version__
-    from logetl.engines.spark_native import probe_in
+    from logetl.engines.spark.native import probe_in
 
     assert probe_in(sys.executable) == ("ok", __version__)
     missing = str(tmp_path / "no-such-python")

@@ -45,7 +45,7 @@ def run_both(tmp_path, flow):
 
 def test_a_one_pass_step_gives_the_local_engines_bytes_counters_and_samples(spark_session, tmp_path,
                                                                               monkeypatch):
-    from logetl.engines import spark as spark_engine
+    from logetl.engines.spark import engine as spark_engine
 
     one_pass = []
     real = spark_engine.SparkEngine._execute_one_pass
@@ -127,7 +127,7 @@ def three_stores(conflict: bool = False) -> L.Flow:
 
 def test_a_step_that_only_stores_is_one_pass_and_gives_the_local_engines_bytes_and_counters(
         spark_session, tmp_path, monkeypatch):
-    from logetl.engines import spark as spark_engine
+    from logetl.engines.spark import engine as spark_engine
 
     one_pass = []
     real = spark_engine.SparkEngine._execute_one_pass
@@ -172,7 +172,7 @@ def test_sinks_of_the_parse_as_it_is_are_joined_by_the_executors(spark_session, 
     few rows per batch: the local engine's bytes, counters and samples, over two inputs (the samples name
     theirs), one of them empty and one with more malformed lines than samples, and batches of a few lines
     (many rows per output)."""
-    from logetl.engines import spark as spark_engine
+    from logetl.engines.spark import engine as spark_engine
 
     joined = []
     real = spark_engine.SparkEngine._joined_rows
@@ -229,7 +229,7 @@ def test_many_input_files_are_parsed_by_one_operator_over_their_union(spark_sess
     mapped = []   # the parse's operators: a mapInArrow on the Python workers, a mapPartitions of the JVM's
     real = DataFrame.mapInArrow
     monkeypatch.setattr(DataFrame, "mapInArrow", lambda self, *a, **k: mapped.append("python") or real(self, *a, **k))
-    from logetl.engines import spark_jvm
+    from logetl.engines.spark import jvm as spark_jvm
 
     for name in ("parsed", "joined"):
         made = getattr(spark_jvm, name)
@@ -263,7 +263,8 @@ def test_stored_parts_are_read_with_the_schema_in_their_footer_and_no_job(spark_
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from logetl.engines.spark import HadoopFS, SparkEngine
+    from logetl.engines.spark.fs import HadoopFS
+    from logetl.engines.spark.engine import SparkEngine
 
     engine, fs, sc = SparkEngine(), HadoopFS(spark_session), spark_session.sparkContext
     narrow = spark_session.createDataFrame([(1, "a", b"\xff", True, 7), (None, None, None, False, 8)],
@@ -300,7 +301,7 @@ def test_stored_parts_are_read_with_the_schema_in_their_footer_and_no_job(spark_
 def test_a_change_through_hadoops_file_system_that_fails_is_an_oserror_of_one_line(spark_session, tmp_path):
     """What HadoopFS changes fails as LocalFS's would: an OSError with Java's root cause, not a Py4J error
     with its stack trace (a full file system: ENOSPC, see test_read_failures)."""
-    from logetl.engines.spark import HadoopFS
+    from logetl.engines.spark.fs import HadoopFS
 
     fs = HadoopFS(spark_session)
     (tmp_path / "file").write_bytes(b"x")
@@ -320,7 +321,7 @@ def test_split_sizes_of_a_parse_come_in_whole_waves():
     """``parse_split_bytes``, of the largest file read on its own: none while Spark's own splits of it take
     one wave of the cores; past that, the fewest whole waves of one split per core with splits of at most
     ``most`` bytes, all of a size."""
-    from logetl.engines.spark import parse_split_bytes
+    from logetl.engines.spark.parse import parse_split_bytes
 
     mb = 1024 * 1024
     assert parse_split_bytes(200 * mb, 2, 128 * mb, 256 * mb) is None        # Spark: 2 splits of 100 MB
@@ -337,7 +338,7 @@ def test_split_sizes_of_a_parse_come_in_whole_waves():
 def test_the_cores_a_split_size_counts_on_are_known_ones_only():
     """``SparkEngine._cores``: a local master's threads; a cluster's cores asked for (or more registered);
     None with dynamic allocation or with nothing asked for (a few executors may have registered yet)."""
-    from logetl.engines.spark import SparkEngine
+    from logetl.engines.spark.engine import SparkEngine
 
     class Context:
         def __init__(self, master, parallelism, **conf):
@@ -368,7 +369,8 @@ def test_a_parse_larger_than_a_wave_is_read_in_whole_waves_unless_the_split_size
     two files are read one by one, each capped at its share per core): the 600 KB file is 3 waves of 2
     splits of 100 KB, the 200 KB one 2 splits; the local engine's bytes. A split size the user set is
     Spark's to use (here 64 KB: Spark's own rule); the session has its own values back after each step."""
-    from logetl.engines.spark import SparkEngine, _session_conf
+    from logetl.engines.spark.engine import SparkEngine
+    from logetl.engines.spark.session import _session_conf
 
     kb = 1024
     monkeypatch.setattr(SparkEngine, "_spark_split", staticmethod(lambda conf: 64 * kb))
@@ -414,7 +416,7 @@ def test_a_setting_put_back_after_a_failed_step_does_not_hide_the_steps_error():
     failed and the JVM no longer answers (it died in the block), the block's error is the one raised (so
     that the run's failure is reported as itself), with a note of what was not put back; after a block
     that succeeded, a failure to put a value back is raised."""
-    from logetl.engines.spark import _session_conf
+    from logetl.engines.spark.session import _session_conf
 
     class Gone:   # a session whose JVM died in the block: values are read and set before, not after
         def __init__(self):
@@ -453,7 +455,8 @@ def test_the_sessions_end_leaves_the_accumulator_servers_shutdown_to_a_thread():
 
     from pyspark.accumulators import _start_update_server
 
-    from logetl.engines.spark import ACCUMULATOR_SHUTDOWN_THREAD, SparkEngine
+    from logetl.engines.spark.session import ACCUMULATOR_SHUTDOWN_THREAD
+    from logetl.engines.spark.engine import SparkEngine
 
     class Context:   # what the engine's shutdown touches of a SparkContext
         _accumulatorServer = _start_update_server("token", False)
@@ -487,7 +490,7 @@ def test_a_unix_socket_accumulator_server_is_shut_down_as_pyspark_does(tmp_path)
     require(spark_missing() is None, spark_missing() or "")
     from pyspark.accumulators import _start_update_server
 
-    from logetl.engines.spark import _accumulators_stopped_aside
+    from logetl.engines.spark.session import _accumulators_stopped_aside
 
     path = str(tmp_path / "accumulators.sock")
 
@@ -505,7 +508,8 @@ def test_a_local_driver_keeps_c2_and_the_setting_that_keeps_it_on_a_cluster(spar
     """On a local master the driver's JVM runs the tasks: the session the engine launched has the JVM's
     tiered compilers (and the throughput collector); ``logetl.jvm.jit=tiered`` keeps them on a cluster too
     (test_spark_cluster.py: a cluster's driver gets C1 only)."""
-    from logetl.engines.spark import DRIVER_C1, SparkEngine
+    from logetl.engines.spark.session import DRIVER_C1
+    from logetl.engines.spark.engine import SparkEngine
 
     arguments = list(spark_session._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
     assert DRIVER_C1 not in arguments and "-XX:+UseParallelGC" in arguments

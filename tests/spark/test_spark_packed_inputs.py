@@ -13,7 +13,7 @@ import pytest
 import logetl.api as L
 from conftest import corpus, parts
 from logetl.contract import FIELDS
-from logetl.engines.spark import _runs
+from logetl.engines.spark.parse import _runs
 from logetl.job import run_flow
 
 
@@ -70,7 +70,7 @@ def test_packed_small_files_and_split_large_ones_give_the_local_engines_bytes(sp
     counters are the local engine's; the samples name their own files."""
     from pyspark.sql.readwriter import DataFrameReader
 
-    from logetl.engines.spark import _session_conf
+    from logetl.engines.spark.session import _session_conf
 
     _inputs(tmp_path / "in")
     scans = []
@@ -113,7 +113,8 @@ def test_a_line_whose_file_has_no_index_fails_the_run(spark_session, tmp_path, m
     """The index is joined to the lines by the file's name in the scan: were a name to come out otherwise,
     its lines would have no index, and the run fails naming the file rather than dropping or misplacing
     them."""
-    from logetl.engines.spark import HadoopFS, SparkEngine
+    from logetl.engines.spark.fs import HadoopFS
+    from logetl.engines.spark.engine import SparkEngine
 
     _inputs(tmp_path / "in")
     monkeypatch.setattr(SparkEngine, "_scanned", lambda self, scan, *given: scan)   # it would see it first
@@ -129,7 +130,8 @@ def test_a_file_split_inside_a_packed_scan_keeps_its_lines_in_order(spark_sessio
     """A file is packed when it was small as it was bound; a log that grew since may be split by the scan.
     The sort's key has where each split starts: the split file's lines come back in their order, between
     the files before and after it, across the three ranges of the sort."""
-    from logetl.engines.spark import SparkEngine, _session_conf
+    from logetl.engines.spark.engine import SparkEngine
+    from logetl.engines.spark.session import _session_conf
 
     lines = corpus("corpus.log").split(b"\n")[:-1]
     files = []

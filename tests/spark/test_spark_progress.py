@@ -3,7 +3,7 @@ its actions run (the console bar and the monitor show it as for the local engine
 import pytest
 
 from conftest import corpus
-from logetl.engines import spark_progress
+from logetl.engines.spark import progress as spark_progress
 from logetl.job import program_flow, run_flow
 from logetl.listener import FlowListener
 

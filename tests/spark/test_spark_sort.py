@@ -73,7 +73,8 @@ def test_the_sort_plan_range_partitions_by_the_keys_then_input_order(spark_sessi
     from pyspark.sql import functions as F
 
     from logetl import programs
-    from logetl.engines.spark import ORDER, SparkEngine
+    from logetl.engines.spark.operators import ORDER
+    from logetl.engines.spark.engine import SparkEngine
 
     df = spark_session.range(0, 1000, numPartitions=3).select(
         (F.col("id") % 7).alias("score"), F.col("id").alias(ORDER))
@@ -85,7 +86,7 @@ def test_the_sort_plan_range_partitions_by_the_keys_then_input_order(spark_sessi
 
 
 def test_part_files_are_numbered_in_task_order_past_100000_tasks():
-    from logetl.engines.spark import _part_key
+    from logetl.engines.spark.operators import _part_key
 
     spark_names = ["part-100000-u-c000.txt", "part-99999-u-c001.txt", "part-00007-u-c000.txt.gz",
                    "part-99999-u-c000.txt"]

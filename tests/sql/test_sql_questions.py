@@ -16,7 +16,7 @@ from logetl.api import read
 from logetl.engines import get_engine
 from logetl.job import bind
 from logetl.listener import FlowListener
-from logetl.sql.query import Query, register
+from logetl.sql.query import Query
 
 TIME = "strptime(time, '%d/%b/%Y:%H:%M:%S %z')"
 
@@ -141,7 +141,6 @@ def expected(path) -> dict[str, bytes]:
 
 
 def run_questions(engine: str, sample: str, where) -> dict[str, bytes]:
-    register()
     log = read()
     sinks = [Query(name, log, text, engine).write(name) for name, text in QUESTIONS.items()]
     flow = assembly.Flow("questions", sinks)

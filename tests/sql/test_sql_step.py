@@ -129,8 +129,8 @@ def test_an_input_past_the_memory_budget_is_read_from_disk_with_the_same_bytes(t
 def test_a_query_that_needs_more_memory_than_the_limit_fails_naming_it(tmp_path, monkeypatch):
     """DuckDB given 8 MiB: a string of 1.4 GB (an aggregate that cannot spill) fails the run, exit 1, and
     nothing is published."""
-    from logetl.engines import local_sql
-    from logetl.engines.spill import MemoryLimitExceeded
+    from logetl.engines.local import sql as local_sql
+    from logetl.engines.local.spill import MemoryLimitExceeded
 
     monkeypatch.setattr(local_sql, "MIN_DUCKDB", 8 << 20)
     query = "SELECT length(string_agg(repeat(ip, 100000), ',')) AS n FROM input, range(200)"

@@ -23,8 +23,9 @@ CORPUS_LOG = os.path.join(CORPUS, "corpus.log")
 #: exception classes of logetl that are not errors said to a person, and why
 INTERNAL = {
     "logetl.contract.Malformed": "a line's verdict, counted and trapped, never raised out of a run",
-    "logetl.engines.spark_jvm.Unavailable": "why the kernel cannot run in the JVMs: caught, said as a notice",
+    "logetl.engines.spark.jvm.Unavailable": "why the kernel cannot run in the JVMs: caught, said as a notice",
     "logetl.cli._Shown": "a LogetlError as Click shows it (Click's own exception)",
+    "logetl.formats.Header": "a header line's verdict inside the parse, counted apart, never raised out of a run",
     "logetl.errors.Terminated": "a KeyboardInterrupt by design: everything that handles Ctrl-C handles it",
 }
 
@@ -61,15 +62,16 @@ def test_every_error_class_of_logetl_derives_from_logetl_error():
 EXIT_CODES = {
     "logetl.errors.UsageError": 2, "logetl.errors.EnvError": 2, "logetl.errors.RunFailed": 1,
     "logetl.assembly.AssemblyError": 2, "logetl.assembly.MissingField": 2,
-    "logetl.expressions.ExpressionError": 2, "logetl.expressions.UnknownName": 2,
+    "logetl.expressions.base.ExpressionError": 2, "logetl.expressions.base.UnknownName": 2,
     "logetl.formats.FormatError": 2, "logetl.flowfile.FlowFileError": 2, "logetl.job.JobError": 2,
     "logetl.incremental.IncrementalError": 2, "logetl.workdir.WorkDirError": 2, "logetl.workdir.OutputsHeld": 1,
     "logetl.io.inputs.InputError": 2, "logetl.io.inputs.InputReadError": 1, "logetl.io.outputs.OutputError": 2,
     "logetl.engines.base.EngineUnavailable": 2, "logetl.engines.base.UnsupportedOperator": 2,
     "logetl.engines.base.InjectedFailure": 1, "logetl.engines.base.TooManyMalformed": 1,
-    "logetl.engines.spill.MemoryLimitExceeded": 1, "logetl.monitor.alerts.RuleError": 2,
+    "logetl.engines.local.spill.MemoryLimitExceeded": 1, "logetl.monitor.alerts.RuleError": 2,
     "logetl.monitor.documents.DocumentError": 2, "logetl.monitor.outbound.WebhookRefused": 2,
-    "logetl.monitor.app.ApiError": 1,
+    "logetl.monitor.app.ApiError": 1, "logetl.sql.dialect.SqlError": 2, "logetl.sqlstep.SqlError": 2,
+    "logetl.report.build.ReportError": 2, "logetl.report.geoip.GeoipError": 2,
 }
 
 
@@ -85,7 +87,7 @@ def test_each_error_class_has_its_exit_code():
 
 @pytest.mark.parametrize("name,also", [
     ("logetl.assembly.AssemblyError", ValueError), ("logetl.assembly.MissingField", ValueError),
-    ("logetl.expressions.ExpressionError", ValueError), ("logetl.expressions.UnknownName", AttributeError),
+    ("logetl.expressions.base.ExpressionError", ValueError), ("logetl.expressions.base.UnknownName", AttributeError),
     ("logetl.io.inputs.InputReadError", ValueError), ("logetl.engines.base.InjectedFailure", RuntimeError),
     ("logetl.monitor.documents.DocumentError", ValueError), ("logetl.monitor.outbound.WebhookRefused", ValueError),
 ])

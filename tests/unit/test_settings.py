@@ -65,8 +65,11 @@ def test_every_logetl_variable_the_code_names_is_in_the_table():
 
 def test_every_logetl_conf_key_is_in_the_table_and_the_spark_engine_uses_them():
     assert set(settings.CONF) == {"logetl.parse", "logetl.jvm.cds", "logetl.jvm.jit"}
-    spark = open(os.path.join(SRC, "engines", "spark.py"), encoding="utf-8").read()
-    assert not re.search(r"[\"']logetl\.(parse|jvm)", spark)        # named through the table only
+    folder = os.path.join(SRC, "engines", "spark")
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".py"):
+            text = open(os.path.join(folder, name), encoding="utf-8").read()
+            assert not re.search(r"[\"']logetl\.(parse|jvm)", text), name    # named through the table only
 
 
 @pytest.mark.parametrize("value", [None, ""])
@@ -163,7 +166,7 @@ def test_a_bad_conf_key_or_value_is_a_usage_error_naming_it(conf, line):
 
 
 def test_the_memory_limit_default_is_the_tables():
-    from logetl.engines.spill import DEFAULT_LIMIT, parse_size
+    from logetl.engines.local.spill import DEFAULT_LIMIT, parse_size
 
     assert DEFAULT_LIMIT == settings.MEMORY_LIMIT.default == parse_size("512M")
     p = logetl("filter", "--help")

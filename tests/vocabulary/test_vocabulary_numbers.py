@@ -40,7 +40,7 @@ import logetl.api as L
 from logetl import expressions as E
 from logetl.assembly import AssemblyError
 from logetl.engines import get_engine
-from logetl.engines.local import LocalEngine
+from logetl.engines.local.engine import LocalEngine
 from logetl.job import bind
 from logetl.listener import FlowListener
 

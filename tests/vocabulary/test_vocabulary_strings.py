@@ -41,7 +41,8 @@ from conftest import HERE, parts
 import logetl.api as L
 from logetl import expressions as E
 from logetl.engines import get_engine
-from logetl.engines import local as local_engine
+from logetl.engines.local import engine as local_engine
+from logetl.engines.local import scan as local_scan
 from logetl.job import bind
 from logetl.listener import FlowListener
 
@@ -331,7 +332,7 @@ def test_top_paths_and_referer_hosts_of_the_sample_match_urllib(engine, sample, 
     assert decoded[None] > 0                                 # escapes of bytes that are not UTF-8
     if engine == "local":          # small batches: partial aggregates combine across them
         monkeypatch.setattr(local_engine.LocalEngine, "chunk_bytes", 50_000)
-        monkeypatch.setattr(local_engine, "BATCH_ROWS", 300)
+        monkeypatch.setattr(local_scan, "BATCH_ROWS", 300)
     got = run_flow(sample_flow(), engine, sample, tmp_path)
     assert got["paths"].decode() == top(paths, 20).decode()
     assert got["hosts"].decode() == top(hosts, 15).decode()
@@ -365,7 +366,7 @@ def test_first_and_last_of_the_sample_match_python(engine, sample, tmp_path, mon
     flow, expected = firsts_and_lasts(sample)
     if engine == "local":
         monkeypatch.setattr(local_engine.LocalEngine, "chunk_bytes", 50_000)
-        monkeypatch.setattr(local_engine, "BATCH_ROWS", 300)
+        monkeypatch.setattr(local_scan, "BATCH_ROWS", 300)
     assert run_flow(flow, engine, sample, tmp_path)["out"].decode() == expected.decode()
 
 
@@ -375,7 +376,7 @@ def test_first_and_last_keep_the_input_order_when_the_group_by_spills(sample, tm
 
     flow, expected = firsts_and_lasts(sample)
     monkeypatch.setattr(local_engine.LocalEngine, "chunk_bytes", 50_000)
-    monkeypatch.setattr(local_engine, "BATCH_ROWS", 100)
+    monkeypatch.setattr(local_scan, "BATCH_ROWS", 100)
     run = run_job(flow, sample, {"out": str(tmp_path / "out")}, engine_options={"spill_buffers": 16 * 1024},
                   monitor=False)
     assert "per_ip" in run.spilled and run.spilled["per_ip"]["files"] > 3, run.spilled

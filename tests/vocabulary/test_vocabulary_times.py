@@ -265,7 +265,7 @@ def test_the_results_do_not_depend_on_the_zone_of_the_machine_or_the_session(eng
             if engine == "spark":
                 from pyspark.sql import SparkSession
 
-                from logetl.engines.spark import _session_conf
+                from logetl.engines.spark.session import _session_conf
 
                 spark = SparkSession.getActiveSession()
                 with _session_conf(spark, {"spark.sql.session.timeZone": "Asia/Kathmandu"}):
@@ -359,16 +359,17 @@ def test_visits_spilled_to_disk_carry_each_client_across_sorted_blocks(sample, t
     """A memory budget of a few KB and blocks of 4 KB: the sort spills, and its result comes in blocks of
     a few dozen records, so that many clients span two or more; the numbering carries over from block to
     block and gives the same bytes."""
-    from logetl.engines import local, spill
+    from logetl.engines.local import operators as local_ops
+    from logetl.engines.local import spill
 
     monkeypatch.setattr(spill, "BLOCK_BYTES", 4096)
-    frames, numbered = [], local.VisitsOp._numbered
+    frames, numbered = [], local_ops.VisitsOp._numbered
 
     def counted(op, frame):
         frames.append((frame.height, op.carry is not None and frame.row(0, named=True)["ip"] == op.carry[0][0]))
         return numbered(op, frame)
 
-    monkeypatch.setattr(local.VisitsOp, "_numbered", counted)
+    monkeypatch.setattr(local_ops.VisitsOp, "_numbered", counted)
     got = run_flow(sample_visits(gap_minutes=5), "local", tmp_path, log=sample, memory_limit=400 << 20,
                    spill_buffers=16 * 1024)
     assert got["out"] == python_visits(sample, gap_minutes=5)

@@ -1,5 +1,5 @@
 """The file-system operations taps, outputs and working directories need, so that they work on the local
-disk (``LocalFS``) and on whatever Hadoop's FileSystem reaches (``logetl.engines.spark.HadoopFS``: HDFS,
+disk (``LocalFS``) and on whatever Hadoop's FileSystem reaches (``logetl.engines.spark.fs.HadoopFS``: HDFS,
 object stores) alike. Paths are strings; each engine says which file system its paths live on."""
 from __future__ import annotations
 

@@ -7,18 +7,20 @@ run's working directory; the Spark engine runs the query translated to Spark SQL
 """
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import threading
 
 from logetl import assembly
 from logetl.sql import dialect
+from logetl.traits import BLOCKING
 
 #: the table a query reads: the records of the log, one string column per field of its format
 TABLE = "log"
 
 
-class Query(assembly.Pipe):
+class Query(assembly.Pipe, traits=BLOCKING):
     """The rows of the DuckDB query ``query`` over the table ``log`` (its input's records); fields and types
     are the query's result columns (``dialect.check``). Blocking; its output is in the query's order
     (``ORDER BY``), else in no defined order."""
@@ -34,10 +36,6 @@ class Query(assembly.Pipe):
         self.checked = checked
         self.fields = checked.fields
         self.types = dict(checked.columns)
-
-    @property
-    def blocking(self) -> bool:
-        return True
 
     def describe(self) -> str:
         text = " ".join(self.query.split())
@@ -55,9 +53,9 @@ class LocalQuery:
     operators, which spill past the memory limit."""
 
     def __init__(self, op):
-        from logetl.engines import local
+        from logetl.engines.local import batch, scan
 
-        self.op, self.local = op, local
+        self.op, self.batch, self.scan = op, batch, scan
         self.inbox: queue.Queue = queue.Queue(maxsize=4)
         self.outbox: queue.Queue = queue.Queue()
         self.thread = None
@@ -94,7 +92,7 @@ class LocalQuery:
 
         try:
             self.con.register(TABLE, pa.RecordBatchReader.from_batches(self.schema, self._batches()))
-            reader = self.con.sql(self.op.node.query).to_arrow_reader(self.local.BATCH_ROWS)
+            reader = self.con.sql(self.op.node.query).to_arrow_reader(self.scan.BATCH_ROWS)
             for batch in reader:
                 self.outbox.put(batch)
             self.outbox.put(_END)
@@ -132,7 +130,7 @@ class LocalQuery:
                     self.thread.join()
                     self.con.close()
                 raise self._failure(item)
-            self.op.emit(self.local.Batch(self.op.node.fields, _typed(item, self.op.node)))
+            self.op.emit(self.batch.Batch(self.op.node.fields, _typed(item, self.op.node)))
 
     def _failure(self, exc: BaseException) -> BaseException:
         import duckdb
@@ -154,7 +152,7 @@ def _typed(batch, node):
     and naive timestamps made logetl's integers, floats, strings and UTC timestamps)."""
     import polars as pl
 
-    from logetl.engines.local_expressions import DTYPES
+    from logetl.engines.local.expressions import DTYPES
 
     frame = pl.from_arrow(batch)
     casts = []
@@ -172,10 +170,12 @@ def _typed(batch, node):
     return frame.with_columns(casts) if casts else frame
 
 
-def _local_op():
-    from logetl.engines import local
+@functools.cache
+def local_op():
+    """The local engine's operator class for ``Query`` (``engines/local/operators.py``'s ``OPS``)."""
+    from logetl.engines.local.operators import Op
 
-    class QueryOp(local.Op):
+    class QueryOp(Op):
         def __init__(self, *args):
             super().__init__(*args)
             self.runner = LocalQuery(self)
@@ -210,30 +210,14 @@ def spark_query(node: Query, inputs):
     SQL over it, each column cast to the node's type; numbered in the query's order when it has one."""
     from pyspark.sql import functions as F
 
-    from logetl.engines import spark as engine
+    from logetl.engines.spark.expressions import column
+    from logetl.engines.spark.operators import _renumbered
 
     df = inputs[0]
     with _views_lock:
         view = f"logetl_sql_{os.getpid()}_{next(_views)}"
-    df.select(*[engine.column(f) for f in node.previous[0].fields]).createOrReplaceTempView(view)
+    df.select(*[column(f) for f in node.previous[0].fields]).createOrReplaceTempView(view)
     result = df.sparkSession.sql(dialect.to_spark(node.query, tables={TABLE: view}))
     result = result.select(*[F.col(f"`{c}`").cast(_SPARK_TYPES[node.types[f]]).alias(f)
                              for c, f in zip(result.columns, node.fields)])
-    return engine._renumbered(result) if node.checked.ordered else result
-
-
-def register() -> None:
-    """Adds ``Query`` to the engines' operator tables (the local engine's ``OPS``; Spark's ``OPERATORS`` when
-    PySpark is there)."""
-    from logetl.engines import local
-
-    if Query not in local.OPS:
-        local.OPS[Query] = _local_op()
-        local.LocalEngine.operators += (Query,)
-    try:
-        from logetl.engines import spark
-    except ImportError:
-        return
-    if Query not in spark.OPERATORS:
-        spark.OPERATORS[Query] = spark_query
-        spark.SparkEngine.operators += (Query,)
+    return _renumbered(result) if node.checked.ordered else result

@@ -33,11 +33,10 @@ def query_flow(query: str, engine: str, log_format: str | None, format_file: str
     """``read(format) -> sql(query) -> write``, the query checked for ``engine`` (before anything runs)."""
     from logetl import assembly, formats
     from logetl.api import read
-    from logetl.sql.query import Query, register
+    from logetl.sql.query import Query
 
     if not to_output and output_format not in (None, "tsv"):
         raise UsageError(f"--output-format {output_format} needs --output (a printed result is a table or TSV)")
-    register()
     fmt = formats.resolve(log_format, format_file)
     result = Query("sql", read(fmt), query, engine)
     return assembly.Flow("sql", [result.write("output")], "a SQL query over the log")

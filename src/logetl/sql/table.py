@@ -32,7 +32,8 @@ def read_log(path: str, format=None, *, fields=None, into: str = "arrow", connec
     import pyarrow as pa
 
     from logetl import formats
-    from logetl.engines import kernel, local
+    from logetl.engines import kernel
+    from logetl.engines.local import scan as local
     from logetl.io import inputs
     from logetl.io.fs import LOCAL
 

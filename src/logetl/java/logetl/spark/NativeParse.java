@@ -19,7 +19,7 @@ import org.apache.spark.sql.types.StructType;
  * logetl's parse on Spark, in the executors' JVMs: the lines ({@code value} binary, the raw bytes;
  * {@code _input} int, the input's index) parsed by the native kernel ({@link Kernel}) a batch at a time,
  * with no Python worker and no Arrow round trip. The rows given back are those of logetl's Python-worker
- * path ({@code logetl/engines/spark_native.py}: {@code parse_batches}, {@code join_batches}), in the same
+ * path ({@code logetl/engines/spark/native.py}: {@code parse_batches}, {@code join_batches}), in the same
  * schemas (given by the driver, as DDL; a field is binary here, and the driver casts it to a string), so
  * the engine reads either the same way.
  *

@@ -196,7 +196,7 @@ def blocking_directory(conf: dict) -> str | None:
     configuration directory (``SPARK_CONF_DIR``, else the Spark home's ``conf``), ``HADOOP_CONF_DIR``,
     ``YARN_CONF_DIR``, ``SPARK_DIST_CLASSPATH``; and a Spark build's own classes (with
     ``SPARK_PREPEND_CLASSES`` or ``SPARK_TESTING=1``: ``<project>/target/scala-*/classes``)."""
-    from logetl.engines.spark_jvm import spark_defaults, submit_values
+    from logetl.engines.spark.jvm import spark_defaults, submit_values
 
     try:
         from pyspark.find_spark_home import _find_spark_home

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import os
 
-from logetl.engines.local import Batch, Op
-from logetl.engines.local_expressions import DTYPES
-from logetl.engines.spill import MiB, MemoryLimitExceeded, frame_bytes
+from logetl.engines.local.batch import Batch
+from logetl.engines.local.expressions import DTYPES
+from logetl.engines.local.operators import Op
+from logetl.engines.local.spill import MiB, MemoryLimitExceeded, frame_bytes
 from logetl.sqlstep import INPUT, INPUT_TYPES
 
 #: rows per record batch DuckDB hands back (as the local engine's batches)

@@ -11,7 +11,7 @@ so that a ``limit`` or a sink that follows keeps it; without one, the order is n
 from __future__ import annotations
 
 from logetl import expressions as E
-from logetl.engines.spark_expressions import column
+from logetl.engines.spark.expressions import column
 from logetl.sqlstep import INPUT, _to_spark, ordered
 
 #: logetl type -> the Spark SQL type a column of the query's result is cast to
@@ -21,7 +21,7 @@ SPARK_TYPES = {E.STRING: "string", E.INTEGER: "bigint", E.FLOAT: "double", E.BOO
 
 def sql_step(node, inputs):
     """The DataFrame of the query over ``inputs[0]`` (the Spark engine's ``OPERATORS`` entry)."""
-    from logetl.engines.spark import _renumbered
+    from logetl.engines.spark.operators import _renumbered
 
     df = inputs[0]
     spark = df.sparkSession

@@ -31,9 +31,9 @@ import tempfile
 import zipfile
 
 from logetl import __version__
-from logetl.engines.spark_cds import _java, cache_dir
+from logetl.engines.spark.cds import _java, cache_dir
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the logetl package
+HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the logetl package
 JAVA_SOURCES = [os.path.join(HERE, "java", "logetl", "spark", n) for n in ("Kernel.java", "NativeParse.java")]
 C_SOURCES = [os.path.join(HERE, "_jni.c"), os.path.join(HERE, "_kernel.h")]
 LIBRARY = "liblogetl_jvm.so"
