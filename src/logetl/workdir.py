@@ -469,10 +469,15 @@ class OutputLocks:
                 os.close(fd)
 
 
-def _holder(fd: int) -> str:
-    """The process id a lock file holds ("" when it says none)."""
-    with contextlib.suppress(OSError, ValueError):
-        text = os.pread(fd, 32, 0).decode().strip()
-        if text.isdigit():
-            return text
-    return ""
+def _holder(fd: int, wait: float = 1.0) -> str:
+    """The process id a lock file holds ("" when it says none). A holder writes its id just after it takes
+    the lock: a file still empty is read again for up to ``wait`` seconds, so the refusal can name it."""
+    deadline = time.monotonic() + wait
+    while True:
+        with contextlib.suppress(OSError, ValueError):
+            text = os.pread(fd, 32, 0).decode().strip()
+            if text.isdigit():
+                return text
+        if time.monotonic() >= deadline:
+            return ""
+        time.sleep(0.02)

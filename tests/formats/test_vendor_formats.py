@@ -32,6 +32,7 @@ def by_regex(fmt, raw: bytes):
     its groups joined, as Java's replacement writes them), then the TAB/CR check."""
     if fmt.header and raw.startswith(fmt.header.encode()):
         return "header"
+    raw = raw[:-1] if raw.endswith(b"\r") else raw      # one trailing CR is the line's end (a CRLF log), cut first
     m = fmt.python_regex().fullmatch(raw.decode("utf-8"))
     if m is None:
         return contract.NO_MATCH
