@@ -24,13 +24,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import flows  # noqa: E402  (the log, the DuckDB baseline and the measure are bench/flows.py's)
+import flows  # noqa: E402  (the DuckDB baseline and the measure are bench/flows.py's)
+from strings import generated  # noqa: E402  (the seeded log, kept in bench/out/ as every benchmark keeps it)
 
 QUERY = """
 SELECT strftime(try_strptime(left(time, 20), '%d/%b/%Y:%H:%M:%S'), '%Y-%m-%dT%H') AS hour, response,
@@ -48,15 +48,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    os.makedirs(flows.OUT, exist_ok=True)
-    from logetl.generate import VERSION
-
-    log = os.path.join(flows.OUT, f"access-{args.lines}-{args.seed}-g{VERSION}.log")
-    if not os.path.exists(log):
-        print(f"generating {args.lines:,} lines -> {log}", flush=True)
-        subprocess.run([sys.executable, "-m", "logetl", "generate", "--lines", str(args.lines),
-                        "--seed", str(args.seed), log + ".tmp"], check=True)
-        os.replace(log + ".tmp", log)
+    log = generated(args.lines, args.seed)
     with open(log, "rb") as f:
         limit = flows.reader_limits(f.read())
     if limit:
