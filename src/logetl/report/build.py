@@ -210,7 +210,7 @@ def assemble(rows: dict[str, list[dict]], agents: list[dict], classifier: Classi
                             for r in rows["visitors"]), key=lambda r: r["day"]),
         "requests": _ranked(rows["requests"], "path", "target"),
         "not_found": _ranked(rows["not_found"], "path", "target"),
-        "hosts": _ranked(rows.get("hosts", []), "host", "ip"),
+        "hosts": _ranked(rows.get("hosts", []), "host", "client"),
         "os": _rolled(kept, lambda a: kinds[a].os),
         "browsers": _rolled(kept, lambda a: kinds[a].browser),
         "visit_time": sorted(({"hour": f"{r['hour']:02d}", "hits": r["hits"], "visitors": r["visitors"],
