@@ -91,8 +91,13 @@ def read_rows(directory: str, fs=None) -> list[dict]:
     fs = fs or LOCAL
     rows = []
     for name in sorted(n for n in fs.listdir(directory) if n.startswith("part-")):
-        data = fs.read_bytes(fs.join(directory, name)) or b""
-        rows.extend(json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip())
+        path = fs.join(directory, name)
+        if fs is LOCAL:
+            with open(path, encoding="utf-8") as f:
+                rows.extend(json.loads(line) for line in f if line.strip())
+        else:
+            text = (fs.read_bytes(path) or b"").decode("utf-8")
+            rows.extend(json.loads(line) for line in text.splitlines() if line.strip())
     return rows
 
 
