@@ -40,7 +40,8 @@ from __future__ import annotations
 from logetl import formats
 from logetl.assembly import AssemblyError, Flow, Parse, Pipe, Source
 from logetl.expressions import (
-    Coalesce, Col, Concat, Count, CountDistinct, Crc32, Day, Expr, ExpressionError, Hour, Lit, Max, Min, Sum)
+    Coalesce, Col, Concat, Count, CountDistinct, Crc32, Day, Expr, ExpressionError, Hash64, Hour, Lit, Max, Min,
+    Sum)
 from logetl.diagnostics import nearest
 from logetl.expressions import UnknownName
 from logetl.expressions import DayOfWeek, Epoch, FromEpoch, HourOfDay, Timestamp, Trunc, TruncLocal
@@ -50,7 +51,7 @@ from logetl.expressions import when as _when
 
 __all__ = [
     "Flow", "Pipe", "Expr", "AssemblyError", "ExpressionError", "read", "col", "lit", "asc", "desc",
-    "concat", "coalesce", "crc32", "day", "hour", "count", "sum", "min", "max", "count_distinct",
+    "concat", "coalesce", "crc32", "hash64", "day", "hour", "count", "sum", "min", "max", "count_distinct",
 ]
 
 
@@ -112,6 +113,12 @@ def coalesce(*values) -> Coalesce:
 
 def crc32(value) -> Crc32:
     return Crc32(_field(value))
+
+
+def hash64(*values) -> Hash64:
+    """A 64-bit hash of the strings taken together, for counting distinct combinations compactly; its
+    numbers are the engine's own (see ``Hash64``)."""
+    return Hash64(*(_field(v) for v in values))
 
 
 def day(time) -> Day:

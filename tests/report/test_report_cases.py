@@ -195,3 +195,17 @@ def test_spark_reports_equal_the_local_engine_and_goaccess(tmp_path, sample, spa
     common = common_log(sample, str(tmp_path / "common.log"))
     agrees_with_goaccess(report(common, tmp_path / "common", "spark", fmt="common"),
                          goaccess(common, "COMMON", str(tmp_path / "goaccess.json")))
+
+
+def test_spark_report_into_a_file_uri_output(tmp_path, spark_session):
+    """An output directory given as a ``file://`` URI: the panels are written and read back through Spark's
+    file system, and the report lands there (nothing is made under the working directory's ``file:``)."""
+    log = tmp_path / "access.log"
+    log.write_text(LOG, encoding="utf-8")
+    out = tmp_path / "uri out"
+    got = build(str(log), "file://" + str(out), formats.resolve(None, None), overwrite=True,
+                run_options={"engine": "spark", "monitor": False, "quiet": True})
+    assert got == WANT
+    assert json.loads((out / "report.json").read_text(encoding="utf-8")) == WANT
+    assert set(os.listdir(out)) <= {"report.json", "index.html"} and "report.json" in os.listdir(out)
+    assert not os.path.exists("file:")

@@ -34,7 +34,7 @@ from logetl.expressions.numbers import (  # noqa: F401
     Arithmetic, CASTS, FLOAT_INTEGRAL, FLOAT_LIMIT, FLOAT_MIN_NORMAL, FLOAT_PATTERN, ROUND_DIGITS, Round, ToFloat,
     ToInt, ToString, _number, cast, float_literal, render_float)
 from logetl.expressions.strings import (  # noqa: F401
-    Concat, Contains, Crc32, EndsWith, Extract, Lower, Matches, SplitPart, StartsWith, Substring, Upper,
+    Concat, Contains, Crc32, EndsWith, Hash64, Extract, Lower, Matches, SplitPart, StartsWith, Substring, Upper,
     _ESCAPABLE, _META, _StringMap, _StringTest, _class_char, _class_text, _flag, _fold_class, _group_shape,
     fold_ascii_case, portable_regex, regex_escape)
 from logetl.expressions.urls import (  # noqa: F401
@@ -51,7 +51,7 @@ from logetl.expressions.aggregates import (  # noqa: F401
 #: the public names (the API reference documents each)
 __all__ = [
     'Aggregate', 'And', 'Arithmetic', 'Avg', 'BOOLEAN', 'CASTS', 'Case', 'Coalesce', 'Col', 'Compare', 'Compiler',
-    'Concat', 'Contains', 'Count', 'CountDistinct', 'Crc32', 'DECODED_ESCAPE', 'Day', 'DayOfWeek', 'EndsWith',
+    'Concat', 'Contains', 'Count', 'CountDistinct', 'Crc32', 'DECODED_ESCAPE', 'Hash64', 'Day', 'DayOfWeek', 'EndsWith',
     'Epoch', 'Expr', 'ExpressionError', 'Extract', 'FIELD_NAME', 'FIELD_NAME_RULE', 'FLOAT', 'FLOAT_INTEGRAL',
     'FLOAT_LIMIT', 'FLOAT_MIN_NORMAL', 'FLOAT_PATTERN', 'First', 'FromEpoch', 'Hour', 'HourOfDay', 'INTEGER',
     'INT_DIGITS', 'INT_PATTERN', 'IsIn', 'IsNull', 'LOCAL_WIDTH', 'LOG_TIME_PATTERN', 'LOG_TIME_VALID', 'Last',

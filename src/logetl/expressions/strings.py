@@ -285,6 +285,28 @@ class Crc32(Expr):
         return f"crc32({self.args[0].describe()})"
 
 
+class Hash64(Expr):
+    """A 64-bit hash of one or more strings taken together (give it no nulls: engines hash them apart): equal
+    values give equal hashes, different values almost surely different ones (two of a billion distinct
+    combinations collide with a chance of about 3 in 100). What it is for: counting distinct combinations
+    compactly (``count_distinct(hash64(ip, day, agent))`` holds 8 bytes a combination, not the strings).
+    The numbers themselves are the engine's (Polars' hash on the local engine, ``xxhash64`` on Spark) and
+    may change with its version: compare them within one run, never keep or compare them across engines."""
+
+    def __init__(self, *args: Expr):
+        if not args:
+            raise ExpressionError("hash64 needs at least one value")
+        self.args = tuple(_wrap(a) for a in args)
+
+    def check(self, types):
+        for a in self.args:
+            _need(a, types, STRING, "hash64")
+        return INTEGER
+
+    def describe(self):
+        return f"hash64({', '.join(a.describe() for a in self.args)})"
+
+
 # --- strings: capture, case-insensitive match, URL parts ----------------------------------------------
 
 def _flag(value, what: str) -> bool:

@@ -1,7 +1,9 @@
 """``logetl report``: runs the panels' flow (``panels``) on either engine, classifies the user agents it
 found (``classify``) and writes ``DIR/report.json`` (and ``DIR/index.html`` when the page renderer is
 installed). The flow's outputs are JSON Lines files in a working directory inside ``DIR``, removed once
-the report is written.
+the report is written. Everything in ``DIR`` is read and written through the engine's file system
+(``Engine.filesystem``): with Spark, ``DIR`` may be any place its Hadoop file system reaches (``file://``,
+``hdfs://``, ...), and the panels' rows are read back from there.
 
 With ``who`` ``humans`` or ``crawlers``, a first flow finds the distinct user agents of the records the
 filters keep, the driver classifies them, and the panels' flow keeps the records whose agent is (or is
@@ -11,10 +13,8 @@ panel and the per-agent rows the shares come from.
 from __future__ import annotations
 
 import ast
-import glob
 import json
 import os
-import shutil
 
 from logetl import formats
 from logetl.errors import UsageError
@@ -83,20 +83,44 @@ def check_date(option: str, value: str | None) -> str | None:
     return value
 
 
-def read_rows(directory: str) -> list[dict]:
-    """The records of a JSON Lines output, its part files in name order."""
+def read_rows(directory: str, fs=None) -> list[dict]:
+    """The records of a JSON Lines output, its part files in name order, read through ``fs`` (the engine's
+    file system; the local disk when None)."""
+    from logetl.io.fs import LOCAL
+
+    fs = fs or LOCAL
     rows = []
-    for part in sorted(glob.glob(os.path.join(directory, "part-*"))):
-        with open(part, encoding="utf-8") as f:
-            rows.extend(json.loads(line) for line in f if line.strip())
+    for name in sorted(n for n in fs.listdir(directory) if n.startswith("part-")):
+        path = fs.join(directory, name)
+        if fs is LOCAL:
+            with open(path, encoding="utf-8") as f:
+                rows.extend(json.loads(line) for line in f if line.strip())
+        else:
+            text = (fs.read_bytes(path) or b"").decode("utf-8")
+            rows.extend(json.loads(line) for line in text.splitlines() if line.strip())
     return rows
 
 
-def _run(flow, input_path: str, work: str, run_flow, options: dict):
-    outputs = {s.tap: os.path.join(work, s.tap) for s in flow.sinks}
-    run = run_flow(flow, input_path, outputs, overwrite=True, work_dir=os.path.join(work, ".work"),
+def _run(flow, input_path: str, work: str, run_flow, options: dict, fs):
+    outputs = {s.tap: fs.join(work, s.tap) for s in flow.sinks}
+    run = run_flow(flow, input_path, outputs, overwrite=True, work_dir=fs.join(work, ".work"),
                    output_format="jsonl", **options)
-    return run, {tap: read_rows(path) for tap, path in outputs.items()}
+    return run, {tap: read_rows(path, fs) for tap, path in outputs.items()}
+
+
+def _engine(options: dict):
+    """The engine's runner for the report's file system (None for the local engine: the local disk). It is
+    made before the flow runs, so that a Spark session it starts serves the report's runs and is stopped
+    once (``shutdown``) when the report is written."""
+    from logetl.engines import get_engine
+    from logetl.io.fs import LOCAL
+    from logetl.job import engine_options_for
+
+    engine = options.get("engine", "local")
+    if engine == "local":
+        return None, LOCAL
+    runner = get_engine(engine)(**engine_options_for(engine, options.get("engine_options")))
+    return runner, runner.filesystem()
 
 
 def build(input_path: str, out_dir: str, fmt: formats.LogFormat, *, who: str = "all", where: str | None = None,
@@ -115,36 +139,51 @@ def build(input_path: str, out_dir: str, fmt: formats.LogFormat, *, who: str = "
     check_date("--until", date_until)
     if geoip is not None:
         geo.check(geoip)           # a bad database is refused before the log is read
-    target = os.path.join(out_dir, REPORT)
-    if os.path.exists(target) and not overwrite:
-        raise ReportError(f"{target} exists: use --overwrite to replace it")
     filters = {"where": parse_where(where, fmt) if where else None, "date_from": date_from,
                "date_until": date_until}
-    classifier = Classifier()
-    work = os.path.join(out_dir, WORK)
     options = dict(run_options or {})
-    if who == "all":
-        run, rows = _run(panels.panels_flow(fmt, **filters), input_path, work, run_flow, options)
-        agents = rows["agents"]
-    else:
-        first, found = _run(panels.agents_flow(fmt, **filters), input_path, work, run_flow,
-                            {**options, "trap": None})
-        agents = found["agents"]
-        crawlers = {r["agent"] for r in agents if classifier.classify(r["agent"]).crawler is not None}
-        run, rows = _run(panels.panels_flow(fmt, agents=crawlers, keep_agents=who == "crawlers", **filters),
-                         input_path, work, run_flow, options)
-    report = assemble(rows, agents, classifier, run, who)
-    if geoip is not None:
-        report.update(geo.panels(report["hosts"], geoip))
-    os.makedirs(out_dir, exist_ok=True)
-    _write(target, json.dumps(report, ensure_ascii=False, indent=1) + "\n")
-    _write(os.path.join(out_dir, PAGE), html.render(report))
-    shutil.rmtree(work, ignore_errors=True)
+    runner, fs = _engine(options)
+    try:
+        target = fs.join(out_dir, REPORT)
+        if fs.exists(target) and not overwrite:
+            raise ReportError(f"{target} exists: use --overwrite to replace it")
+        work = fs.join(out_dir, WORK)
+        report = _panels(input_path, work, fmt, who, filters, options, fs, run_flow)
+        if geoip is not None:
+            report.update(geo.panels(report["hosts"], geoip))
+        fs.makedirs(out_dir)
+        _write(fs, target, json.dumps(report, ensure_ascii=False, indent=1) + "\n")
+        _write(fs, fs.join(out_dir, PAGE), html.render(report))
+        fs.rmtree(work)
+    finally:
+        if runner is not None:
+            runner.shutdown()
     return report
 
 
-def _write(path: str, text: str) -> None:
-    """Whole or not at all: a reader never sees half a report."""
+def _panels(input_path: str, work: str, fmt, who: str, filters: dict, options: dict, fs, run_flow) -> dict:
+    """Runs the panels' flow (after the agents' flow when ``who`` picks a side) and assembles the report."""
+    classifier = Classifier()
+    if who == "all":
+        run, rows = _run(panels.panels_flow(fmt, **filters), input_path, work, run_flow, options, fs)
+        agents = rows["agents"]
+    else:
+        _first, found = _run(panels.agents_flow(fmt, **filters), input_path, work, run_flow,
+                            {**options, "trap": None}, fs)
+        agents = found["agents"]
+        crawlers = {r["agent"] for r in agents if classifier.classify(r["agent"]).crawler is not None}
+        run, rows = _run(panels.panels_flow(fmt, agents=crawlers, keep_agents=who == "crawlers", **filters),
+                         input_path, work, run_flow, options, fs)
+    return assemble(rows, agents, classifier, run, who)
+
+
+def _write(fs, path: str, text: str) -> None:
+    """Whole or not at all (written aside, then renamed): a reader never sees half a report."""
+    from logetl.io.fs import LOCAL
+
+    if fs is not LOCAL:
+        fs.write_text_atomic(path, text)     # UTF-8
+        return
     part = path + ".tmp"
     with open(part, "w", encoding="utf-8") as f:
         f.write(text)
@@ -210,7 +249,7 @@ def assemble(rows: dict[str, list[dict]], agents: list[dict], classifier: Classi
                             for r in rows["visitors"]), key=lambda r: r["day"]),
         "requests": _ranked(rows["requests"], "path", "target"),
         "not_found": _ranked(rows["not_found"], "path", "target"),
-        "hosts": _ranked(rows.get("hosts", []), "host", "ip"),
+        "hosts": _ranked(rows.get("hosts", []), "host", "client"),
         "os": _rolled(kept, lambda a: kinds[a].os),
         "browsers": _rolled(kept, lambda a: kinds[a].browser),
         "visit_time": sorted(({"hour": f"{r['hour']:02d}", "hits": r["hits"], "visitors": r["visitors"],

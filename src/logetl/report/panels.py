@@ -51,7 +51,8 @@ def base(fmt, where=None, date_from: str | None = None, date_until: str | None =
     """The records every panel counts: parsed with ``fmt``, their time valid, then ``where`` (an
     expression on the log's fields), ``date_from``/``date_until`` (``YYYY-MM-DD``, inclusive) and, when
     ``agents`` is a set of user agents, only the records whose agent is (``keep_agents``) or is not in it.
-    Returns the pipe, with fields ``day hour bytes agent status target visitor counted`` added."""
+    Returns the pipe, with fields ``day hour bytes agent status target client visitor counted`` added
+    (``visitor``: a 64-bit hash of client, day and agent, ``L.hash64``)."""
     records = L.read(fmt)
     fields = records.fields
     if where is not None:
@@ -67,39 +68,53 @@ def base(fmt, where=None, date_from: str | None = None, date_until: str | None =
         member = L.col("agent").is_in(sorted(agents)) if agents else L.lit(False)
         records = records.filter(member if keep_agents else ~member,
                                  name="crawlers" if keep_agents else "humans")
-    client = L.col("ip") if "ip" in fields else L.lit("-")
+    client = L.coalesce(L.col("ip"), L.lit("-")) if "ip" in fields else L.lit("-")
+    records = records.derive(name="client", client=client)
     return records.derive(
         name="visitor_key",
-        visitor=L.concat(client, L.lit("|"), L.col("day"), L.lit("|"), L.col("agent")),
+        visitor=L.hash64(L.col("client"), L.col("day"), L.col("agent")),
         counted=~L.col("status").starts_with("4"))
 
 
-def _measures(with_bytes: bool = True) -> dict:
-    out = {"hits": L.count(), "visitors": L.count_distinct(L.col("visitor"), where=L.col("counted"))}
-    if with_bytes:
-        out["bytes"] = L.sum(L.col("bytes"))
-    return out
+def _measures() -> dict:
+    """Hits, distinct visitors and bytes of records (a record-keyed panel)."""
+    return {"hits": L.count(), "visitors": L.count_distinct(L.col("visitor"), where=L.col("counted")),
+            "bytes": L.sum(L.col("bytes"))}
+
+
+def _rolled() -> dict:
+    """Hits, visitors and bytes of per-visitor rows (``visits``): a visitor is one row, counted when one of
+    its requests is."""
+    return {"hits": L.sum(L.col("hits")), "visitors": L.count(where=L.col("counted") > 0),
+            "bytes": L.sum(L.col("bytes"))}
+
+
+def visits(records):
+    """One row per visitor (client, day, agent) with its hits, bytes and ``counted`` requests (those with
+    a status outside 400-499): every panel keyed by one of the visitor's parts (days, clients, agents, the
+    totals) is a grouping of these rows, far fewer than the records."""
+    return records.group_by("client", "day", "agent", name="per_visitor").agg(
+        hits=L.count(), bytes=L.sum(L.col("bytes")), counted=L.count(where=L.col("counted")))
 
 
 def panels_flow(fmt, **filters) -> L.Flow:
     """The flow of every panel the log's format allows (``base``'s filters apply to all of them)."""
     records = base(fmt, **filters)
     fields = L.read(fmt).fields
+    per_visitor = visits(records)
     sinks = [
-        records.derive(name="everything", everything=L.lit("all")).group_by("everything", name="general").agg(
-            hits=L.count(), visitors=L.count_distinct(L.col("visitor"), where=L.col("counted")),
-            bytes=L.sum(L.col("bytes")), start=L.min(L.col("day")), end=L.max(L.col("day"))
-        ).write("general", format="jsonl"),
-        records.group_by("day", name="per_day").agg(**_measures()).write("visitors", format="jsonl"),
+        per_visitor.derive(name="everything", everything=L.lit("all")).group_by("everything", name="general")
+        .agg(**_rolled(), start=L.min(L.col("day")), end=L.max(L.col("day"))).write("general", format="jsonl"),
+        per_visitor.group_by("day", name="per_day").agg(**_rolled()).write("visitors", format="jsonl"),
         records.group_by("target", name="per_request").agg(**_measures()).write("requests", format="jsonl"),
         records.filter(L.col("status") == "404", name="not_found").group_by("target", name="per_not_found")
         .agg(**_measures()).write("not_found", format="jsonl"),
         records.group_by("hour", name="per_hour").agg(**_measures()).write("visit_time", format="jsonl"),
         records.group_by("status", name="per_status").agg(**_measures()).write("status_codes", format="jsonl"),
-        records.group_by("agent", name="per_agent").agg(**_measures()).write("agents", format="jsonl"),
+        per_visitor.group_by("agent", name="per_agent").agg(**_rolled()).write("agents", format="jsonl"),
     ]
     if "ip" in fields:
-        sinks.append(records.group_by("ip", name="per_client").agg(**_measures())
+        sinks.append(per_visitor.group_by("client", name="per_client").agg(**_rolled())
                      .write("hosts", format="jsonl"))
     if "referer" in fields:
         sinks.append(records.derive(name="referring_site", site=L.url_host(L.col("referer")))
@@ -112,5 +127,5 @@ def agents_flow(fmt, **filters) -> L.Flow:
     """The distinct user agents of the records ``base`` keeps (before the humans/crawlers split), with
     their hits, visitors and bytes: what the classification reads first when ``--who`` picks one side."""
     records = base(fmt, **filters)
-    return L.Flow("report_agents", [records.group_by("agent", name="per_agent").agg(**_measures())
+    return L.Flow("report_agents", [visits(records).group_by("agent", name="per_agent").agg(**_rolled())
                                     .write("agents", format="jsonl")], "the report's user agents")

@@ -133,6 +133,9 @@ COMPILE = {
     E.Arithmetic: _arithmetic,
     E.Coalesce: lambda c, e: _pl().coalesce([c(a) for a in e.args]),
     E.Crc32: _crc32,
+    # the struct's hash mixes its fields' hashes in order (nulls included): one u64, as Int64's bits
+    E.Hash64: lambda c, e: _pl().struct([c(a).alias(f"v{i}") for i, a in enumerate(e.args)]).hash(7)
+    .reinterpret(signed=True),
     E.Day: _day,
     E.Hour: _hour,
 }

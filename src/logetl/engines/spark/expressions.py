@@ -168,6 +168,7 @@ COMPILE = {
     E.Coalesce: lambda c, e: _F().coalesce(*[c(a) for a in e.args]),
     # CRC-32 of the UTF-8 bytes: a string cast to binary is its UTF-8 encoding; the result is 0..2**32-1
     E.Crc32: lambda c, e: _F().crc32(c(e.args[0]).cast("binary")),
+    E.Hash64: lambda c, e: _F().xxhash64(*(c(a) for a in e.args)),
     E.Day: _day,
     E.Hour: _hour,
 }
