@@ -594,6 +594,11 @@ class Sort(Pipe, traits=BLOCKING):
         return _describe_keys(self.keys) + ", stable"
 
 
+#: the largest count ``limit`` and ``top`` take: Spark's ``limit`` and row numbers are 32-bit integers, and
+#: every engine takes the same counts
+MAX_COUNT = (1 << 31) - 1
+
+
 class Limit(Pipe, traits=BLOCKING):
     """The first ``n`` records in input order (an input whose order is not defined, after ``unique`` or
     ``group_by``, gives some ``n`` of them: sort first). Streaming; holds nothing."""
@@ -601,8 +606,8 @@ class Limit(Pipe, traits=BLOCKING):
     kind = "limit"
 
     def __init__(self, name: str | None, previous: Pipe, n: int):
-        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-            raise AssemblyError(f"limit: n is a count >= 0, not {n!r}")
+        if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= MAX_COUNT:
+            raise AssemblyError(f"limit: n is a count from 0 to {MAX_COUNT:,}, not {n!r}")
         self.n = n
         super().__init__(name, previous)
 
@@ -619,8 +624,8 @@ class Top(Pipe, traits=BLOCKING):
     kind = "top"
 
     def __init__(self, name: str | None, previous: Pipe, n: int, by, per=()):
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise AssemblyError(f"top: n is a count >= 1, not {n!r}")
+        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_COUNT:
+            raise AssemblyError(f"top: n is a count from 1 to {MAX_COUNT:,}, not {n!r}")
         self.n = n
         single = not isinstance(by, (tuple, list)) or (isinstance(by, tuple) and len(by) == 2
                                                         and isinstance(by[0], str) and isinstance(by[1], bool))

@@ -259,11 +259,21 @@ class _Places:
     def __init__(self, fs):
         self.fs = fs
         self.known: dict[str, tuple] = {}
+        self.real_dirs: dict[str, str] = {}
+        self.parent_meets: dict[tuple[str, str], tuple | None] = {}
 
     def real(self, p: str) -> str:
         # (Hadoop spells a local path unencoded: read as a URI, a name holding %41 was another file's)
         local = self.fs.local(p)
-        return os.path.realpath(local) if local is not None else self.fs.abspath(p)
+        if local is None:
+            return self.fs.abspath(p)
+        # the files of one directory resolve its path once: a name that is no symbolic link is itself
+        # below its directory's real path (one lstat a file, not one per component of its path)
+        head, tail = os.path.split(os.path.abspath(local))
+        if head not in self.real_dirs:
+            self.real_dirs[head] = os.path.realpath(head)
+        real = os.path.join(self.real_dirs[head], tail)
+        return real if tail and not os.path.islink(real) else os.path.realpath(local)
 
     def ancestry(self, p: str) -> tuple:
         if p not in self.known:
@@ -279,6 +289,14 @@ class _Places:
         met = self.meet(a, b)
         return None if met is None else " (through a mount)" if met[1] else ""
 
+    def file_overlap(self, real_f: str, d: str) -> str | None:
+        """``overlap`` of an input file and a directory, first by the file's directory (once for all its
+        files): what is apart from it is apart from each file in it."""
+        key = (os.path.dirname(real_f), d)
+        if key not in self.parent_meets:
+            self.parent_meets[key] = self.meet(*key)
+        return None if self.parent_meets[key] is None else self.overlap(real_f, d)
+
     def check_owned_apart(self, owned: list[tuple[str, str, str]]) -> None:
         """The working directory and the checkpoint directories (option, as given, real) are apart."""
         for i, (option, given, mine) in enumerate(owned):
@@ -292,7 +310,7 @@ class _Places:
         """No input file is inside the working directory or a checkpoint directory."""
         for option, given, mine in owned:
             for f, real_f in real_files:
-                through = self.overlap(real_f, mine)
+                through = self.file_overlap(real_f, mine)
                 if through is not None:
                     raise JobError(f"{option} {given!r} contains input file {f!r}{through}", option.lstrip("-"))
 
@@ -331,7 +349,7 @@ def _check_outputs(flow: assembly.Flow, taps_out: list[tuple[str, str]], owned: 
             if through is not None:
                 raise JobError(f"{option} {given!r} and {tap} {path!r} overlap{through}: keep them apart", tap)
         for f, real_f in real_files:
-            through = places.overlap(real_f, where)
+            through = places.file_overlap(real_f, where)
             if through is not None:
                 raise JobError(f"{tap} {path!r} contains input file {f!r}{through}", tap)
     return notices

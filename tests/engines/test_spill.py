@@ -203,3 +203,27 @@ def test_distinct_records_kept_in_memory_hold_only_their_own_strings(tmp_path):
         distinct.add(batch.filter(pl.col("ip").str.starts_with("client-")))
         assert all(_string_buffer_bytes(p) <= 3 * 40 for p in distinct.parts)
     assert sorted(pl.concat(list(distinct.result())).get_column("ip")) == [f"client-{k:033d}" for k in range(3)]
+
+
+def test_a_merge_of_many_runs_of_few_keys_counts_only_the_blocks_it_takes_from(tmp_path, monkeypatch):
+    """Join's sort: 40 distinct scores over many runs. Each merge round takes the rows up to the smallest
+    last key of the runs' blocks, and with few keys that is mostly one block of one run: a block none or all
+    of whose rows are taken is told by its first and last key, not by counting it (counting every run's
+    block each round made the merge's work grow with the number of runs: Join's time a line grew with its
+    input). The result is the stable sort."""
+    monkeypatch.setattr(spill, "BLOCK_BYTES", 8192)
+    rng = random.Random(5)
+    whole = pl.DataFrame({"score": [rng.randrange(60, 100) for _ in range(40_000)], "seq": list(range(40_000))})
+    sorter = ExternalSort(["score"], [True], MemoryBudget(buffers=256 * 1024), SpillDir(str(tmp_path), "sort"))
+    for i in range(0, whole.height, 997):
+        sorter.add(whole.slice(i, 997))
+    counted = []
+    before = spill._before
+    monkeypatch.setattr(spill, "_before", lambda *a, **k: counted.append(1) or before(*a, **k))
+    got = pl.concat(list(sorter.result()))
+    assert got.equals(spill.stable_sort(whole, ["score"], [True]))
+    runs, blocks = sorter.spill.runs, sum(1 for _ in range(0, whole.height, 8192 // 16))
+    assert runs >= 8, runs
+    # a few counts a block of the runs (202 here); counting every run's block each round was about the
+    # rounds times the runs (692 here)
+    assert len(counted) <= 3 * blocks, (len(counted), blocks, runs)

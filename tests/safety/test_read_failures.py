@@ -263,3 +263,45 @@ def test_twice_a_spark_memory_size(size, twice):
 
     assert _twice(size) == twice
 
+
+
+def half_malformed(tmp_path):
+    """A log of 40,000 lines, every other one malformed (80 bytes each: 1.7 MB trapped)."""
+    log = tmp_path / "in.log"
+    log.write_bytes(b"".join(f'10.0.0.{i % 250} - - [17/May/2015:10:00:00 +0000] "GET /{i} HTTP/1.1" 200 {i} "-" "a"\n'
+                             f"garbage line number {i} {'x' * 60}\n".encode() for i in range(20_000)))
+    return log
+
+
+@pytest.mark.parametrize("size, output_format", [
+    ("1m", "parquet"),      # the parts' writes fail during the parse: their open files cannot flush
+    ("3m", "jsonl"),        # the parse fits: the copy of the trapped lines into the staged trap fails
+])
+def test_a_full_file_system_with_a_trap_names_the_places_and_leaves_no_staged_output(tmp_path, size, output_format):
+    """Outputs and trap on a file system that fills: the run fails in one line naming the user's places and
+    what their file system has free (not the run's internal files), and what it staged is gone; what stays is
+    the working directory, which a rerun restarts from."""
+    import os
+    import subprocess
+
+    from logetl.errors import RunFailed
+
+    logs = L.read()
+    flow = L.Flow("full", [logs.select("ip").write("a"), logs.select("ip", "size").write("b")])
+    log = half_malformed(tmp_path)
+    small = small_file_system(tmp_path, size)
+    finished = Finished()
+    try:
+        with pytest.raises(OSError) as caught:
+            run_flow(flow, str(log), {"a": str(small / "a"), "b": str(small / "b")}, trap=str(small / "t"),
+                     output_format=output_format, monitor=False, quiet=True, listener=finished)
+        left = sorted(os.listdir(small))
+    finally:
+        subprocess.run(["umount", "--lazy", str(small)], check=True)
+    assert not isinstance(caught.value, RunFailed)
+    free = finished.run.full.rsplit("(", 1)[1]
+    assert finished.run.full == (f"a {str(small / 'a')!r} and b {str(small / 'b')!r} and trap {str(small / 't')!r} "
+                                 f"and the working directory '{small}/.a.logetl-work' ({free}")
+    assert free.startswith("their file system has ") and free.endswith(" MB free)")
+    assert finished.run.error == f"No space left on device: {finished.run.full}"
+    assert left == [".a.logetl-work"]

@@ -378,7 +378,9 @@ class Engine:
         was running."""
         run, current = ctx.run, ctx.current
         stopped = isinstance(exc, KeyboardInterrupt)
-        if _out_of_space(exc) and getattr(exc, "filename", None) is None:
+        if _out_of_space(exc):
+            # the user's places, not the file the write failed on: an open file's error names none, and a
+            # copy's names the run's own staging and working files
             run.full = full_places(ctx.taps)
         run.status = STOPPED if stopped else FAILED
         run.error = stop_reason(exc) if stopped else (str(exc) or type(exc).__name__)

@@ -24,8 +24,8 @@ class ToInt(Expr):
 
 class Arithmetic(Expr):
     """``+ - *`` of numbers, true division ``/``, and floor division ``//`` and modulo ``%`` (as Python's:
-    the remainder has the divisor's sign) of integers. ``+ - *`` of two integers is an integer (results
-    beyond 64 bits are not defined: the local engine wraps, Spark fails the run), of an integer and a float
+    the remainder has the divisor's sign) of integers. ``+ - *`` of two integers is an integer (a result
+    beyond 64 bits is null on every engine, as is the smallest integer ``// -1``), of an integer and a float
     or two floats a float; ``/`` is always a float (``7 / 2`` is ``3.5``). Null when either side is null
     or the divisor is 0 (for ``/``, ``//`` and ``%`` alike); a float result beyond the float range is
     null, below the smallest normal float 0.0 (see ``FLOAT_LIMIT``)."""

@@ -2,6 +2,7 @@
 matching ignoring ASCII case, substrings, case, splitting, concatenation, CRC-32."""
 from __future__ import annotations
 
+import functools
 import re
 
 from logetl.expressions.base import BOOLEAN, Expr, ExpressionError, FLOAT, INTEGER, STRING, _literal, _need, _wrap
@@ -74,7 +75,7 @@ def portable_regex(pattern: str) -> str:
         raise ExpressionError(f"regex {pattern!r}: {why} at offset {i} (see the portable subset in the README)")
 
     n = len(pattern)
-    quantifiable = False
+    quantifiable = counted = False
     while i < n:
         c = pattern[i]
         if c == "\\":
@@ -105,6 +106,8 @@ def portable_regex(pattern: str) -> str:
             out.append(pattern[i:j + 1])
             i, quantifiable = j + 1, True
         elif c == "(":
+            if depth == MAX_NESTING:
+                fail(f"groups nested more than {MAX_NESTING} deep are not portable")
             if pattern.startswith("(?:", i):
                 out.append("(?:")
                 i += 3
@@ -128,6 +131,7 @@ def portable_regex(pattern: str) -> str:
                     fail("a bad {n,m} quantifier")
                 if int(m.group(1)) > 1000 or (m.group(3) and int(m.group(3)) > 1000):
                     fail("repetition counts above 1000 are not portable")
+                counted = True
                 out.append(m.group(0))
                 i += len(m.group(0))
             else:
@@ -155,7 +159,36 @@ def portable_regex(pattern: str) -> str:
             i, quantifiable = i + 1, True
     if depth:
         fail("unbalanced (")
-    return "".join(out)
+    compiled = "".join(out)
+    if counted or len(compiled) > 10_000:
+        too_large = _too_large(compiled)      # only counted repetition or a long pattern can be
+        if too_large:
+            raise ExpressionError(f"regex {pattern!r}: {too_large}")
+    return compiled
+
+
+#: how deep groups may nest: Rust's regex crate (Polars') refuses 250 levels of nesting (Java takes more)
+MAX_NESTING = 100
+
+
+@functools.lru_cache(maxsize=256)
+def _too_large(compiled: str) -> str | None:
+    """Why the regex library of the local engine (Rust's ``regex`` crate, through Polars) refuses the portable
+    ``compiled`` pattern, None when it compiles. Its compiled program has a size limit (10 MB) that nested
+    counted repetition reaches quickly (``(a{1000}){1000}``); Java compiles such patterns without expanding
+    them, so a pattern either refuses is refused for both engines when the flow is defined."""
+    import polars as pl
+
+    try:
+        pl.Series([""]).str.contains(compiled)
+    except pl.exceptions.ComputeError as exc:
+        limit = re.search(r"exceeds size limit of (\d+) bytes", str(exc))
+        if limit:
+            return (f"compiles to more than the {int(limit.group(1)):,} bytes the local engine's regex library "
+                    f"takes (repeat fewer times, or nest fewer counted repetitions)")
+        lines = [line[len("error: "):] for line in str(exc).splitlines() if line.startswith("error: ")]
+        return lines[0] if lines else str(exc).splitlines()[0]
+    return None
 
 
 class Matches(Expr):

@@ -51,14 +51,28 @@ class LocalRun(RunState):
         return SpillDir(self.spill_root, name)
 
     def close(self, ok: bool) -> None:
-        for encoder in self.encoders:
-            encoder.abort()
-        for sink in self.sinks:
-            sink.discard()      # a failed run's files (a run_flow caller's process goes on; its mounts too)
-        if self.trap_file is not None and not self.trap_file.closed:
-            self.trap_file.close()
-        shutil.rmtree(self.spill_root, ignore_errors=True)
-        super().close(ok)
+        """Releases what the run holds, each part whatever another's release raised: a file closed on a
+        full file system fails to flush what it buffered, and the staged outputs must still be discarded
+        (they hold the space)."""
+        try:
+            for encoder in self.encoders:
+                encoder.abort()
+            for sink in self.sinks:
+                sink.discard()      # a failed run's files (a run_flow caller's process goes on; its mounts too)
+            if self.trap_file is not None and not self.trap_file.closed:
+                _close_discarded(self.trap_file)    # a published run closed it in finish_trap
+        finally:
+            shutil.rmtree(self.spill_root, ignore_errors=True)
+            super().close(ok)
+
+
+def _close_discarded(f) -> None:
+    """Closes a file whose content is discarded: what it buffered is lost anyway, so its flush failing
+    (a full file system) is no failure of the close."""
+    try:
+        f.close()
+    except OSError:
+        pass
 
 
 class LocalEngine(Engine):

@@ -50,10 +50,14 @@ def _arithmetic(c, e):
         return float_result(pl.when(b != 0).then(quotient))
     if c.type_of(e) == E.FLOAT:
         return float_result({"+": a.__add__, "-": a.__sub__, "*": a.__mul__}[e.op](b))
-    if e.op in ("//", "%"):
-        # Polars' integer // and % are floor division and modulo, as documented; a zero divisor is null
-        return pl.when(b != 0).then(a // b if e.op == "//" else a % b)
-    return {"+": a.__add__, "-": a.__sub__, "*": a.__mul__}[e.op](b)
+    if e.op == "%":
+        # Polars' integer % is the modulo, as documented (never beyond 64 bits); a zero divisor is null
+        return pl.when(b != 0).then(a % b)
+    # + - * and // in 128 bits, then back to 64: a result beyond 64 bits is null, as on Spark (Polars'
+    # 64-bit arithmetic wraps; the only // beyond is the smallest integer divided by -1)
+    a, b = a.cast(pl.Int128), b.cast(pl.Int128)
+    result = pl.when(b != 0).then(a // b) if e.op == "//" else {"+": a.__add__, "-": a.__sub__, "*": a.__mul__}[e.op](b)
+    return result.cast(pl.Int64, strict=False)
 
 
 def _to_int(c, e):

@@ -91,7 +91,10 @@ class SinkOp(Op):
     def discard(self) -> None:
         """Closes the files a failed run left open, without finishing them (they are staged: discarded)."""
         for f, _writer in self.open.values():
-            f.close()
+            try:
+                f.close()
+            except OSError:
+                pass        # what it buffered is discarded with it (a full file system fails the flush)
         self.open = {}
 
     def finish(self):

@@ -4,6 +4,7 @@ reader (``StoreReader``)."""
 from __future__ import annotations
 
 import os
+import stat
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
@@ -21,6 +22,25 @@ MIN_SPLIT_CHUNK = 256 << 10   # a small read is split between the parse threads 
 
 
 BATCH_ROWS = 131_072          # kernel chunks are coalesced into batches this big: Polars calls pay per call
+
+
+SMALL_FILE = 64 << 10         # plain files below this are read together, as one piece: a piece, its parse
+                              # and its frame cost about 1 ms each, whatever their size
+
+
+class FileGroup(tuple):
+    """Small plain files read and parsed as one piece (in order; each ends with a line break in the piece):
+    ``lines`` is how many lines each holds, filled in by the parse thread, to number its lines."""
+
+    lines: list
+
+    def where(self, line: int) -> tuple[str, int]:
+        """(the file, its line number from 0) of the piece's ``line``."""
+        for path, n in zip(self, self.lines):
+            if line < n:
+                return path, line
+            line -= n
+        raise IndexError(line)
 
 
 class Fused:
@@ -84,7 +104,9 @@ class ParseOp(Op):
     def consume(self, result, path: str) -> None:
         st = self.state
         parsed = result.parsed if isinstance(result, Fused) else result
-        if path != self.path:
+        if isinstance(path, FileGroup):
+            self._consume_group(parsed, path)
+        elif path != self.path:
             self.path, self.line_base = path, 0
             # an incremental run reads a file from where the last one stopped: its line numbers count from
             # there, and the sample says so (``FILE@BYTE:LINE``)
@@ -93,7 +115,7 @@ class ParseOp(Op):
         st.lines_read += parsed.n_lines
         st.count(self.node.name, "in", parsed.n_lines)
         st.dropped_size_dash += parsed.n_dash
-        if parsed.malformed:
+        if parsed.malformed and not isinstance(path, FileGroup):
             samples = self.ctx.run.malformed_samples
             data = parsed.data
             for line, start, end, code in parsed.malformed:
@@ -108,6 +130,8 @@ class ParseOp(Op):
             if self.trap_file is not None:
                 self.trap_file.write(b"".join(bytes(data[s:e]) + b"\n" for _, s, e, _ in parsed.malformed))
         self.line_base += parsed.n_lines
+        if isinstance(path, FileGroup):
+            self.path = None    # the next file numbers its lines from 1
         parsed.data = None  # trapped and sampled: the raw chunk is not needed any more
         if isinstance(result, Fused):
             self._flush()   # chunks parsed before the fusion go first
@@ -126,6 +150,21 @@ class ParseOp(Op):
         self.pending_rows += parsed.n_records
         if self.pending_rows >= BATCH_ROWS:
             self._flush()
+
+    def _consume_group(self, parsed, group: FileGroup) -> None:
+        """The malformed lines of small files parsed together, counted, sampled and trapped as those of each
+        file (line numbers within it)."""
+        st, samples, data = self.state, self.ctx.run.malformed_samples, parsed.data
+        for line, start, end, code in parsed.malformed:
+            reason = kernel.REASON_NAMES[code]
+            st.malformed[reason] = st.malformed.get(reason, 0) + 1
+            if len(samples) < 5:
+                path, number = group.where(line)
+                text = contract.display(data[start:end])
+                why = self.node.format.why(bytes(data[start:end])) if code == 2 else None
+                samples.append((f"{path}:{number + 1}", reason, f"{why}: {text}" if why else text))
+        if self.trap_file is not None and parsed.malformed:
+            self.trap_file.write(b"".join(bytes(data[s:e]) + b"\n" for _, s, e, _ in parsed.malformed))
 
     def _flush(self):
         if self.pending:
@@ -218,13 +257,42 @@ class Scan:
         then = self.then
         return then(parsed) if then is not None else parsed
 
+    def _read_group(self, group: FileGroup):
+        """Small files as one piece: each file's bytes, with a line break after an unterminated last line
+        (which the kernel reads as the line it is at the end of a file)."""
+        pieces, group.lines = [], []
+        for path in group:
+            fd = inputs.open_plain(path)
+            try:
+                data = inputs.read_region(fd, 0, os.fstat(fd).st_size, path)
+            finally:
+                os.close(fd)
+            if data and not data.endswith(b"\n"):
+                data += b"\n"
+            pieces.append(data)
+            group.lines.append(data.count(b"\n"))
+        return self._parse(b"".join(pieces), True)
+
     def _plan(self):
-        """What to parse, as (submit arguments, path, bytes, last piece of its file), in order."""
+        """What to parse, as (submit arguments, path, bytes, last piece of its file), in order: small plain
+        files together (``FileGroup``), unless the run reads ranges of bytes (an incremental run)."""
+        group, group_bytes = [], 0
         for path in self.files:
             # an incremental run reads only the files its plan gives a range of bytes
             start, bound = self.ranges.get(path, (0, 0)) if self.ranges is not None else (0, None)
             if bound is not None and bound <= start:
                 continue
+            size = _small_plain(path) if self.ranges is None else None
+            if size is not None:
+                group.append(path)
+                group_bytes += size
+                if group_bytes >= self.chunk:
+                    yield self._group(group, group_bytes)
+                    group, group_bytes = [], 0
+                continue
+            if group:
+                yield self._group(group, group_bytes)
+                group, group_bytes = [], 0
             if inputs.plain(path):
                 fd = self.opened[path] = inputs.open_plain(path, self.identities.get(path))
                 pos = start
@@ -239,6 +307,12 @@ class Scan:
             for data, final in inputs.read_chunks([path], self.chunk, on_bytes=self.on_bytes, ranges=self.ranges,
                                                   reached=self.reached, identities=self.identities):
                 yield (self._parse, data, final), path, None, False
+        if group:
+            yield self._group(group, group_bytes)
+
+    def _group(self, paths: list[str], n: int):
+        group = FileGroup(paths)
+        return (self._read_group, group), group, n, False
 
     def _fill(self) -> None:
         while len(self.pending) < self.depth:
@@ -285,6 +359,17 @@ class Scan:
         for fd in self.opened.values():
             os.close(fd)
         self.opened.clear()
+
+
+def _small_plain(path: str) -> int | None:
+    """The size of ``path`` when it is a plain file below ``SMALL_FILE``, else None."""
+    if path == inputs.STDIN or inputs.compressed(path):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None     # read on its own, which says why it cannot be
+    return st.st_size if stat.S_ISREG(st.st_mode) and st.st_size < SMALL_FILE else None
 
 
 def scan(files: list[str], **options):

@@ -69,13 +69,17 @@ def _arithmetic(c, e):
     if c.type_of(e) == E.FLOAT:
         return float_result({"+": a.__add__, "-": a.__sub__, "*": a.__mul__}[e.op](b))
     if e.op in ("+", "-", "*"):
-        return {"+": a.__add__, "-": a.__sub__, "*": a.__mul__}[e.op](b)
+        # try_*: a result beyond 64 bits is null (as on the local engine), not ANSI mode's failed job
+        return {"+": F.try_add, "-": F.try_subtract, "*": F.try_multiply}[e.op](a, b)
     # Spark's ``div`` and ``%`` truncate toward zero and fail on a zero divisor under ANSI: the divisor is
     # tested first (a CASE branch is only evaluated when its condition holds), then the quotient is
     # floored and the remainder moved to the divisor's sign, as Python's // and %
     r = a % b
     if e.op == "//":
-        result = F.call_function("div", a, b) - F.when(_floor_adjust(r, b), 1).otherwise(0).cast("long")
+        # the one quotient beyond 64 bits, the smallest integer divided by -1, is null (tested first: ANSI
+        # mode fails it)
+        result = F.when((a != F.lit(-(1 << 63))) | (b != -1), F.call_function("div", a, b)
+                        - F.when(_floor_adjust(r, b), 1).otherwise(0).cast("long"))
     else:
         result = F.when(_floor_adjust(r, b), r + b).otherwise(r)
     return F.when(b != 0, result)
