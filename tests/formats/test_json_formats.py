@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from conftest import logetl, parts, read
 from test_contract import parse_one
-from logetl import contract, detect, formats, jsonformats
+from logetl import contract, detect, formats
 from logetl.engines import kernel
 from logetl.job import run_program
 
