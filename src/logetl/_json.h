@@ -20,6 +20,9 @@
  * (the JVM's batch, whose spans must hold until the batch is read). */
 #ifndef LOGETL_JSON_H
 #define LOGETL_JSON_H
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 enum { T_JSON = 11, T_JKEY = 12, T_JDERIVE = 13 };
 #define JSON_MAX_DEPTH 128       /* deeper nesting is refused as not JSON (Python's recursion is deeper) */
@@ -33,6 +36,8 @@ typedef struct json_state {
     int nseg[64];
     unsigned char src[64][3]; int nsrc[64];         /* a derived field's sources */
     uint64_t top;                                   /* the key fields (their paths start at the line's object) */
+    uint64_t first[JSON_MAX_SEGS][256];             /* by depth and byte: the key fields whose key there starts
+                                                     * with that byte (a key is compared with those only) */
     unsigned char *buf; size_t cap, used;           /* scratch */
     int fixed;                                      /* buf is the caller's: never grown */
     int keep;                                       /* values stay for the batch: used is not reset per line */
@@ -57,7 +62,10 @@ static int json_add(json_state *js, int kind, const unsigned char *lit, ptrdiff_
         while (p < e) {
             const unsigned char *z = memchr(p, 0, e - p);
             if (!z || n == JSON_MAX_SEGS) return -1;
-            js->seg[k][n] = p; js->seglen[k][n] = (uint32_t)(z - p); n++;
+            if (z == p) return -1;     /* an empty key (jsonformats refuses them) */
+            js->seg[k][n] = p; js->seglen[k][n] = (uint32_t)(z - p);
+            js->first[n][p[0]] |= 1ULL << k;
+            n++;
             p = z + 1;
         }
         if (!n) return -1;
@@ -111,6 +119,18 @@ static inline int j_hex(unsigned char c) {
 static const unsigned char *j_string(const unsigned char *p, const unsigned char *e, int *esc) {
     *esc = 0;
     for (;;) {
+#ifdef __SSE2__
+        /* sixteen bytes at a time: the first '"', '\\' or control character among them found at once */
+        while (e - p >= 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)p);
+            __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                                                    _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+                                       _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1F)), v));
+            unsigned m = (unsigned)_mm_movemask_epi8(hit);
+            if (m) { p += __builtin_ctz(m); break; }
+            p += 16;
+        }
+#endif
         /* eight bytes at a time while none is '"', '\\' or a control character */
         while (e - p >= 8) {
             uint64_t w; memcpy(&w, p, 8);
@@ -297,7 +317,7 @@ static const unsigned char *j_object(jctx *c, const unsigned char *p, uint64_t m
                 ptrdiff_t n = j_decode(k, q, o);
                 k = o; klen = n < 0 ? (size_t)-1 : (size_t)n;
             }
-            for (uint64_t m = mask; m; m &= m - 1) {
+            for (uint64_t m = klen && klen != (size_t)-1 ? mask & js->first[depth][k[0]] : 0; m; m &= m - 1) {
                 int f = __builtin_ctzll(m);
                 if (js->seglen[f][depth] == klen && memcmp(js->seg[f][depth], k, klen) == 0) hit |= 1ULL << f;
             }
