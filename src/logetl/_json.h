@@ -17,7 +17,9 @@
  * whose decoded value holds a TAB, CR or LF (a record is tab-separated) makes it LINE_TABCR; a decoded lone
  * surrogate (not UTF-8) makes it LINE_NOMATCH. Decoded values and derived requests are written to the
  * program's scratch buffer (json_state): the caller copies the fields before the next line unless `keep`
- * (the JVM's batch, whose spans must hold until the batch is read). */
+ * (the JVM's batch, whose spans must hold until the batch is read). A request made without a protocol field
+ * names the method's index as its third source (see jsonformats). The mapped key paths form a tree
+ * (json_state.node), so a key is compared with the keys wanted at its place only. */
 #ifndef LOGETL_JSON_H
 #define LOGETL_JSON_H
 #ifdef __SSE2__
@@ -33,11 +35,11 @@ typedef struct json_state {
     unsigned char how[64];                          /* 0 for a key path, else the derivation */
     const unsigned char *seg[64][JSON_MAX_SEGS];    /* a key path's keys */
     uint32_t seglen[64][JSON_MAX_SEGS];
-    int nseg[64];
     unsigned char src[64][3]; int nsrc[64];         /* a derived field's sources */
-    uint64_t top;                                   /* the key fields (their paths start at the line's object) */
-    uint64_t first[JSON_MAX_SEGS][256];             /* by depth and byte: the key fields whose key there starts
-                                                     * with that byte (a key is compared with those only) */
+    /* the key paths as a tree: node 0 the line's object; a node's children the keys inside it, each with the
+     * fields whose path ends there (leaves) and all the fields at or below it (under) */
+    struct { const unsigned char *key; uint32_t len; int child, sibling; uint64_t leaves, under; } node[1 + 64 * JSON_MAX_SEGS];
+    int n_nodes;
     unsigned char *buf; size_t cap, used;           /* scratch */
     int fixed;                                      /* buf is the caller's: never grown */
     int keep;                                       /* values stay for the batch: used is not reset per line */
@@ -64,13 +66,28 @@ static int json_add(json_state *js, int kind, const unsigned char *lit, ptrdiff_
             if (!z || n == JSON_MAX_SEGS) return -1;
             if (z == p) return -1;     /* an empty key (jsonformats refuses them) */
             js->seg[k][n] = p; js->seglen[k][n] = (uint32_t)(z - p);
-            js->first[n][p[0]] |= 1ULL << k;
             n++;
             p = z + 1;
         }
         if (!n) return -1;
-        js->nseg[k] = n; js->how[k] = 0;
-        js->top |= 1ULL << k;
+        if (!js->n_nodes) js->n_nodes = 1;
+        int at = 0;
+        for (int d = 0; d < n; d++) {
+            int ch = js->node[at].child;
+            while (ch && !(js->node[ch].len == js->seglen[k][d] && memcmp(js->node[ch].key, js->seg[k][d], js->seglen[k][d]) == 0))
+                ch = js->node[ch].sibling;
+            if (!ch) {
+                ch = js->n_nodes++;
+                js->node[ch].key = js->seg[k][d]; js->node[ch].len = js->seglen[k][d];
+                js->node[ch].child = 0; js->node[ch].sibling = js->node[at].child;
+                js->node[ch].leaves = js->node[ch].under = 0;
+                js->node[at].child = ch;
+            }
+            js->node[ch].under |= 1ULL << k;
+            at = ch;
+        }
+        js->node[at].leaves |= 1ULL << k;
+        js->how[k] = 0;
     } else if (kind == T_JDERIVE) {
         int need = stop == 'r' ? 3 : 1;
         if (lit_len != need || !memchr("rpqmuv", stop, 6)) return -1;
@@ -233,11 +250,11 @@ static inline void j_set_all(jctx *c, uint64_t m, const unsigned char *s, const 
     }
 }
 
-static const unsigned char *j_object(jctx *c, const unsigned char *p, uint64_t mask, int depth);
+static const unsigned char *j_object(jctx *c, const unsigned char *p, int node, int depth);
 
-/* The value at p (after whitespace); `leaves` take its value, `deeper` look inside it (an object) at
- * `depth`. Returns the end of the value, or NULL (c->err set). */
-static const unsigned char *j_value(jctx *c, const unsigned char *p, uint64_t leaves, uint64_t deeper, int depth) {
+/* The value at p (after whitespace); `leaves` take its value, the keys below `node` (-1: none) are looked for
+ * inside it (an object). Returns the end of the value, or NULL (c->err set). */
+static const unsigned char *j_value(jctx *c, const unsigned char *p, uint64_t leaves, int node, int depth) {
     const unsigned char *e = c->e;
     if (p >= e) { c->err = p; return NULL; }
     switch (*p) {
@@ -261,7 +278,7 @@ static const unsigned char *j_value(jctx *c, const unsigned char *p, uint64_t le
     case '{':
         if (depth >= JSON_MAX_DEPTH) { c->err = p; return NULL; }
         if (leaves) j_set_all(c, leaves, c->line, c->line, 0);
-        return j_object(c, p, deeper, depth);
+        return j_object(c, p, node, depth);
     case '[': {
         if (depth >= JSON_MAX_DEPTH) { c->err = p; return NULL; }
         if (leaves) j_set_all(c, leaves, c->line, c->line, 0);
@@ -269,7 +286,7 @@ static const unsigned char *j_value(jctx *c, const unsigned char *p, uint64_t le
         if (p < e && *p == ']') return p + 1;
         for (int first = 1;; first = 0) {
             /* the first element gives the leaves their value; an array has no keys to look inside */
-            if (!(p = j_value(c, p, first ? leaves : 0, 0, depth + 1))) return NULL;
+            if (!(p = j_value(c, p, first ? leaves : 0, -1, depth + 1))) return NULL;
             p = j_ws(p, e);
             if (p < e && *p == ',') { p = j_ws(p + 1, e); continue; }
             if (p < e && *p == ']') return p + 1;
@@ -295,9 +312,10 @@ static const unsigned char *j_value(jctx *c, const unsigned char *p, uint64_t le
     }
 }
 
-/* The object at p ('{'): each key's fields among `mask` (their keys before `depth` matched) take or look
- * into its value; a key met again replaces what the earlier one gave (as a JSON object's last key wins). */
-static const unsigned char *j_object(jctx *c, const unsigned char *p, uint64_t mask, int depth) {
+/* The object at p ('{'): a key among node's children (-1: none looked for) gives its fields their values,
+ * or looks for deeper keys in its value; a key met again replaces what the earlier one gave (as a JSON
+ * object's last key wins). */
+static const unsigned char *j_object(jctx *c, const unsigned char *p, int node, int depth) {
     const unsigned char *e = c->e;
     json_state *js = c->js;
     p = j_ws(p + 1, e);
@@ -307,8 +325,8 @@ static const unsigned char *j_object(jctx *c, const unsigned char *p, uint64_t m
         int esc;
         const unsigned char *q = j_string(p + 1, e, &esc);
         if (!q) { c->err = p; return NULL; }
-        uint64_t hit = 0;
-        if (mask) {
+        int hit = -1;
+        if (node >= 0) {
             const unsigned char *k = p + 1;
             size_t klen = (size_t)(q - k), mark = js->used;
             if (esc) {     /* an escaped key is compared decoded; its scratch is given back at once */
@@ -317,23 +335,19 @@ static const unsigned char *j_object(jctx *c, const unsigned char *p, uint64_t m
                 ptrdiff_t n = j_decode(k, q, o);
                 k = o; klen = n < 0 ? (size_t)-1 : (size_t)n;
             }
-            for (uint64_t m = klen && klen != (size_t)-1 ? mask & js->first[depth][k[0]] : 0; m; m &= m - 1) {
-                int f = __builtin_ctzll(m);
-                if (js->seglen[f][depth] == klen && memcmp(js->seg[f][depth], k, klen) == 0) hit |= 1ULL << f;
-            }
+            for (int ch = js->node[node].child; ch; ch = js->node[ch].sibling)
+                if (js->node[ch].len == klen && js->node[ch].key[0] == k[0] && memcmp(js->node[ch].key, k, klen) == 0) {
+                    hit = ch;
+                    break;
+                }
             js->used = mark;
         }
         p = j_ws(q + 1, e);
         if (p >= e || *p != ':') { c->err = p; return NULL; }
         p = j_ws(p + 1, e);
-        uint64_t leaves = 0;
-        for (uint64_t m = hit; m; m &= m - 1) {
-            int f = __builtin_ctzll(m);
-            if (js->nseg[f] == depth + 1) leaves |= 1ULL << f;
-        }
-        uint64_t deeper = hit & ~leaves;
+        uint64_t leaves = hit >= 0 ? js->node[hit].leaves : 0, deeper = hit >= 0 ? js->node[hit].under & ~leaves : 0;
         if (deeper) j_set_all(c, deeper, c->line, c->line, 0);   /* missing unless this value has them */
-        if (!(p = j_value(c, p, leaves, deeper, depth + 1))) return NULL;
+        if (!(p = j_value(c, p, leaves, deeper ? hit : -1, depth + 1))) return NULL;
         p = j_ws(p, e);
         if (p < e && *p == ',') { p = j_ws(p + 1, e); continue; }
         if (p < e && *p == '}') return p + 1;
@@ -389,7 +403,7 @@ static int json_line(json_state *js, const unsigned char *p, const unsigned char
     for (int k = 0; k < js->n_fields; k++) f[k].s = f[k].e = p;
     const unsigned char *q = j_ws(p, e);
     if (q >= e || *q != '{') { if (err) *err = q - p; return LINE_NOMATCH; }
-    q = j_object(&c, q, js->top, 0);
+    q = j_object(&c, q, js->n_nodes ? 0 : -1, 0);
     if (q) q = j_ws(q, e);
     if (!q || q != e) { if (err) *err = (q ? q : c.err) - p; return LINE_NOMATCH; }
     for (int k = 0; k < js->n_fields; k++)
