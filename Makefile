@@ -11,7 +11,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
-SOURCES := pyproject.toml setup.py src/logetl/_scan.c src/logetl/_kernel.h src/logetl/_parquet.c
+SOURCES := pyproject.toml setup.py src/logetl/_scan.c src/logetl/_kernel.h src/logetl/_json.h src/logetl/_parquet.c
 
 $(VENV)/.installed-run: $(BIN)/python $(SOURCES)
 	$(PIP) -e .

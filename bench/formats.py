@@ -14,7 +14,9 @@ outputs, median wall time of:
 
 Target: the nginx parse within 1.5x the default format's time in the same run.
 
-Then the vendor presets (``alb``, ``elb``, ``s3``, ``haproxy``, ``cloudfront``): the same combined log's
+Then the vendor presets (``alb``, ``elb``, ``s3``, ``haproxy``, ``cloudfront``) and the JSON-lines presets
+(``caddy``, ``traefik``, ``nginx_json``: each record written as that server writes its JSON object, keys in
+its order; target within 2.5x, ``JSON_LIMIT``): the same combined log's
 records rewritten into each preset's layout (each vendor's documented example line with the record's
 client address, request, status, bytes and user agent in their places, the first 50,000 records repeated
 to the line count; CloudFront's with its two header lines first), and the parse alone of each, the fields of the one vocabulary it has, against the combined
@@ -38,6 +40,39 @@ OUT = os.path.join(HERE, "out", "formats")
 NGINX = ('$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" '
          '"$http_user_agent" $request_time "$http_x_forwarded_for"')
 LIMIT = 1.5
+#: the JSON-lines presets' limit: a JSON line is about twice a combined line's bytes, every byte read by a
+#: full JSON scan (strings, escapes, nesting), against combined's expression that skips most of its bytes
+JSON_LIMIT = 2.5
+JSON_PRESETS = ("caddy", "traefik", "nginx_json")
+
+
+def json_line(preset: str, n: int, ip: str, time: str, request: str, status: str, size: str, referer: str,
+              agent: str) -> bytes:
+    """One record in a JSON preset's layout, with the keys and key order each server writes."""
+    method, _, rest = request.partition(" ")
+    uri, _, proto = rest.rpartition(" ") if " " in rest else (rest, "", "")
+    if preset == "caddy":
+        obj = {"level": "info", "ts": 1431856703.5241024 + n, "logger": "http.log.access", "msg": "handled request",
+               "request": {"remote_ip": ip, "remote_port": str(40000 + n % 20000), "client_ip": ip, "proto": proto,
+                           "method": method, "host": "example.com", "uri": uri,
+                           "headers": {"User-Agent": [agent], "Referer": [referer], "Accept": ["*/*"]}},
+               "bytes_read": 0, "user_id": "", "duration": 0.000929675, "size": int(size), "status": int(status),
+               "resp_headers": {"Server": ["Caddy"], "Content-Type": ["text/html; charset=utf-8"]}}
+    elif preset == "traefik":
+        obj = {"ClientAddr": f"{ip}:{40000 + n % 20000}", "ClientHost": ip, "ClientPort": str(40000 + n % 20000),
+               "ClientUsername": "-", "DownstreamContentSize": int(size), "DownstreamStatus": int(status),
+               "Duration": 1964899, "OriginContentSize": int(size), "OriginDuration": 1694568,
+               "OriginStatus": int(status), "Overhead": 270331, "RequestAddr": "example.com", "RequestContentSize": 0,
+               "RequestCount": n, "RequestHost": "example.com", "RequestMethod": method, "RequestPath": uri,
+               "RequestPort": "-", "RequestProtocol": proto, "RequestScheme": "http", "RetryAttempts": 0,
+               "RouterName": "web@docker", "ServiceAddr": "10.0.0.5:3000", "ServiceName": "web@docker",
+               "ServiceURL": "http://10.0.0.5:3000", "StartLocal": "2015-05-17T10:05:03.10912886Z",
+               "StartUTC": "2015-05-17T10:05:03.10912886Z", "entryPointName": "http", "level": "info", "msg": "",
+               "request_Referer": referer, "request_User-Agent": agent, "time": "2015-05-17T10:05:03Z"}
+    else:
+        obj = {"time_local": time, "remote_addr": ip, "remote_user": "", "request": request, "status": status,
+               "body_bytes_sent": size, "request_time": "0.012", "http_referrer": referer, "http_user_agent": agent}
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def to_nginx(src: str, dst: str) -> None:
@@ -88,7 +123,13 @@ def to_vendor(src: str, dst: str, preset: str, lines: int) -> None:
             except contract.Malformed:     # the generated log's malformed lines stay out
                 continue
             ip, _, request, status, size = fields
-            agent = contract.parse_tail(raw, fields)[1]
+            referer, agent = contract.parse_tail(raw, fields)
+            if preset in JSON_PRESETS:
+                buf.append(json_line(preset, len(buf), ip, fields[1], request, status, "0" if size == "-" else size,
+                                     referer or "-", agent or "-") + b"\n")
+                if len(buf) == min(DISTINCT, lines):
+                    break
+                continue
             ip, request, status, agent = ip.encode(), request.encode(), status.encode(), (agent or "-").encode()
             size = b"0" if size == "-" else size.encode()
             method, _, rest = request.partition(b" ")
@@ -132,7 +173,7 @@ import itertools, os, resource, sys, tempfile
 sys.path.insert(0, {os.path.join(HERE, '..', 'src')!r})
 from logetl import formats
 from logetl.engines import kernel
-from logetl.engines.local import scan
+from logetl.engines.local.scan import scan
 src = {path!r}
 if {lines!r} is not None:
     fd, src = tempfile.mkstemp(dir={OUT!r})
@@ -178,7 +219,8 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=2_000_000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--presets", default="alb,elb,s3,haproxy,cloudfront", help="vendor presets to time ('' none)")
+    ap.add_argument("--presets", default="alb,elb,s3,haproxy,cloudfront,caddy,traefik,nginx_json",
+                    help="vendor and JSON presets to time ('' none)")
     args = ap.parse_args()
     from logetl import formats
 
@@ -229,6 +271,7 @@ def main() -> None:
         results["presets"][preset] = {
             "bytes": os.path.getsize(path), "records": records[f"parse {preset}"],
             "ratio_parse": med[f"parse {preset}"] / med["parse (combined, default)"],
+            "limit": JSON_LIMIT if preset in JSON_PRESETS else LIMIT,
             "peak_rss_mb_half": half, "peak_rss_mb_whole": whole}
     results["load_average_1_5_15"] = os.getloadavg()
     with open(os.path.join(OUT, "results.json"), "w") as f:
@@ -242,7 +285,7 @@ def main() -> None:
     print(f"  branch outputs identical: {same}")
     for preset, r in results["presets"].items():
         print(f"  {preset:<11} {r['bytes'] / 1e6:5.0f} MB, {r['records']:,} records; parse / combined "
-              f"{r['ratio_parse']:.2f} (limit {LIMIT}); peak RSS {r['peak_rss_mb_half']:.0f} MB for half, "
+              f"{r['ratio_parse']:.2f} (limit {r['limit']}); peak RSS {r['peak_rss_mb_half']:.0f} MB for half, "
               f"{r['peak_rss_mb_whole']:.0f} MB for all")
     print(f"  system load at the end (1, 5, 15 min): "
           f"{', '.join(f'{x:.1f}' for x in results['load_average_1_5_15'])}")

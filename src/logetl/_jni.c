@@ -12,6 +12,8 @@
  *   data, offsets: n lines, line i being data[offsets[i], offsets[i + 1]) (no '\n'; a trailing '\r' is cut)
  *   spans:   filled for kept lines: field k of line i is data[spans[2 (i n_out + k)], spans[2 (i n_out + k) + 1])
  *   status:  filled: one byte a line, 0 kept, 1/2/3 malformed (invalid UTF-8, no match, TAB or CR), 4 dropped
+ *   A JSON program (_json.h) writes the values it decodes after the lines, in data[offsets[n], length of data)
+ *   (the Java side leaves room there: see NativeParse), and its spans may point there.
  * Kernel.version() -> the logetl version this library was built from. */
 #include <jni.h>
 #include <stdlib.h>
@@ -35,9 +37,13 @@ JNIEXPORT jstring JNICALL Java_logetl_spark_Kernel_version(JNIEnv *env, jclass c
 
 /* The encoded program into pg (its literals point into code); 0, or -1 when it is malformed. */
 static int decode_program(const unsigned char *code, jsize len, const jint *out, jsize n_out, jint size_index,
-                          program *pg, token *tokens, int max_tokens) {
+                          program *pg, token *tokens, int max_tokens, json_state *js) {
     memset(pg, 0, sizeof *pg);
     pg->tokens = tokens;
+    if (len > 0 && code[0] == T_JSON) {
+        memset(js, 0, sizeof *js);
+        pg->json = js;
+    }
     pg->clean_literals = 1;
     pg->cr_free_literals = 1;
     jsize at = 0;
@@ -76,11 +82,12 @@ JNIEXPORT jint JNICALL Java_logetl_spark_Kernel_parse(JNIEnv *env, jclass cls, j
     unsigned char *code = NULL;
     program pg, *pgp = NULL;
     token tokens[4 * MAX_FIELDS + 2];
+    static __thread json_state js;   /* ~12 KB: not on the JVM thread's stack */
     int tail = 0;
     if (program_a) {   /* a copy: the critical sections below must not call back into the JVM */
         if (!(code = malloc(prog_len ? prog_len : 1))) return -1;
         (*env)->GetByteArrayRegion(env, program_a, 0, prog_len, (jbyte *)code);
-        if (decode_program(code, prog_len, out, n_out, size_index, &pg, tokens, 4 * MAX_FIELDS + 2) < 0) {
+        if (decode_program(code, prog_len, out, n_out, size_index, &pg, tokens, 4 * MAX_FIELDS + 2, &js) < 0) {
             free(code);
             return -1;
         }
@@ -98,7 +105,13 @@ JNIEXPORT jint JNICALL Java_logetl_spark_Kernel_parse(JNIEnv *env, jclass cls, j
     jint *spans = offsets ? (*env)->GetPrimitiveArrayCritical(env, spans_a, NULL) : NULL;
     jbyte *status = spans ? (*env)->GetPrimitiveArrayCritical(env, status_a, NULL) : NULL;
     const unsigned char *data = status ? (*env)->GetPrimitiveArrayCritical(env, data_a, NULL) : NULL;
-    if (data) {
+    if (data && pgp && pgp->json) {   /* the room after the lines: the values decoded, kept for the batch */
+        jint used = n > 0 ? offsets[n] : 0;
+        if (used < 0 || used > data_len) bad_offsets = 1;
+        js.buf = (unsigned char *)data + used; js.cap = (size_t)(data_len - used); js.used = 0;
+        js.fixed = 1; js.keep = 1;
+    }
+    if (data && !bad_offsets) {
         span f[MAX_FIELDS];
         for (jint i = 0; i < n; i++) {
             jint s = offsets[i], e = offsets[i + 1];
@@ -116,7 +129,8 @@ JNIEXPORT jint JNICALL Java_logetl_spark_Kernel_parse(JNIEnv *env, jclass cls, j
             }
         }
     }
-    if (data) (*env)->ReleasePrimitiveArrayCritical(env, data_a, (void *)data, JNI_ABORT);
+    /* a JSON program wrote its values into data: kept (a JVM may have given a copy) */
+    if (data) (*env)->ReleasePrimitiveArrayCritical(env, data_a, (void *)data, pgp && pgp->json ? 0 : JNI_ABORT);
     if (status) (*env)->ReleasePrimitiveArrayCritical(env, status_a, status, 0);
     if (spans) (*env)->ReleasePrimitiveArrayCritical(env, spans_a, spans, 0);
     if (offsets) (*env)->ReleasePrimitiveArrayCritical(env, offsets_a, offsets, JNI_ABORT);

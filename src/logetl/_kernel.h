@@ -192,11 +192,22 @@ typedef struct {
     unsigned char tab_free[MAX_FIELDS];   /* the field ends at its first TAB, so holds none */
     int may_be_absent;             /* a field may take no text of the line (T_OPT, T_MAYBE, T_PREFIX): a
                                     * record's TSV may then be longer than its line, by up to one TAB a field */
+    struct json_state *json;       /* a JSON program's (_json.h), the caller's; NULL for a token program */
 } program;
+
+#include "_json.h"
 
 /* Adds a token to pg (room for it is the caller's): counts the program's fields and notes a literal that
  * holds a TAB or CR. 0, or -1 for a kind there is none of. */
 static inline int program_add(program *pg, int kind, const unsigned char *lit, ptrdiff_t lit_len, unsigned char stop) {
+    if (kind >= T_JSON && kind <= T_JDERIVE) {   /* a JSON program: its own tokens, no others */
+        if (!pg->json || (kind == T_JSON) != (pg->n_tokens == 0) || json_add(pg->json, kind, lit, lit_len, stop) < 0)
+            return -1;
+        pg->n_tokens++;
+        if (kind != T_JSON) pg->n_fields++;
+        return 0;
+    }
+    if (pg->json) return -1;
     if (kind < T_LIT || kind > T_SKIP) return -1;
     if ((kind == T_MAYBE || kind == T_PREFIX) && lit_len < 1) return -1;
     if (kind == T_SKIP && (pg->n_tokens != 0 || lit_len < 1)) return -1;
@@ -330,7 +341,8 @@ static int parse_program_line(const program *pg, const unsigned char *p, const u
 static inline int line_status(const program *pg, int size_index, int tail, const unsigned char *p,
                               const unsigned char *le, span *f) {
     const unsigned char *ce = (le > p && le[-1] == '\r') ? le - 1 : le;
-    int reason = pg ? parse_program_line(pg, p, ce, f) : parse_line(p, ce, f);
+    int reason = !pg ? parse_line(p, ce, f) : pg->json ? json_line(pg->json, p, ce, f, NULL)
+                                                        : parse_program_line(pg, p, ce, f);
     if (reason == LINE_OK) {
         int si = pg ? pg->size_index : size_index;
         if (si >= 0 && f[si].e - f[si].s == 1 && f[si].s[0] == '-') reason = ST_DASH;

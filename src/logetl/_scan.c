@@ -57,6 +57,8 @@ typedef struct {
     int size_index;                                    /* the original expression's: 4 drops a size "-", -1 not */
     int tail;                                          /* the original expression's tail fields are written */
     unsigned char *valid; Py_ssize_t n_null;           /* tail: one bit a record, 0 where the tail is null */
+    Py_ssize_t tsv_cap;                                /* > 0: tsv is malloc'd and grows (a JSON program's
+                                                        * records may be longer than their lines) */
     int oom;
 } scan_state;
 
@@ -67,6 +69,18 @@ static void put_view(unsigned char *v, const char *base, const char *s, Py_ssize
     if (len <= 12) { memcpy(v + 4, s, len); return; }
     int32_t idx = 0, off = (int32_t)(s - base);
     memcpy(v + 4, s, 4); memcpy(v + 8, &idx, 4); memcpy(v + 12, &off, 4);
+}
+
+/* Room in a growing TSV for the record whose fields are f; 0 when out of memory. */
+static int tsv_room(scan_state *st, const span *f) {
+    Py_ssize_t need = st->tsv_len + st->n_out;
+    for (int k = 0; k < st->n_out; k++) need += f[st->out[k]].e - f[st->out[k]].s;
+    if (need <= st->tsv_cap) return 1;
+    Py_ssize_t cap = st->tsv_cap * 2 > need ? st->tsv_cap * 2 : need;
+    char *t = realloc(st->tsv, cap);     /* the views hold offsets from the start: they stay right */
+    if (!t) { st->oom = 1; return 0; }
+    st->tsv = t; st->tsv_cap = cap;
+    return 1;
 }
 
 static void scan(const unsigned char *buf, Py_ssize_t n, int final, scan_state *st) {
@@ -131,6 +145,7 @@ static void scan(const unsigned char *buf, Py_ssize_t n, int final, scan_state *
                 }
                 st->n_rec++;
             } else {
+                if (st->tsv_cap && !tsv_room(st, f)) return;
                 char *o = st->tsv + st->tsv_len;
                 for (int k = 0; k < n_out; k++) {
                     int src = st->out[k];
@@ -177,6 +192,9 @@ static PyObject *run_scan(Py_buffer *inp, int final, int columns, const program 
          * exact size at the end. (Bytes objects with room for a whole chunk each, trimmed afterwards, left
          * the heap so fragmented that Branch with Parquet held 386 MB instead of 206 MB.) */
         tsv = Py_None; Py_INCREF(tsv);
+    } else if (pg && pg->json) {   /* a bytes object made at the end, of the grown buffer */
+        st.tsv_cap = in.len + 64;
+        if (!(st.tsv = malloc(st.tsv_cap))) { PyBuffer_Release(inp); return PyErr_NoMemory(); }
     } else {
         /* Each record's TSV is no longer than its line plus the '\n' it may lack, plus, when a field may
          * take no text of the line, one TAB a field. */
@@ -196,7 +214,9 @@ static PyObject *run_scan(Py_buffer *inp, int final, int columns, const program 
     PyBuffer_Release(inp);
     PyObject *views = NULL, *bad = NULL, *valid = NULL, *result = NULL;
     if (st.oom) { PyErr_NoMemory(); goto done; }
-    if (columns != 2 && _PyBytes_Resize(&tsv, st.tsv_len) < 0) { tsv = NULL; goto done; }
+    if (st.tsv_cap) {
+        if (!(tsv = PyBytes_FromStringAndSize(st.tsv, st.tsv_len))) goto done;
+    } else if (columns != 2 && _PyBytes_Resize(&tsv, st.tsv_len) < 0) { tsv = NULL; goto done; }
     if (!columns) { views = Py_None; Py_INCREF(views); }
     else if (columns == 2) {   /* the values trimmed; the end offsets record-major -> field-major, from 0 */
         PyObject *offs = PyBytes_FromStringAndSize(NULL, (st.n_rec + 1) * 4 * n_out);
@@ -248,6 +268,7 @@ done:
     Py_XDECREF(tsv); Py_XDECREF(views); Py_XDECREF(bad); Py_XDECREF(valid);
     for (int k = 0; k < n_out; k++) free(st.fd[k]);
     free(st.views); free(st.bad); free(st.valid);
+    if (st.tsv_cap) free(st.tsv);
     return result;
 }
 
@@ -285,6 +306,15 @@ static PyObject *parse_chunk(PyObject *self, PyObject *args) {
     return run_scan(&in, final, columns, NULL, out, n_out, size_index);
 }
 
+/* What build_program allocated. */
+static void free_program(program *pg) {
+    free(pg->tokens);
+    pg->tokens = NULL;
+    if (pg->json) free(pg->json->buf);
+    free(pg->json);
+    pg->json = NULL;
+}
+
 /* Reads a token program (see parse_format) into pg; 0 on success, -1 with an exception set (pg->tokens
  * freed). The literals point into prog_t, which the caller keeps alive for as long as pg is used. */
 static int build_program(PyObject *prog_t, PyObject *out_t, int size_index, program *pg) {
@@ -294,6 +324,14 @@ static int build_program(PyObject *prog_t, PyObject *out_t, int size_index, prog
     if (!pg->tokens) { PyErr_NoMemory(); return -1; }
     pg->clean_literals = 1;
     pg->cr_free_literals = 1;
+    if (n_tok && PyTuple_Check(PyTuple_GET_ITEM(prog_t, 0)) && PyTuple_GET_SIZE(PyTuple_GET_ITEM(prog_t, 0)) == 3) {
+        PyObject *k0 = PyTuple_GET_ITEM(PyTuple_GET_ITEM(prog_t, 0), 0);
+        if (PyLong_Check(k0) && PyLong_AsLong(k0) == T_JSON && !(pg->json = calloc(1, sizeof(json_state)))) {
+            free(pg->tokens);
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
     for (Py_ssize_t i = 0; i < n_tok; i++) {
         int kind, stop; const char *lit; Py_ssize_t lit_len;
         if (!PyArg_ParseTuple(PyTuple_GET_ITEM(prog_t, i), "iy#i", &kind, &lit, &lit_len, &stop)) goto bad;
@@ -309,8 +347,7 @@ static int build_program(PyObject *prog_t, PyObject *out_t, int size_index, prog
     if ((pg->n_out = read_out(out_t, pg->n_fields, pg->out)) < 0) goto bad;
     return 0;
 bad:
-    free(pg->tokens);
-    pg->tokens = NULL;
+    free_program(pg);
     return -1;
 }
 
@@ -324,7 +361,7 @@ static PyObject *parse_format(PyObject *self, PyObject *args) {
     if (build_program(prog_t, out_t, size_index, &pg) < 0) { PyBuffer_Release(&in); return NULL; }
     /* the token tuple (and so the literals) stays alive: prog_t is borrowed from args for the call */
     PyObject *result = run_scan(&in, final, columns, &pg, pg.out, pg.n_out, -1);
-    free(pg.tokens);
+    free_program(&pg);
     return result;
 }
 
@@ -450,7 +487,7 @@ static PyObject *parse_arrow(PyObject *self, PyObject *args) {
     if (!valid) { valid = Py_None; Py_INCREF(valid); }
     result = Py_BuildValue("(OnOO)", status, n_bad, fields, valid);
 done:
-    if (pgp) free(pg.tokens);
+    if (pgp) free_program(&pg);
     Py_XDECREF(status); Py_XDECREF(fields); Py_XDECREF(valid);
     for (int k = 0; k < 2 * MAX_FIELDS; k++) Py_XDECREF(bufs[k]);
 release:

@@ -134,7 +134,8 @@ def _format_options(f):
                           "(nginx) line; #NAME picks one of several.")(f)
     f = click.option("--format", "log_format", metavar="FORMAT", default=None,
                      help="Log format: combined (default), common, vhost_combined, nginx, alb, elb, s3, "
-                          "haproxy, cloudfront, auto (recognised from the input's first lines), or an Apache "
+                          "haproxy, cloudfront, caddy, traefik, nginx_json (JSON lines), auto (recognised from the "
+                          "input's first lines), json:NAME=KEY.PATH,... (any JSON-lines log), or an Apache "
                           "LogFormat / nginx log_format string.")(f)
     return f
 

@@ -6,15 +6,17 @@ for CloudFront, one of its header lines), and for ``combined`` only when its ``"
 is there too (a line of the common layout also matches the original expression, whose tail is then null).
 The candidate that takes the most lines wins; a tie goes to the one listed first (the more specific: nginx's
 preset has one more quoted field than combined). A log none of them takes a line of is refused, naming the
-candidates tried.
+candidates tried. A JSON preset takes a line that is a JSON object holding its signature's keys
+(``jsonformats.SIGNATURES``: Caddy's ``request``, ``status``, ``size``, ``ts``; Traefik's ``ClientHost``,
+``RequestMethod``, ``DownstreamStatus``; nginx_json's ``time_local``, ``remote_addr``, ``request``, ``status``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from logetl import contract, formats
+from logetl import contract, formats, jsonformats
 
-CANDIDATES = ("alb", "elb", "s3", "haproxy", "cloudfront", "vhost_combined", "nginx", "combined", "common")
+CANDIDATES = ("caddy", "traefik", "nginx_json", "alb", "elb", "s3", "haproxy", "cloudfront", "vhost_combined", "nginx", "combined", "common")
 SAMPLE_LINES = 20
 #: how much of the input's start is read (a sample ends at the last whole line in it)
 SAMPLE_BYTES = 1 << 16
@@ -33,6 +35,8 @@ class Detected:
 
 
 def _takes(fmt: formats.LogFormat, raw: bytes) -> bool:
+    if fmt.syntax == "json" and not jsonformats.looks_like(fmt.name, raw):
+        return False     # any JSON object is a record of every JSON format: its keys tell which it is
     try:
         fields = fmt.parse_line(raw)
     except formats.Header:

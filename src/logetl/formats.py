@@ -210,6 +210,8 @@ VENDOR = {
                   "{edge_detailed_result_type}{?}\t{content_type}{?}\t{content_length}{?}\t{range_start}{?}\t"
                   "{range_end}",
 }
+#: the JSON-lines presets (logetl.jsonformats)
+JSON_NAMES = ("caddy", "traefik", "nginx_json")
 #: the vendor presets whose lines may be header lines, and how those start
 VENDOR_HEADERS = {"cloudfront": "#"}
 
@@ -499,8 +501,9 @@ def _preset_scan(tok: Field, b: bytes, pos: int):
 def missing_field(fmt: "LogFormat", name: str) -> str:
     """The one-line refusal of a flow that asks log format ``fmt`` for a field ``name`` it lacks: the
     format, its fields, and the presets that have the field (so that ``--format`` can name one)."""
-    label = fmt.name if fmt.name in PRESETS or fmt.name in VENDOR or fmt.legacy else repr(fmt.text)
-    having = [p for p in (*PRESETS, *VENDOR) if name in compile_format(p).fields]
+    label = fmt.name if fmt.name in PRESETS or fmt.name in VENDOR or fmt.name in JSON_NAMES or fmt.legacy \
+        else repr(fmt.text)
+    having = [p for p in (*PRESETS, *VENDOR, *JSON_NAMES) if name in compile_format(p).fields]
     if not having:
         where = "no preset has it (a format string with it does: see --format)"
     elif len(having) == 1:
@@ -799,6 +802,9 @@ def compile_format(spec: str | None) -> LogFormat:
                           "be used here (give a format)")
     if spec in VENDOR:
         return compile_vendor(spec)
+    if spec in JSON_NAMES or spec.startswith("json:"):
+        from logetl import jsonformats
+        return jsonformats.compile_json(spec)
     if spec in PRESETS:
         text = PRESETS[spec]
         return compile_nginx(text, spec) if spec == "nginx" else compile_apache(text, spec)
@@ -806,8 +812,9 @@ def compile_format(spec: str | None) -> LogFormat:
         return compile_apache(spec)
     if "$" in spec:
         return compile_nginx(spec)
-    raise FormatError(f"format {spec!r} is neither a preset ({', '.join(sorted((*PRESETS, *VENDOR)))}) nor a format "
-                      "string with a %-directive (Apache) or a $variable (nginx)")
+    raise FormatError(f"format {spec!r} is neither a preset ({', '.join(sorted((*PRESETS, *VENDOR, *JSON_NAMES)))}), "
+                      "a JSON mapping (json:NAME=KEY.PATH,...) nor a format string with a %-directive (Apache) or a "
+                      "$variable (nginx)")
 
 
 # --- format files --------------------------------------------------------------------------------------

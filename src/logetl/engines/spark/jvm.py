@@ -35,7 +35,7 @@ from logetl.engines.spark.cds import _java, cache_dir
 
 HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the logetl package
 JAVA_SOURCES = [os.path.join(HERE, "java", "logetl", "spark", n) for n in ("Kernel.java", "NativeParse.java")]
-C_SOURCES = [os.path.join(HERE, "_jni.c"), os.path.join(HERE, "_kernel.h")]
+C_SOURCES = [os.path.join(HERE, "_jni.c"), os.path.join(HERE, "_kernel.h"), os.path.join(HERE, "_json.h")]
 LIBRARY = "liblogetl_jvm.so"
 #: the Java release the classes are compiled for: what Spark 4 runs on, whatever javac compiles them
 RELEASE = "17"

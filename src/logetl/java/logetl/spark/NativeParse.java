@@ -146,6 +146,11 @@ public final class NativeParse {
             }
             offsets[n] = used;
             if (n == 0) return false;
+            // a JSON program (first token kind 11) writes the values it decodes after the lines: at most
+            // twice the lines' bytes and a little per line (see _json.h)
+            long room = 3L * used + 16L * n + 64;
+            if (spec.program != null && spec.program.length > 0 && spec.program[0] == 11 && data.length < room)
+                data = Arrays.copyOf(data, Math.toIntExact(room));
             bad = Kernel.parse(spec.program, spec.out, spec.sizeIndex, data, offsets, n, spans, status);
             if (bad < 0) throw new IllegalStateException("logetl's kernel refused its arguments");
             return true;
