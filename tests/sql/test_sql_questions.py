@@ -16,7 +16,6 @@ from logetl.api import read
 from logetl.engines import get_engine
 from logetl.job import bind
 from logetl.listener import FlowListener
-from logetl.sql.query import Query
 
 TIME = "strptime(time, '%d/%b/%Y:%H:%M:%S %z')"
 
@@ -142,7 +141,7 @@ def expected(path) -> dict[str, bytes]:
 
 def run_questions(engine: str, sample: str, where) -> dict[str, bytes]:
     log = read()
-    sinks = [Query(name, log, text, engine).write(name) for name, text in QUESTIONS.items()]
+    sinks = [assembly.Sql(name, log, text, "log", engine).write(name) for name, text in QUESTIONS.items()]
     flow = assembly.Flow("questions", sinks)
     runner = get_engine(engine)()
     outs = {name: str(where / name) for name in QUESTIONS}

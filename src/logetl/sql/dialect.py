@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from logetl.errors import UsageError
 from logetl.expressions import BOOLEAN, FLOAT, INTEGER, STRING, TIMESTAMP
 
-__all__ = ["SqlError", "Checked", "check", "to_spark", "ENGINES"]
+__all__ = ["SqlError", "Checked", "check", "portable", "referenced", "to_spark", "ENGINES"]
 
 ENGINES = ("local", "spark")
 
@@ -105,12 +105,37 @@ def check(query: str, engine: str, tables: dict[str, list[str]]) -> Checked:
     if not isinstance(query, str) or not query.strip():
         raise SqlError("the SQL query is empty")
     _only_queries(query, tables)      # DuckDB's parser: the local engine needs no other
-    tree = None
-    if engine == "spark":
-        tree = _parse(query)
-        _portable(tree)
+    tree = portable(query, engine)
     names, types = _bind(query, tables)
     return Checked(query, _columns(names, types), tuple(types), tree)
+
+
+def portable(query: str, engine: str):
+    """Refuses (``SqlError``, one line naming the construct and the engine) a query outside what ``engine``
+    runs: on Spark, the portable subset; the local engine runs all of DuckDB's SQL. Returns sqlglot's tree
+    of the query when it was parsed (Spark), else None."""
+    if engine != "spark":
+        return None
+    tree = _parse(query)
+    _portable(tree)
+    return tree
+
+
+def referenced(query: str, columns: list[str]) -> list[str] | None:
+    """The columns of its one table the query may read (in ``columns``' order), or None when that cannot be told
+    from its text (a ``*``, a query sqlglot does not read): a parse then builds only those. The caller binds
+    the query again over them and keeps them only when the result is the same."""
+    from sqlglot import exp
+
+    try:
+        tree = _parse(query)
+    except SqlError:
+        return None
+    if any(True for _ in tree.find_all(exp.Star)):
+        return None
+    names = {c.name.lower() for c in tree.find_all(exp.Column)}
+    kept = [c for c in columns if c.lower() in names]
+    return kept or list(columns[:1])    # count(*) alone: one column still carries the rows
 
 
 def to_spark(query: str, tables: dict[str, str] | None = None) -> str:

@@ -153,27 +153,32 @@ class LocalEngine(Engine):
             scan, chain = scans[id(parse_op.node)], parse_op.fusable()
             if chain and scan.columns == kernel.VIEWS:
                 scan.then = parse_op.fuse(chain)
-        # roots: stored outputs of earlier steps, then the sources
-        for stored in step.reads:
-            reader = StoreReader(local.work.store(stored.name))
-            if not local.work.is_complete(stored.name):
-                raise RuntimeError(f"stored output of {stored.name!r} is incomplete")
-            targets = [(ops[id(c)], c.previous.index(stored)) for c in flow.children(stored) if id(c) in in_step]
-            # progress: records replayed of the count the storing step recorded ("out" of the stored node)
-            stored_total, replayed = ctx.run.steps[flow.step_of(stored).index].counters.get(stored.name, {}).get("out"), 0
-            for frame in reader.batches():
-                # a stored part's buffers hold all its rows: an operator keeping some of them compacts
-                batch = Batch(stored.fields, frame, shares_chunk=True)
+        try:
+            # roots: stored outputs of earlier steps, then the sources
+            for stored in step.reads:
+                reader = StoreReader(local.work.store(stored.name))
+                if not local.work.is_complete(stored.name):
+                    raise RuntimeError(f"stored output of {stored.name!r} is incomplete")
+                targets = [(ops[id(c)], c.previous.index(stored)) for c in flow.children(stored) if id(c) in in_step]
+                # progress: records replayed of the count the storing step recorded ("out" of the stored node)
+                stored_total, replayed = ctx.run.steps[flow.step_of(stored).index].counters.get(stored.name, {}).get("out"), 0
+                for frame in reader.batches():
+                    # a stored part's buffers hold all its rows: an operator keeping some of them compacts
+                    batch = Batch(stored.fields, frame, shares_chunk=True)
+                    for op, port in targets:
+                        op.push(batch, port)
+                    replayed += frame.height
+                    ctx.listener.step_progress(ctx.run, state, replayed, stored_total, "records")
                 for op, port in targets:
-                    op.push(batch, port)
-                replayed += frame.height
-                ctx.listener.step_progress(ctx.run, state, replayed, stored_total, "records")
-            for op, port in targets:
-                op.input_done(port)
-        for parse_op, _source in parse_ops:
-            for parsed, path in scans[id(parse_op.node)]:
-                parse_op.consume(parsed, path)
-            parse_op.input_done(0)
+                    op.input_done(port)
+            for parse_op, _source in parse_ops:
+                for parsed, path in scans[id(parse_op.node)]:
+                    parse_op.consume(parsed, path)
+                parse_op.input_done(0)
+        except BaseException:
+            for op in ops.values():
+                op.abort()
+            raise
         for op in ops.values():
             if isinstance(op, SinkOp) and op.twin is not None:
                 op.copy_from_twin()

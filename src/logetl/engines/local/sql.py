@@ -1,24 +1,32 @@
-"""The local engine's SQL step (``assembly.Sql``): the query runs in DuckDB over the step's input.
+"""The local engine's SQL node (``assembly.Sql``, of ``pipe.sql`` and ``logetl sql``): the query runs in
+DuckDB over the node's input, read as the table ``node.table``.
 
-The input's batches are held as Polars frames (their own copy of the strings, not the parse's chunks),
-counted in the run's memory budget, and handed to DuckDB as one Arrow table, without a copy. An input that
-outgrows the budget goes instead into a DuckDB database file in the operator's spill directory (in the
-run's working directory), which DuckDB reads back in blocks. DuckDB runs within what the budget leaves
-(``memory_limit``) and spills its own intermediate results (a big join, sort or aggregation) to the same
-directory; a query that needs more than that fails naming ``--memory-limit``, and nothing is published.
+A query that reads its table once, straight off the parse (``Sql.streamed``), reads the records as they are
+parsed: each batch goes to DuckDB as Arrow (the kernel's strings, no copy) through a stream a few batches
+deep, so the log is never held whole outside DuckDB's own operators. Any other query's input is held as
+Polars frames (their own copy of the strings, not the parse's chunks), counted in the run's memory budget,
+and handed to DuckDB as one Arrow table, without a copy; an input that outgrows the budget goes instead into
+a DuckDB database file in the operator's spill directory (in the run's working directory), which DuckDB
+reads back in blocks. DuckDB runs within what the budget leaves (``memory_limit``) and spills its own
+intermediate results (a big join, sort or aggregation) to the same directory; a query that needs more than
+that fails naming ``--memory-limit``, and nothing is published.
 
-The rows come back as Arrow record batches, each cast to the step's declared types (``Sql.types``: DuckDB's
-HUGEINT sums and DECIMAL literals as logetl's integers and floats, a timestamp without a zone as UTC).
+The query runs on a thread of its own (``Runner``), whose rows come back as Arrow record batches, each cast
+to the node's declared types (DuckDB's HUGEINT sums and DECIMAL literals as logetl's integers and floats, a
+timestamp without a zone as UTC). A run that ends early (a failure, a stop) interrupts the query
+(``abort``): no DuckDB thread outlives it.
 """
 from __future__ import annotations
 
 import os
+import queue
+import threading
 
 from logetl.engines.local.batch import Batch
 from logetl.engines.local.expressions import DTYPES
 from logetl.engines.local.operators import Op
 from logetl.engines.local.spill import MiB, MemoryLimitExceeded, frame_bytes
-from logetl.sqlstep import INPUT, INPUT_TYPES
+from logetl.sqlstep import INPUT_TYPES
 
 #: rows per record batch DuckDB hands back (as the local engine's batches)
 RESULT_ROWS = 131_072
@@ -26,6 +34,10 @@ RESULT_ROWS = 131_072
 THREADS = 2
 #: the least memory DuckDB is given, whatever the other operators of the run hold
 MIN_DUCKDB = 64 * MiB
+#: the batches a streamed input may be ahead of DuckDB
+STREAM_DEPTH = 4
+
+_END = object()
 
 
 def _pl():
@@ -39,7 +51,8 @@ def _quoted(name: str) -> str:
 
 
 class SqlOp(Op):
-    """``process`` holds each batch, ``finish`` runs the query and emits its rows."""
+    """``process`` streams each batch to the query (``streamed``) or holds it; ``finish`` ends the input and
+    emits the rows."""
 
     def __init__(self, *args):
         super().__init__(*args)
@@ -50,8 +63,15 @@ class SqlOp(Op):
         self.held_bytes = 0
         self.disk = None            # the DuckDB connection of the database file, once the input outgrew memory
         self.spilled_rows = 0
+        self.runner: Runner | None = None
 
     def process(self, batch, port):
+        if self.node.streamed:
+            table = batch.arrow()
+            if self.runner is None:
+                self.runner = Runner(self, self._connect(), table.schema)
+            self.runner.feed(table)
+            return
         frame = batch.kept()
         if frame.height == 0:
             return
@@ -62,6 +82,25 @@ class SqlOp(Op):
         self.held_bytes += frame_bytes(frame)
         if self.budget.hold(self, self.held_bytes):
             self._to_disk()
+
+    def finish(self):
+        if self.runner is None:
+            self.runner = self._held_runner()
+        try:
+            self.runner.finish()
+        finally:
+            self.held = []
+            self.budget.release(self)
+        if self.spilled_rows:
+            self.spill.runs = 1
+        self.spill.report(self.ctx.run, self.node.name)
+
+    def abort(self) -> None:
+        """The run ends without this operator finishing: the query is interrupted and its thread ended."""
+        if self.runner is not None:
+            self.runner.abort()
+        elif self.disk is not None:
+            self.disk.close()
 
     # --- DuckDB ----------------------------------------------------------------------------------------------
 
@@ -87,7 +126,7 @@ class SqlOp(Op):
         """The held batches into a table of a database file in the spill directory; what comes next too."""
         self.disk = self._connect(os.path.join(self.spill.path, "input.duckdb"))
         columns = ", ".join(f"{_quoted(f)} {t}" for f, t in self._input_types())
-        self.disk.execute(f"CREATE TABLE {INPUT} ({columns})")
+        self.disk.execute(f"CREATE TABLE {_quoted(self.node.table)} ({columns})")
         for frame in self.held:
             self._insert(self.disk, frame)
         self.held, self.held_bytes = [], 0
@@ -97,49 +136,148 @@ class SqlOp(Op):
         arrow = frame.to_arrow(compat_level=_pl().CompatLevel.newest())
         con.register("logetl_batch", arrow)
         try:
-            con.execute(f"INSERT INTO {INPUT} SELECT * FROM logetl_batch")
+            con.execute(f"INSERT INTO {_quoted(self.node.table)} SELECT * FROM logetl_batch")
         finally:
             con.unregister("logetl_batch")
         self.spilled_rows += frame.height
         self.spill.bytes_written = os.path.getsize(os.path.join(self.spill.path, "input.duckdb"))
+
+    def _held_runner(self) -> "Runner":
+        """The query over the held input (or the database file), or over an empty one."""
+        pl = _pl()
+        if self.disk is not None:
+            return Runner(self, self.disk, None)
+        con = self._connect(reserved=self.held_bytes)
+        frames = self.held or [self._empty()]
+        table = pl.concat(frames, rechunk=False) if len(frames) > 1 else frames[0]
+        con.register(self.node.table, table.to_arrow(compat_level=pl.CompatLevel.newest()))
+        return Runner(self, con, None)
 
     def _empty(self):
         pl = _pl()
         previous = self.node.previous[0]
         return pl.DataFrame(schema={f: DTYPES[previous.types[f]](pl) for f in previous.fields})
 
-    def finish(self):
+    def emit_rows(self, batch) -> None:
+        frame = _pl().from_arrow(batch)
+        if frame.height:
+            self.emit(Batch(self.node.fields, _typed(frame, self.node.types)))
+
+    def failure(self, exc: BaseException) -> BaseException:
+        """The exception the run fails with for one of the query's thread."""
         import duckdb
 
-        pl = _pl()
-        con = self.disk
-        if con is None:
-            con = self._connect(reserved=self.held_bytes)
-            frames = self.held or [self._empty()]
-            table = pl.concat(frames, rechunk=False) if len(frames) > 1 else frames[0]
-            con.register(INPUT, table.to_arrow(compat_level=pl.CompatLevel.newest()))
-        else:
-            self.spill.runs = 1
-        try:
-            reader = con.sql(self.node.query).to_arrow_reader(RESULT_ROWS)
-            for batch in reader:
-                self._emit_rows(pl.from_arrow(batch))
-        except duckdb.OutOfMemoryException:
-            memory = self.budget
-            raise MemoryLimitExceeded(
+        if isinstance(exc, duckdb.OutOfMemoryException) and self.node.engine is not None:   # logetl sql
+            return MemoryLimitExceeded(
+                f"the SQL query needs more memory than the memory limit allows ({_size(self.budget.limit)}, "
+                f"{_size(self.duckdb_limit)} of it for the query): give a higher --memory-limit")
+        if isinstance(exc, duckdb.OutOfMemoryException):
+            return MemoryLimitExceeded(
                 f"operator {self.node.name!r} (sql) needs more memory than --memory-limit allows "
-                f"({memory.limit / MiB:,.0f} MiB; DuckDB had {self.duckdb_limit / MiB:,.0f} MiB of it and spilled "
-                "what it could to disk): raise --memory-limit") from None
-        finally:
-            con.close()
-            self.held = []
-            self.budget.release(self)
-        self.spill.report(self.ctx.run, self.node.name)
+                f"({self.budget.limit / MiB:,.0f} MiB; DuckDB had {self.duckdb_limit / MiB:,.0f} MiB of it and "
+                "spilled what it could to disk): raise --memory-limit")
+        if isinstance(exc, duckdb.Error):
+            return RuntimeError(f"SQL: {str(exc).splitlines()[0]}")
+        return exc
 
-    def _emit_rows(self, frame) -> None:
-        if frame.height == 0:
+
+class Runner:
+    """The query on a thread of its own over ``con``: reading its table from the batches ``feed`` gives
+    (``schema`` given: a stream), else from what ``con`` already holds; its result batches go back to the
+    operator's thread, which emits them (``feed`` without waiting, ``finish`` until the last)."""
+
+    def __init__(self, op: SqlOp, con, schema):
+        self.op, self.con, self.schema = op, con, schema
+        self.inbox: queue.Queue = queue.Queue(maxsize=STREAM_DEPTH)
+        self.outbox: queue.Queue = queue.Queue()
+        self.closed = False
+        self.thread = threading.Thread(target=self._run, name="logetl-sql", daemon=True)
+        self.thread.start()
+
+    def _batches(self):
+        while True:
+            item = self.inbox.get()
+            if item is _END:
+                return
+            yield item
+
+    def _run(self) -> None:
+        try:
+            if self.schema is not None:
+                import pyarrow as pa
+
+                self.con.register(self.op.node.table, pa.RecordBatchReader.from_batches(self.schema, self._batches()))
+            reader = self.con.sql(self.op.node.query).to_arrow_reader(RESULT_ROWS)
+            for batch in reader:
+                self.outbox.put(batch)
+            self.outbox.put(_END)
+        except BaseException as exc:   # handed to the operator's thread, which raises it
+            self.outbox.put(exc)
+            if self.schema is not None:
+                while self.inbox.get() is not _END:    # let the feeding side finish
+                    pass
+
+    def feed(self, table) -> None:
+        if table.schema != self.schema:
+            table = table.cast(self.schema)
+        for batch in table.to_batches():
+            self.inbox.put(batch)
+        self._drain(wait=False)
+
+    def finish(self) -> None:
+        if self.schema is not None:
+            self.inbox.put(_END)
+        try:
+            self._drain(wait=True)
+            self.thread.join()
+        finally:
+            self._close()
+
+    def abort(self) -> None:
+        """Interrupts the query and ends its thread (the input's end given, what it emitted dropped)."""
+        if self.closed:
             return
-        self.emit(Batch(self.node.fields, _typed(frame, self.node.types)))
+        self.con.interrupt()
+        if self.schema is not None:
+            while True:         # room for the end of the input, however full the stream was
+                try:
+                    self.inbox.put_nowait(_END)
+                    break
+                except queue.Full:
+                    self._discard(self.inbox)
+        while self.thread.is_alive():
+            self._discard(self.outbox)
+            self.thread.join(0.05)
+        self._close()
+
+    @staticmethod
+    def _discard(q: queue.Queue) -> None:
+        try:
+            q.get_nowait()
+        except queue.Empty:
+            pass
+
+    def _close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.con.close()
+
+    def _drain(self, wait: bool) -> None:
+        while True:
+            try:
+                item = self.outbox.get(block=wait)
+            except queue.Empty:
+                return
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                self.abort()
+                raise self.op.failure(item)
+            self.op.emit_rows(item)
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 30):g} GiB" if n >= 1 << 30 else f"{n / (1 << 20):g} MiB"
 
 
 def _typed(frame, types: dict[str, str]):
