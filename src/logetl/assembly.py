@@ -747,7 +747,9 @@ class Sql(Pipe, traits=BLOCKING):
                 self.fields, self.types = sqlstep.output_of(self.query, source.fields, source.types, self.table)
             except sqlstep.SqlError as exc:
                 raise AssemblyError(f"sql {self.label}: {exc}") from None
-        self.streamed = isinstance(source, Parse) and sqlstep.reads_once(self.query, self.table)
+        from logetl.sql.dialect import reads_once
+
+        self.streamed = isinstance(source, Parse) and reads_once(self.query, self.table)
 
     @property
     def ordered(self) -> bool:

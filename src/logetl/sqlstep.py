@@ -119,21 +119,6 @@ def _binder_message(message: str, fields, table: str = INPUT) -> str:
     return first
 
 
-def reads_once(query: str, table: str) -> bool:
-    """Whether the query reads ``table`` exactly once (one reference, not shadowed by a CTE of that name):
-    DuckDB may then read it as a stream."""
-    import sqlglot
-    from sqlglot import exp
-
-    try:
-        tree = sqlglot.parse_one(query, read="duckdb")
-    except sqlglot.errors.SqlglotError:
-        return False
-    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-    reads = [t for t in tree.find_all(exp.Table) if t.name.lower() == table.lower()]
-    return table.lower() not in ctes and len(reads) == 1
-
-
 def output_of(query: str, fields, types: dict[str, str],
               table: str = INPUT) -> tuple[tuple[str, ...], dict[str, str]]:
     """The fields and types the query emits over an input (the table ``table``) with ``fields`` of ``types``;

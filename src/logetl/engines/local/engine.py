@@ -212,8 +212,8 @@ class LocalEngine(Engine):
         """What the parse must build (``kernel.NONE``, ``VIEWS``, ``STRINGS``): only the TSV when everything
         it feeds in this step passes records through untouched to TSV sinks; Arrow strings instead of the
         TSV when it feeds only Parquet sinks of one file (Parquet's writer encodes strings faster than
-        views); else the TSV and string views over it, which Polars takes without a copy."""
-        todo, seen, strings, tsv = [parse], set(), False, False
+        views) or queries that stream the records into DuckDB (``Sql.streamed``); else the TSV and string views over it, which Polars takes without a copy."""
+        todo, seen, strings, tsv, sql = [parse], set(), False, False, False
         while todo:
             node = todo.pop()
             for child in flow.children(node):
@@ -224,14 +224,20 @@ class LocalEngine(Engine):
                         and child in step.nodes and child not in step.writes:
                     strings = True
                     continue
+                if isinstance(child, assembly.Sql) and child.streamed and child in step.nodes \
+                        and child not in step.writes:
+                    sql = True      # DuckDB reads Arrow strings faster than views, and needs no TSV
+                    continue
                 if type(child) not in (assembly.Pipe, assembly.Sink) or child not in step.nodes \
                         or child in step.writes or (isinstance(child, assembly.Sink) and (
                             child.format != "tsv" or child.partition_by)):
                     return kernel.VIEWS
                 tsv = tsv or isinstance(child, assembly.Sink)
                 todo.append(child)
-        if parse in step.writes or (strings and tsv):
+        if parse in step.writes or ((strings or sql) and tsv):
             return kernel.VIEWS
+        if sql:
+            return kernel.STRINGS
         if strings and any(parse.format.nullable(f) for f in parse.fields):
             return kernel.VIEWS     # logetl's own Parquet encoder of the kernel's strings writes no null
         return kernel.STRINGS if strings else kernel.NONE
