@@ -36,6 +36,9 @@ THREADS = 2
 MIN_DUCKDB = 64 * MiB
 #: the batches a streamed input may be ahead of DuckDB
 STREAM_DEPTH = 4
+#: seconds between two looks of the operator's thread at a signal while it waits for the query's (a signal
+#: DuckDB's threads received wakes no wait of its own)
+WAKE = 0.1
 
 _END = object()
 
@@ -221,17 +224,27 @@ class Runner:
         if table.schema != self.schema:
             table = table.cast(self.schema)
         for batch in table.to_batches():
-            self.inbox.put(batch)
+            self._put(batch)
         self._drain(wait=False)
 
+    def _put(self, item) -> None:
+        while True:
+            try:
+                self.inbox.put(item, timeout=WAKE)
+                return
+            except queue.Full:
+                continue
+
     def finish(self) -> None:
-        if self.schema is not None:
-            self.inbox.put(_END)
         try:
+            if self.schema is not None:
+                self._put(_END)
             self._drain(wait=True)
             self.thread.join()
-        finally:
-            self._close()
+        except BaseException:      # a stop while the query runs: interrupted before its connection closes
+            self.abort()
+            raise
+        self._close()
 
     def abort(self) -> None:
         """Interrupts the query and ends its thread (the input's end given, what it emitted dropped)."""
@@ -265,8 +278,10 @@ class Runner:
     def _drain(self, wait: bool) -> None:
         while True:
             try:
-                item = self.outbox.get(block=wait)
+                item = self.outbox.get(timeout=WAKE) if wait else self.outbox.get_nowait()
             except queue.Empty:
+                if wait:
+                    continue
                 return
             if item is _END:
                 return
