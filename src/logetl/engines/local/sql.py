@@ -1,9 +1,10 @@
 """The local engine's SQL node (``assembly.Sql``, of ``pipe.sql`` and ``logetl sql``): the query runs in
 DuckDB over the node's input, read as the table ``node.table``.
 
-A query that reads its table once, straight off the parse (``Sql.streamed``), reads the records as they are
-parsed: each batch goes to DuckDB as Arrow (the kernel's strings, no copy) through a stream a few batches
-deep, so the log is never held whole outside DuckDB's own operators. Any other query's input is held as
+A query that reads its table once, straight off the parse (``Sql.streamed``), gets the kernel's Arrow strings
+(no copy): held while they fit the run's memory budget, then read whole by DuckDB on all of its threads;
+past the budget, streamed to the query as they are parsed, through a stream a few batches deep, so the log
+is never held whole outside DuckDB's own operators. Any other query's input is held as
 Polars frames (their own copy of the strings, not the parse's chunks), counted in the run's memory budget,
 and handed to DuckDB as one Arrow table, without a copy; an input that outgrows the budget goes instead into
 a DuckDB database file in the operator's spill directory (in the run's working directory), which DuckDB
@@ -67,13 +68,11 @@ class SqlOp(Op):
         self.disk = None            # the DuckDB connection of the database file, once the input outgrew memory
         self.spilled_rows = 0
         self.runner: Runner | None = None
+        self.arrow: list = []       # a streamed input's batches while it fits the budget
 
     def process(self, batch, port):
         if self.node.streamed:
-            table = batch.arrow()
-            if self.runner is None:
-                self.runner = Runner(self, self._connect(), table.schema)
-            self.runner.feed(table)
+            self._stream(batch.arrow())
             return
         frame = batch.kept()
         if frame.height == 0:
@@ -85,6 +84,22 @@ class SqlOp(Op):
         self.held_bytes += frame_bytes(frame)
         if self.budget.hold(self, self.held_bytes):
             self._to_disk()
+
+    def _stream(self, table) -> None:
+        """A batch of a streamed input: held (as the kernel's Arrow arrays) while the input fits the budget, so
+        that DuckDB reads it whole on all of its threads; past it, streamed to the query, the held first."""
+        if self.runner is not None:
+            self.runner.feed(table)
+            return
+        self.arrow.append(table)
+        self.held_bytes += table.nbytes
+        if self.budget.hold(self, self.held_bytes):
+            held, self.arrow, self.held_bytes = self.arrow, [], 0
+            self.runner = Runner(self, self._connect(), held[0].schema)
+            for table in held:
+                self.runner.feed(table)
+            del held, table
+            self.budget.release(self)
 
     def finish(self):
         if self.runner is None:
@@ -151,6 +166,14 @@ class SqlOp(Op):
         if self.disk is not None:
             return Runner(self, self.disk, None)
         con = self._connect(reserved=self.held_bytes)
+        if self.arrow:
+            import pyarrow as pa
+
+            schema = self.arrow[0].schema
+            con.register(self.node.table, pa.concat_tables([t if t.schema == schema else t.cast(schema)
+                                                            for t in self.arrow]))
+            self.arrow = []
+            return Runner(self, con, None)
         frames = self.held or [self._empty()]
         table = pl.concat(frames, rechunk=False) if len(frames) > 1 else frames[0]
         con.register(self.node.table, table.to_arrow(compat_level=pl.CompatLevel.newest()))
