@@ -165,15 +165,17 @@ class SqlOp(Op):
         pl = _pl()
         if self.disk is not None:
             return Runner(self, self.disk, None)
-        con = self._connect(reserved=self.held_bytes)
-        if self.arrow:
+        if self.arrow:      # the kernel's arrays, handed to DuckDB's scan: the query gets the whole share
             import pyarrow as pa
 
+            self.budget.release(self)
+            con = self._connect()
             schema = self.arrow[0].schema
             con.register(self.node.table, pa.concat_tables([t if t.schema == schema else t.cast(schema)
                                                             for t in self.arrow]))
             self.arrow = []
             return Runner(self, con, None)
+        con = self._connect(reserved=self.held_bytes)
         frames = self.held or [self._empty()]
         table = pl.concat(frames, rechunk=False) if len(frames) > 1 else frames[0]
         con.register(self.node.table, table.to_arrow(compat_level=pl.CompatLevel.newest()))
