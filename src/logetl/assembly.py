@@ -159,6 +159,10 @@ class Pipe:
         """The expressions and aggregates this node evaluates (an engine checks it can compile each)."""
         return []
 
+    def check_engine(self, engine: str) -> None:
+        """Refuses (a ``UsageError``, one line), before a run on ``engine`` starts, what this node cannot do
+        there beyond its expressions; by default nothing."""
+
     @property
     def blocking(self) -> bool:
         """True when the node must see all of its input before it emits anything (its traits)."""
@@ -712,30 +716,60 @@ class Visits(Pipe, traits=BLOCKING):
 # --- SQL steps ----------------------------------------------------------------------------------------------
 
 class Sql(Pipe, traits=BLOCKING):
-    """A query over its input's records, read as the table ``input`` (``logetl.sqlstep``): DuckDB's SQL,
-    run by DuckDB on the local engine and, translated by sqlglot, by Spark SQL. The fields are the query's
-    columns, named and typed as it gives them (``sqlstep.OUTPUT_TYPES``), found when the flow is defined.
+    """A query over its input's records, read as the table ``table`` (``input`` for ``pipe.sql``, ``log`` for
+    ``logetl sql``): DuckDB's SQL, run by DuckDB on the local engine and, translated by sqlglot, by Spark
+    SQL. The fields are the query's columns, named and typed as it gives them, found when the flow is
+    defined: with ``engine`` None (``pipe.sql``) by ``logetl.sqlstep`` over the input's typed fields, the
+    engine's own subset checked when a run starts (``check_engine``); with ``engine`` (``logetl sql``) by
+    ``logetl.sql.dialect.check`` for that engine, over records of strings.
 
     Blocking and not per record (a query may aggregate, join or number its whole input): on the local
-    engine DuckDB reads the input as Arrow, without a copy, while it fits the run's memory budget, and
-    from a database file in the run's spill directory past it, within ``--memory-limit`` (DuckDB spills
-    there too); a query that needs more fails naming the limit. Order: the query's ``ORDER BY`` (make it
-    total for the same bytes on both engines); without one, the order is not defined."""
+    engine DuckDB reads the input as Arrow, without a copy. A query that reads its table once, straight off
+    the parse, reads the records as they are parsed (``streamed``); any other holds its input while it
+    fits the run's memory budget, and past it reads it from a database file in the run's spill directory.
+    DuckDB runs within ``--memory-limit`` and spills there too; a query that needs more fails naming the
+    limit. Order: the query's ``ORDER BY`` (make it total for the same bytes on both engines); without one,
+    the order is not defined."""
 
     kind = "sql"
 
-    def __init__(self, name: str | None, previous: Pipe, query: str):
-        self.query = query
+    def __init__(self, name: str | None, previous: Pipe, query: str, table: str = "input",
+                 engine: str | None = None):
+        self.query, self.table, self.engine = query, table, engine
         super().__init__(name, previous)
 
     def _resolve(self) -> None:
         from logetl import sqlstep
 
         source = self._input()
+        if self.engine is not None:
+            from logetl.sql import dialect
+
+            checked = dialect.check(self.query, self.engine, {self.table: list(source.fields)})
+            self.fields, self.types = checked.fields, dict(checked.columns)
+        else:
+            try:
+                self.fields, self.types = sqlstep.output_of(self.query, source.fields, source.types, self.table)
+            except sqlstep.SqlError as exc:
+                raise AssemblyError(f"sql {self.label}: {exc}") from None
+        from logetl.sql.dialect import reads_once
+
+        self.streamed = isinstance(source, Parse) and reads_once(self.query, self.table)
+
+    @property
+    def ordered(self) -> bool:
+        """Whether the query's rows come in a defined order (an ``ORDER BY`` on its outermost query)."""
+        from logetl.sqlstep import ordered
+
+        return ordered(self.query)
+
+    def check_engine(self, engine: str) -> None:
+        from logetl.sql import dialect
+
         try:
-            self.fields, self.types = sqlstep.output_of(self.query, source.fields, source.types)
-        except sqlstep.SqlError as exc:
-            raise AssemblyError(f"sql {self.label}: {exc}") from None
+            dialect.portable(self.query, engine)
+        except dialect.SqlError as exc:
+            raise dialect.SqlError(f"sql {self.label}: {exc}") from None
 
     @property
     def blocking(self) -> bool:
@@ -744,7 +778,8 @@ class Sql(Pipe, traits=BLOCKING):
     def describe(self) -> str:
         from logetl.sqlstep import one_line
 
-        return one_line(self.query)
+        text = one_line(self.query)
+        return text if self.engine is None or len(text) <= 80 else text[:77] + "..."
 
 
 #: the types a sink does not partition by: type -> what to do instead (a directory name per second, with

@@ -108,38 +108,39 @@ _UNKNOWN_COLUMN = re.compile(r'Referenced column "?([^"]+?)"? not found')
 _ERROR_KIND = re.compile(r"^[A-Za-z ]*Error: ")
 
 
-def _binder_message(message: str, fields) -> str:
+def _binder_message(message: str, fields, table: str = INPUT) -> str:
     """DuckDB's error as one line: its first line without the error class; an unknown column with the
     input's columns (DuckDB adds its candidates and the query text on more lines)."""
     first = _ERROR_KIND.sub("", message.strip().splitlines()[0] if message.strip() else message).rstrip("!")
     unknown = _UNKNOWN_COLUMN.search(first)
     if unknown:
         name = unknown.group(1)
-        return f"unknown column {name!r}: {INPUT} has {', '.join(fields)}{nearest(name, list(fields))}"
+        return f"unknown column {name!r}: {table} has {', '.join(fields)}{nearest(name, list(fields))}"
     return first
 
 
-def output_of(query: str, fields, types: dict[str, str]) -> tuple[tuple[str, ...], dict[str, str]]:
-    """The fields and types the query emits over an input with ``fields`` of ``types``; ``SqlError`` for a
-    query that cannot run or emits what logetl does not carry."""
+def output_of(query: str, fields, types: dict[str, str],
+              table: str = INPUT) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The fields and types the query emits over an input (the table ``table``) with ``fields`` of ``types``;
+    ``SqlError`` for a query that cannot run or emits what logetl does not carry."""
     import duckdb
 
     if not isinstance(query, str) or not query.strip():
-        raise SqlError(f"the query is SQL text (SELECT ... FROM {INPUT}), not {query!r}")
+        raise SqlError(f"the query is SQL text (SELECT ... FROM {table}), not {query!r}")
     for f in fields:
         if types[f] not in INPUT_TYPES:
             raise SqlError(f"field {f!r} is {types[f]}: a query reads records (read(...) first)")
-    _check(query, None, {INPUT: list(fields)})
+    _check(query, None, {table: list(fields)})
     con = duckdb.connect()
     try:
         columns = ", ".join(f"{_quoted(f)} {INPUT_TYPES[types[f]]}" for f in fields)
-        con.execute(f"CREATE TABLE {INPUT} ({columns})")
+        con.execute(f"CREATE TABLE {_quoted(table)} ({columns})")
         try:
             relation = con.sql(query)
         except duckdb.Error as exc:
-            raise SqlError(_binder_message(str(exc), fields)) from None
+            raise SqlError(_binder_message(str(exc), fields, table)) from None
         if relation is None:
-            raise SqlError(f"a SQL step is a query (SELECT ... FROM {INPUT})")
+            raise SqlError(f"a SQL step is a query (SELECT ... FROM {table})")
         names, kinds = list(relation.columns), [str(t) for t in relation.types]
     finally:
         con.close()

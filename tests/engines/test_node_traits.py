@@ -12,24 +12,23 @@ from logetl.engines.local import operators as local_ops
 from logetl.engines.spark import operators as spark_ops
 from logetl.engines.spark.engine import SparkEngine
 from logetl.engines.spark.parse import JVM
-from logetl.sql.query import Query
 
 #: the nodes that are a step's roots and leaves: each engine builds them itself, outside its operator table
 ENDS = (assembly.Source, assembly.Parse, assembly.Sink)
 NODES = [assembly.Pipe] + [c for _, c in inspect.getmembers(assembly, inspect.isclass)
-                           if issubclass(c, assembly.Pipe) and c is not assembly.Pipe] + [Query]
+                           if issubclass(c, assembly.Pipe) and c is not assembly.Pipe]
 #: the nodes engines receive (a node the flow folds into its parse never reaches one)
 OPERATORS = [c for c in NODES if not c.traits.folds_into_parse and not issubclass(c, ENDS)]
 PER_RECORD = [c for c in OPERATORS if c.traits.per_record]
 
 
 def test_every_node_class_declares_its_traits_on_its_class_line():
-    assert len(NODES) == 19
+    assert len(NODES) == 18
     for cls in NODES:
         assert isinstance(cls.__dict__.get("traits"), traits.Traits), cls
     assert {c.__name__ for c in PER_RECORD} == {"Pipe", "Checkpoint", "Filter", "Select", "Rename", "Derive"}
     assert {c.__name__ for c in NODES if c.traits.blocking} == {"Unique", "GroupBy", "Sort", "Limit", "Top",
-                                                                "Visits", "Sql", "Query"}
+                                                                "Visits", "Sql"}
     with pytest.raises(TypeError) as err:
         type("Shout", (assembly.Pipe,), {})
     assert str(err.value) == "node class Shout declares no traits: class Shout(Pipe, traits=...)"
@@ -64,7 +63,6 @@ def _flows():
         assembly.Top: records.top(5, by=["ip"], name="op"),
         assembly.Visits: records.derive(t=L.timestamp(L.col("time")), name="t").visits("ip", "t", name="op"),
         assembly.Sql: records.sql("SELECT ip, count(*) AS n FROM input GROUP BY ip", name="op"),
-        Query: Query("op", records, "SELECT ip, count(*) AS n FROM log GROUP BY ip"),
     }
     assert set(made) == set(OPERATORS)
     flows = {cls: L.Flow("f", [node.write("a"), node.write("b")]) for cls, node in made.items()}

@@ -409,13 +409,9 @@ def test_every_expression_and_aggregate_has_an_entry_in_both_engines_and_a_case(
 
 def test_every_operator_is_in_both_engines_and_has_a_case():
     # (a step the flow folds into the parse before it, such as drop_size_dash, never reaches an engine)
-    # (logetl sql's node, Query, is in both engines' tables too; tests/sql/test_sql_questions.py runs its
-    # queries on both engines against plain Python)
-    from logetl.sql.query import Query
-
     operators = {assembly.Pipe} | {c for c in concrete(assembly, assembly.Pipe) if not c.traits.folds_into_parse}
-    assert set(LocalEngine.operators) == set(SparkEngine.operators) == operators | {Query}
-    assert set(OPERATORS) == operators - {assembly.Source, assembly.Parse, assembly.Sink} | {Query}
+    assert set(LocalEngine.operators) == set(SparkEngine.operators) == operators
+    assert set(OPERATORS) == operators - {assembly.Source, assembly.Parse, assembly.Sink}
     _, used = used_in_cases()
     assert sorted(c.__name__ for c in operators - used) == []
 

@@ -16,7 +16,6 @@ from logetl.api import read
 from logetl.engines import get_engine
 from logetl.job import bind
 from logetl.listener import FlowListener
-from logetl.sql.query import Query
 
 TIME = "strptime(time, '%d/%b/%Y:%H:%M:%S %z')"
 
@@ -140,11 +139,12 @@ def expected(path) -> dict[str, bytes]:
     }
 
 
-def run_questions(engine: str, sample: str, where) -> dict[str, bytes]:
+def run_questions(engine: str, sample: str, where, **options) -> dict[str, bytes]:
     log = read()
-    sinks = [Query(name, log, text, engine).write(name) for name, text in QUESTIONS.items()]
+    sinks = [assembly.Sql(name, log, text, "log", engine).write(name) for name, text in QUESTIONS.items()]
     flow = assembly.Flow("questions", sinks)
-    runner = get_engine(engine)()
+    run_questions.nodes = [s.previous[0] for s in sinks]
+    runner = get_engine(engine)(**options)
     outs = {name: str(where / name) for name in QUESTIONS}
     try:
         taps = bind(flow, sample, outs, engine=engine, fs=runner.filesystem())
@@ -166,3 +166,11 @@ def test_every_question_gives_the_independent_answer(engine, sample, tmp_path):
     got = run_questions(engine, sample, tmp_path)
     want = expected(sample)
     assert {name: got[name] for name in QUESTIONS} == want
+
+
+def test_every_question_gives_the_same_answer_streamed_past_the_memory_budget(sample, tmp_path):
+    """With a budget of one byte each query reads the records as they are parsed, a stream of Arrow batches,
+    instead of whole once parsed."""
+    got = run_questions("local", sample, tmp_path, spill_buffers=1)
+    assert all(node.streamed for node in run_questions.nodes)
+    assert {name: got[name] for name in QUESTIONS} == expected(sample)

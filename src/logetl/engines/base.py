@@ -184,6 +184,7 @@ class Engine:
             if type(node) not in self.operators:
                 raise UnsupportedOperator(
                     f"the {self.name} engine cannot run operator {node.name!r} ({node.kind})")
+            node.check_engine(self.name)
             for top in node.expressions():
                 for e in (top.walk() if isinstance(top, Expr) else [top]):
                     if type(e) not in self.expressions:

@@ -12,14 +12,17 @@ gives the same rows on DuckDB and on Spark; the local engine runs all of DuckDB'
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import re
+import threading
 from dataclasses import dataclass, field
 
 from logetl.errors import UsageError
 from logetl.expressions import BOOLEAN, FLOAT, INTEGER, STRING, TIMESTAMP
 
-__all__ = ["SqlError", "Checked", "check", "to_spark", "ENGINES"]
+__all__ = ["SqlError", "Checked", "check", "portable", "referenced", "to_spark", "ENGINES"]
 
 ENGINES = ("local", "spark")
 
@@ -105,12 +108,87 @@ def check(query: str, engine: str, tables: dict[str, list[str]]) -> Checked:
     if not isinstance(query, str) or not query.strip():
         raise SqlError("the SQL query is empty")
     _only_queries(query, tables)      # DuckDB's parser: the local engine needs no other
-    tree = None
-    if engine == "spark":
-        tree = _parse(query)
-        _portable(tree)
+    tree = portable(query, engine)
     names, types = _bind(query, tables)
     return Checked(query, _columns(names, types), tuple(types), tree)
+
+
+def portable(query: str, engine: str):
+    """Refuses (``SqlError``, one line naming the construct and the engine) a query outside what ``engine``
+    runs: on Spark, the portable subset; the local engine runs all of DuckDB's SQL. Returns sqlglot's tree
+    of the query when it was parsed (Spark), else None."""
+    if engine != "spark":
+        return None
+    tree = _parse(query)
+    _portable(tree)
+    return tree
+
+
+def referenced(query: str, columns: list[str]) -> list[str] | None:
+    """The columns of its one table the query may read (in ``columns``' order), or None when that cannot be told
+    from its text (a ``*``, a query DuckDB's parser does not read): a parse then builds only those. The caller
+    binds the query again over them and keeps them only when the result is the same."""
+    tree = _serialized(query)
+    if tree is None or any(n.get("class") == "STAR" for n in _nodes(tree)):
+        return None
+    names = {n["column_names"][-1].lower() for n in _nodes(tree) if n.get("class") == "COLUMN_REF"}
+    kept = [c for c in columns if c.lower() in names]
+    return kept or list(columns[:1])    # count(*) alone: one column still carries the rows
+
+
+def reads_once(query: str, table: str) -> bool:
+    """Whether the query reads ``table`` exactly once (one reference, no CTE of that name): DuckDB may then
+    read it as a stream."""
+    tree = _serialized(query)
+    if tree is None:
+        return False
+    nodes = list(_nodes(tree))
+    ctes = {entry.get("key", "").lower() for n in nodes for entry in (n.get("cte_map") or {}).get("map", [])}
+    reads = [n for n in nodes if n.get("type") == "BASE_TABLE" and n.get("table_name", "").lower() == table.lower()]
+    return table.lower() not in ctes and len(reads) == 1
+
+
+@functools.lru_cache(maxsize=32)
+def _serialized(query: str):
+    """DuckDB's parse tree of ``query`` (``json_serialize_sql``), or None when it has none."""
+    import duckdb
+
+    with _checking() as con:
+        try:
+            tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [query]).fetchone()[0])
+        except duckdb.Error:
+            return None
+    return None if tree.get("error") else tree
+
+
+_checker_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _checking():
+    """The one DuckDB connection every check of the process uses (one thread, nothing stored: a connection
+    costs a twentieth of a second to open), one check at a time."""
+    with _checker_lock:
+        yield _checker()
+
+
+@functools.cache
+def _checker():
+    import duckdb
+
+    return duckdb.connect(config={"threads": 1})
+
+
+def _nodes(tree):
+    """Every object of a serialized tree, depth first."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, dict):
+            yield node
+            todo.extend(node.values())
+        elif isinstance(node, list):
+            todo.extend(node)
 
 
 def to_spark(query: str, tables: dict[str, str] | None = None) -> str:
@@ -138,8 +216,7 @@ def _only_queries(query: str, tables) -> None:
     reading no table function."""
     import duckdb
 
-    con = duckdb.connect()
-    try:
+    with _checking() as con:
         try:
             statements = con.extract_statements(query)
         except duckdb.ParserException as exc:
@@ -151,9 +228,7 @@ def _only_queries(query: str, tables) -> None:
         kind = str(statements[0].type).rsplit(".", 1)[-1]
         if kind != "SELECT":
             raise SqlError(f"only queries run (SELECT ..., WITH ...), not {kind}")
-        tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [query]).fetchone()[0])
-    finally:
-        con.close()
+    tree = _serialized(query) or {}
     function = _table_function(tree)
     if function:
         raise SqlError(f"the table function {function}(): a query reads only the table{'s' if len(tables) > 1 else ''} "
@@ -248,18 +323,19 @@ def _bind(query: str, tables) -> tuple[list[str], list[str]]:
     """The result's column names and DuckDB types, from binding the query against empty tables."""
     import duckdb
 
-    con = duckdb.connect(config={"threads": 1})
-    try:
-        for name, columns in tables.items():
-            cols = ", ".join(f'"{c}" VARCHAR' for c in columns)
-            con.execute(f'CREATE TABLE "{name}" ({cols})')
+    with _checking() as con:
+        con.execute("BEGIN")        # the empty tables are rolled back: the connection keeps nothing
         try:
-            relation = con.sql(query)
-            names, types = list(relation.columns), [str(t) for t in relation.types]
-        except duckdb.Error as exc:
-            raise SqlError(_binder_message(exc, query, tables)) from None
-    finally:
-        con.close()
+            for name, columns in tables.items():
+                cols = ", ".join(f'"{c}" VARCHAR' for c in columns)
+                con.execute(f'CREATE TABLE "{name}" ({cols})')
+            try:
+                relation = con.sql(query)
+                names, types = list(relation.columns), [str(t) for t in relation.types]
+            except duckdb.Error as exc:
+                raise SqlError(_binder_message(exc, query, tables)) from None
+        finally:
+            con.execute("ROLLBACK")
     return names, types
 
 

@@ -9,6 +9,8 @@ import tempfile
 
 from logetl.errors import UsageError
 
+#: the table a query of ``logetl sql`` reads: the records of the log, one string column per field of its format
+TABLE = "log"
 #: the rows an aligned table shows (the whole result goes to a pipe)
 SHOWN_ROWS = 40
 #: a wider cell is cut, ending in an ellipsis
@@ -30,15 +32,22 @@ def query_text(given: str) -> str:
 
 def query_flow(query: str, engine: str, log_format: str | None, format_file: str | None,
                output_format: str | None, to_output: bool):
-    """``read(format) -> sql(query) -> write``, the query checked for ``engine`` (before anything runs)."""
+    """``read(format) -> sql(query) -> write``, the query checked for ``engine`` (before anything runs) over
+    the table ``log``; the parse builds only the fields the query reads."""
     from logetl import assembly, formats
     from logetl.api import read
-    from logetl.sql.query import Query
+    from logetl.sql.dialect import referenced
 
     if not to_output and output_format not in (None, "tsv"):
         raise UsageError(f"--output-format {output_format} needs --output (a printed result is a table or TSV)")
     fmt = formats.resolve(log_format, format_file)
-    result = Query("sql", read(fmt), query, engine)
+    result = assembly.Sql("sql", read(fmt), query, TABLE, engine)
+    fields = list(fmt.fields)
+    kept = referenced(query, fields)
+    if kept is not None and kept != fields:
+        narrow = assembly.Sql("sql", read(fmt, fields=kept), query, TABLE, engine)
+        if (narrow.fields, narrow.types) == (result.fields, result.types):
+            result = narrow
     return assembly.Flow("sql", [result.write("output")], "a SQL query over the log")
 
 

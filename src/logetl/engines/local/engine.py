@@ -167,27 +167,32 @@ class LocalEngine(Engine):
             scan, chain = scans[id(parse_op.node)], parse_op.fusable()
             if chain and scan.columns == kernel.VIEWS:
                 scan.then = parse_op.fuse(chain)
-        # roots: stored outputs of earlier steps, then the sources
-        for stored in step.reads:
-            reader = StoreReader(local.work.store(stored.name))
-            if not local.work.is_complete(stored.name):
-                raise RuntimeError(f"stored output of {stored.name!r} is incomplete")
-            targets = [(ops[id(c)], c.previous.index(stored)) for c in flow.children(stored) if id(c) in in_step]
-            # progress: records replayed of the count the storing step recorded ("out" of the stored node)
-            stored_total, replayed = ctx.run.steps[flow.step_of(stored).index].counters.get(stored.name, {}).get("out"), 0
-            for frame in reader.batches():
-                # a stored part's buffers hold all its rows: an operator keeping some of them compacts
-                batch = Batch(stored.fields, frame, shares_chunk=True)
+        try:
+            # roots: stored outputs of earlier steps, then the sources
+            for stored in step.reads:
+                reader = StoreReader(local.work.store(stored.name))
+                if not local.work.is_complete(stored.name):
+                    raise RuntimeError(f"stored output of {stored.name!r} is incomplete")
+                targets = [(ops[id(c)], c.previous.index(stored)) for c in flow.children(stored) if id(c) in in_step]
+                # progress: records replayed of the count the storing step recorded ("out" of the stored node)
+                stored_total, replayed = ctx.run.steps[flow.step_of(stored).index].counters.get(stored.name, {}).get("out"), 0
+                for frame in reader.batches():
+                    # a stored part's buffers hold all its rows: an operator keeping some of them compacts
+                    batch = Batch(stored.fields, frame, shares_chunk=True)
+                    for op, port in targets:
+                        op.push(batch, port)
+                    replayed += frame.height
+                    ctx.listener.step_progress(ctx.run, state, replayed, stored_total, "records")
                 for op, port in targets:
-                    op.push(batch, port)
-                replayed += frame.height
-                ctx.listener.step_progress(ctx.run, state, replayed, stored_total, "records")
-            for op, port in targets:
-                op.input_done(port)
-        for parse_op, _source in parse_ops:
-            for parsed, path in scans[id(parse_op.node)]:
-                parse_op.consume(parsed, path)
-            parse_op.input_done(0)
+                    op.input_done(port)
+            for parse_op, _source in parse_ops:
+                for parsed, path in scans[id(parse_op.node)]:
+                    parse_op.consume(parsed, path)
+                parse_op.input_done(0)
+        except BaseException:
+            for op in ops.values():
+                op.abort()
+            raise
         for op in ops.values():
             if isinstance(op, SinkOp) and op.twin is not None:
                 op.copy_from_twin()
@@ -221,8 +226,8 @@ class LocalEngine(Engine):
         """What the parse must build (``kernel.NONE``, ``VIEWS``, ``STRINGS``): only the TSV when everything
         it feeds in this step passes records through untouched to TSV sinks; Arrow strings instead of the
         TSV when it feeds only Parquet sinks of one file (Parquet's writer encodes strings faster than
-        views); else the TSV and string views over it, which Polars takes without a copy."""
-        todo, seen, strings, tsv = [parse], set(), False, False
+        views) or queries that stream the records into DuckDB (``Sql.streamed``); else the TSV and string views over it, which Polars takes without a copy."""
+        todo, seen, strings, tsv, sql = [parse], set(), False, False, False
         while todo:
             node = todo.pop()
             for child in flow.children(node):
@@ -233,14 +238,20 @@ class LocalEngine(Engine):
                         and child in step.nodes and child not in step.writes:
                     strings = True
                     continue
+                if isinstance(child, assembly.Sql) and child.streamed and child in step.nodes \
+                        and child not in step.writes:
+                    sql = True      # DuckDB reads Arrow strings faster than views, and needs no TSV
+                    continue
                 if type(child) not in (assembly.Pipe, assembly.Sink) or child not in step.nodes \
                         or child in step.writes or (isinstance(child, assembly.Sink) and (
                             child.format != "tsv" or child.partition_by)):
                     return kernel.VIEWS
                 tsv = tsv or isinstance(child, assembly.Sink)
                 todo.append(child)
-        if parse in step.writes or (strings and tsv):
+        if parse in step.writes or ((strings or sql) and tsv):
             return kernel.VIEWS
+        if sql:
+            return kernel.STRINGS
         if strings and any(parse.format.nullable(f) for f in parse.fields):
             return kernel.VIEWS     # logetl's own Parquet encoder of the kernel's strings writes no null
         return kernel.STRINGS if strings else kernel.NONE

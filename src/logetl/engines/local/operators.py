@@ -11,7 +11,6 @@ from logetl.engines.base import StepContext
 from logetl.engines.local.spill import (
     ExternalSort, HashPartitions, MemoryLimitExceeded, frame_bytes)
 from logetl.listener import StepRun
-from logetl.sql.query import Query
 from logetl.engines.local.batch import Batch, _pl
 
 
@@ -47,6 +46,10 @@ class Op:
 
     def finish(self) -> None:
         """All input seen: blocking operators emit here."""
+
+    def abort(self) -> None:
+        """The step ends without this operator finishing (a failure, a stop): end what it runs beside the
+        engine's own thread (a query's thread)."""
 
 
 class PerRecordOp(Op):
@@ -389,12 +392,3 @@ def _sql_op(*args) -> Op:
 
 
 OPS[assembly.Sql] = _sql_op
-
-
-def _query_op(*args) -> Op:
-    from logetl.sql.query import local_op  # a class built on Op: made once this module is
-
-    return local_op()(*args)
-
-
-OPS[Query] = _query_op

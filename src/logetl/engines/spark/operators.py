@@ -7,7 +7,6 @@ import re
 from logetl import assembly
 from logetl.engines.spark.expressions import AGGREGATES, Compiler, column
 from logetl.io.outputs import NAME_MAX
-from logetl.sql.query import Query, spark_query
 from logetl.engines.spark.errors import _ESCAPED_CLASS
 
 
@@ -216,7 +215,6 @@ def _sql(node, inputs):
 
 
 OPERATORS[assembly.Sql] = _sql
-OPERATORS[Query] = spark_query
 
 
 def _pass_view(node, cond, cols):
