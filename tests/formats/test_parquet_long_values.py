@@ -74,7 +74,7 @@ def test_an_error_without_a_message_names_its_type(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_a_field_over_a_gibibyte_is_written_at_real_size(tmp_path, monkeypatch, _encoder_built):
     """At real size: the encoder refuses a value over its limit with a message, and a flow whose lines may
-    hold one (``LOGETL_MAX_LINE`` above it) writes it with pyarrow (~5 GB of memory at its peak)."""
+    hold one (``LOGETL_MAX_LINE`` above it) writes it with pyarrow (7.5 GB of memory at its peak)."""
     from logetl import _parquet
 
     big = 1 << 30

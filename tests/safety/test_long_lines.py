@@ -145,14 +145,17 @@ def test_a_line_over_the_limit_from_standard_input(small_limit, tmp_path):
     assert [s for s in run.malformed_samples if s[1] == contract.TOO_LONG] == _expected_samples("-")
 
 
-def test_without_a_trap_a_too_long_line_is_counted_and_not_kept(small_limit, tmp_path):
+def test_without_a_trap_a_too_long_line_is_counted_and_not_kept(engine, small_limit, tmp_path):
+    """Two sinks of the records as parsed: on Spark, the executors write them (and count the lines)."""
     p = tmp_path / "in.log.gz"
     p.write_bytes(gzip.compress(_log()))
     logs = L.read()
-    run = run_flow(L.Flow("longlines", [logs.write("out")]), str(p), {"out": str(tmp_path / "out")},
-                   engine="local", monitor=False, quiet=True)
-    assert parts(tmp_path / "out") == _clean_output(tmp_path)
-    assert dict(run.malformed) == {"too_long": 4, "no_match": 1}
+    run = run_flow(L.Flow("longlines", [logs.write("a"), logs.write("b")]), str(p),
+                   {"a": str(tmp_path / "a"), "b": str(tmp_path / "b")}, engine=engine, monitor=False, quiet=True)
+    assert parts(tmp_path / "a") == parts(tmp_path / "b") == _clean_output(tmp_path)
+    assert (run.lines_read, dict(run.malformed)) == (len(LINES), {"too_long": 4, "no_match": 1})
+    long_samples = [s[1:] for s in run.malformed_samples if s[1] == contract.TOO_LONG]
+    assert long_samples == [s[1:] for s in _expected_samples(str(p))]
 
 
 # --- the readers: bounded memory, linear time ----------------------------------------------------------------
