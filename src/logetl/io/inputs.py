@@ -496,6 +496,8 @@ def _chunks_of(f, path: str, start: int, bound: int | None, chunk: int, on_bytes
 
     while True:
         room = max(chunk, len(carry))
+        if limit is not None:   # no more than it takes to pass the limit: a too-long line's buffers stay small
+            room = min(room, max(chunk, limit + 1 - len(carry)))
         want = room if left is None else min(room, left)
         buf = bytearray(len(carry) + want)
         buf[: len(carry)] = carry
@@ -531,7 +533,7 @@ def _chunks_of(f, path: str, start: int, bound: int | None, chunk: int, on_bytes
             if end:
                 yield view[:end], True
             return base + end
-        carry = bytes(view[cut:end])
+        carry = view[cut:end]   # (a view: copied once, into the next buffer)
         if cut:
             yield view[:cut], False
             base += cut
