@@ -161,6 +161,7 @@ class Size(Setting):
 
     kind = "size"
     minimum = 1
+    maximum: int | None = None
 
     def parse(self, raw: str) -> int:
         import re
@@ -169,8 +170,9 @@ class Size(Setting):
         if not m:
             raise EnvError(f"{self.name}={raw!r} is not a size (examples: 64M, 1G, 4096)")
         value = int(float(m.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[m.group(2).lower()])
-        if value < self.minimum:
-            raise EnvError(f"{self.name}={raw!r} must be at least {self.minimum} bytes")
+        if value < self.minimum or (self.maximum is not None and value > self.maximum):
+            most = "" if self.maximum is None else f" and at most {self.maximum >> 20}M"
+            raise EnvError(f"{self.name}={raw!r} must be at least {self.minimum} bytes{most}")
         return value
 
 
@@ -239,8 +241,9 @@ FAIL_AT = Setting(
     meaning="a step name: that step fails with an injected error when it starts (a testing aid; a name that is "
             "no step of the flow is refused)")
 MAX_LINE = Size(
-    "LOGETL_MAX_LINE", default=64 << 20, shown="`64M`", minimum=16,
-    meaning="the longest line read as a line, in bytes without its `\\n` (`64M`, `1G`, `4096`): a longer one "
+    "LOGETL_MAX_LINE", default=64 << 20, shown="`64M`", minimum=16, maximum=3 << 29,
+    meaning="the longest line read as a line, in bytes without its `\\n` (`64M`, `1G`, `4096`; at most `1536M`, "
+            "which keeps every piece the parse is given under its 2 GiB): a longer one "
             "is malformed, `too_long` (counted, sampled and trapped whole), and read in bounded memory "
             "([Line contract](line-contract.md#lines-too-long))")
 SCREENSHOTS = Setting(

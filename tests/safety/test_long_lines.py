@@ -258,3 +258,17 @@ class _Sink:
 
     def write(self, b):
         self.data += bytes(b)
+
+
+def test_the_limit_is_a_size_from_16_bytes_to_1536m():
+    from logetl import settings
+    from logetl.errors import EnvError
+
+    assert [settings.MAX_LINE.parse(v) for v in ("64M", "1G", "4096", "300KiB", "1536M")] == [
+        64 << 20, 1 << 30, 4096, 300 << 10, 1536 << 20]
+    for raw, said in [("2G", "LOGETL_MAX_LINE='2G' must be at least 16 bytes and at most 1536M"),
+                      ("8", "LOGETL_MAX_LINE='8' must be at least 16 bytes and at most 1536M"),
+                      ("lots", "LOGETL_MAX_LINE='lots' is not a size (examples: 64M, 1G, 4096)")]:
+        with pytest.raises(EnvError) as caught:
+            settings.MAX_LINE.parse(raw)
+        assert str(caught.value) == said
