@@ -425,7 +425,11 @@ static PyObject *column_chunk(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     encode(&j);
     Py_END_ALLOW_THREADS
-    if (j.failed || j.out.oom) { PyErr_NoMemory(); goto done; }
+    if (j.failed || j.out.oom) {
+        /* (a bare MemoryError says nothing: the line that reports it would end in an empty message) */
+        PyErr_SetString(PyExc_MemoryError, "logetl's Parquet encoder ran out of memory, or met a page over 1 GiB");
+        goto done;
+    }
     PyObject *lo = Py_None, *hi = Py_None;
     Py_INCREF(lo); Py_INCREF(hi);
     if (statistics && j.n) {

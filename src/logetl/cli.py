@@ -31,7 +31,7 @@ class _Shown(click.ClickException):
     """A ``LogetlError`` as Click shows it: ``Error: <message>``, the error class's exit code."""
 
     def __init__(self, exc: LogetlError):
-        super().__init__(str(exc))
+        super().__init__(errors.message(exc))
         self.exit_code = exc.exit_code
 
 
@@ -273,7 +273,7 @@ def _run(program: str | None, input_path: str, outputs: dict[str, str], opts: di
             traceback.print_exc()
         full = listener.run.full if listener.run is not None else None    # engines.base.full_places
         raise RunFailed(f"{flow.name} failed: {errors.out_of_space_reason(exc)}: {full}" if full
-                        else f"{flow.name} failed: {exc}") from None
+                        else f"{flow.name} failed: {errors.message(exc)}") from None
 
 
 def _run_stopped(exc: KeyboardInterrupt, run) -> None:
@@ -518,7 +518,7 @@ def _report(input_path, out_dir, who, date_from, date_until, where, geoip, trap,
     except Exception as exc:  # one line names the cause
         if errors.debug():
             traceback.print_exc()
-        raise RunFailed(f"report failed: {exc}") from None
+        raise RunFailed(f"report failed: {errors.message(exc)}") from None
     if not quiet:
         g = result["general"]
         click.echo(f"report: {g['hits']:,} requests, {g['unique_visitors']:,} visitors, "

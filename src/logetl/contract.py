@@ -4,6 +4,7 @@
 - A line must match ``PATTERN`` as a whole, with ASCII meanings for ``\\w \\s \\S \\d`` (as in Java's regex
   engine, which the original programs ran on) and ``.`` matching any character. Groups 1-5 are
   ``FIELDS``, kept as strings.
+- A line longer than ``LOGETL_MAX_LINE`` bytes is malformed (``TOO_LONG``), whatever it holds.
 - A line is malformed when it is not valid UTF-8, does not match, or a parsed field holds a TAB or CR
   (checked in that order; the first failing check is the reason). Malformed lines are counted by reason
   and trapped, never fatal.
@@ -44,6 +45,9 @@ NO_MATCH = "no_match"
 TAB_OR_CR = "tab_or_cr_in_field"
 #: Reason names in the order they are checked; the native kernel reports them as 1, 2, 3.
 REASONS = (INVALID_UTF8, NO_MATCH, TAB_OR_CR)
+#: A line longer than ``LOGETL_MAX_LINE`` bytes (without its ``\n``): malformed before it is parsed, and
+#: trapped whole; it is never held in memory whole (the readers read it on in pieces).
+TOO_LONG = "too_long"
 
 
 class Malformed(Exception):

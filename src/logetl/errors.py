@@ -281,6 +281,12 @@ def reason(exc: BaseException) -> str:
     return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
 
 
+def message(exc: BaseException) -> str:
+    """An exception as the end of an error line: its message, or its type's name when it has none (a
+    ``MemoryError`` says nothing), so that no line ends in an empty ``: ``."""
+    return str(exc).strip() or type(exc).__name__
+
+
 def out_of_space_reason(exc: BaseException) -> str:
     """The reason of a write that failed for want of space: the OS's text (a quota's too), or the text of
     ENOSPC when the error came from a writer that keeps only a message (Polars)."""

@@ -155,6 +155,27 @@ class Listing(Setting):
         return [entry for entry in raw.split(",") if entry]
 
 
+class Size(Setting):
+    """A number of bytes: ``64M``, ``1G``, ``300KiB``, ``4096`` (K, M, G are powers of 1024), at least
+    ``minimum``."""
+
+    kind = "size"
+    minimum = 1
+    maximum: int | None = None
+
+    def parse(self, raw: str) -> int:
+        import re
+
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", raw)
+        if not m:
+            raise EnvError(f"{self.name}={raw!r} is not a size (examples: 64M, 1G, 4096)")
+        value = int(float(m.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[m.group(2).lower()])
+        if value < self.minimum or (self.maximum is not None and value > self.maximum):
+            most = "" if self.maximum is None else f" and at most {self.maximum >> 20}M"
+            raise EnvError(f"{self.name}={raw!r} must be at least {self.minimum} bytes{most}")
+        return value
+
+
 class Path(Setting):
     """A directory, ``~`` expanded, made absolute."""
 
@@ -219,6 +240,12 @@ FAIL_AT = Setting(
     "LOGETL_FAIL_AT", "step name", "",
     meaning="a step name: that step fails with an injected error when it starts (a testing aid; a name that is "
             "no step of the flow is refused)")
+MAX_LINE = Size(
+    "LOGETL_MAX_LINE", default=64 << 20, shown="`64M`", minimum=16, maximum=3 << 29,
+    meaning="the longest line read as a line, in bytes without its `\\n` (`64M`, `1G`, `4096`; at most `1536M`, "
+            "which keeps every piece the parse is given under its 2 GiB): a longer one "
+            "is malformed, `too_long` (counted, sampled and trapped whole), and read in bounded memory "
+            "([Line contract](line-contract.md#lines-too-long))")
 SCREENSHOTS = Setting(
     "LOGETL_SCREENSHOTS", "path", None, audience="tests",
     meaning="(tests) where the monitor's browser tests save the screenshots this site shows")
@@ -226,7 +253,7 @@ SCREENSHOTS = Setting(
 #: every environment variable, in the order the reference page lists them
 ENVIRONMENT: tuple[Setting, ...] = (
     SPARK_MASTER, SPARK_LOG_LEVEL, CACHE_DIR, HOME, MONITOR, MONITOR_URL, API_KEY, MONITOR_GRACE, MONITOR_UI,
-    MONITOR_DB, OWNER, OPENLINEAGE_URL, WEBHOOK_ALLOW, PROGRESS_AFTER, DEBUG, FAIL_AT, SCREENSHOTS)
+    MONITOR_DB, OWNER, OPENLINEAGE_URL, WEBHOOK_ALLOW, PROGRESS_AFTER, MAX_LINE, DEBUG, FAIL_AT, SCREENSHOTS)
 
 
 # --- logetl's keys on Spark's --conf ---------------------------------------------------------------------------

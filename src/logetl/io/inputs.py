@@ -215,16 +215,133 @@ def regions(fd: int, path: str, chunk: int = CHUNK, start: int = 0, bound: int |
     around each), so that the bulk of the reading runs beside the parse, off the thread that runs the
     operators. The pieces hold the bytes ``read_chunks`` yields for the same ``start`` and ``bound``: up
     to the file's size now (its unterminated last line counts), or complete lines up to ``bound``."""
+    for offset, length, final, _ in pieces(fd, path, chunk, start, bound):
+        yield offset, length, final
+
+
+def pieces(fd: int, path: str, chunk: int = CHUNK, start: int = 0, bound: int | None = None,
+           limit: int | None = None):
+    """``regions`` as ``(offset, length, final, long)``; with a ``limit``, a line longer than it whose end is
+    not within ``limit`` bytes of a piece's nominal end is a piece of its own, ``long`` true, its
+    ``length`` without its ``\\n``: found by reading on in windows, never held whole. (Shorter long lines
+    stay in their piece, at most ``chunk + limit`` bytes: ``split_long`` finds them.)"""
     size = os.fstat(fd).st_size
     end = size if bound is None else min(bound, size)
     if bound is not None:   # bounded: complete lines only, even when the file turned out shorter
         end = _last_newline(fd, start, end, path) + 1
     pos = start
     while pos < end:
-        nl = _next_newline(fd, pos + chunk - 1, end, path) if pos + chunk < end else -1
-        stop = end if nl < 0 else nl + 1
-        yield pos, stop - pos, stop >= end
-        pos = stop
+        if pos + chunk >= end:
+            yield pos, end - pos, True, False
+            return
+        reach = pos + chunk - 1
+        horizon = end if limit is None else min(end, reach + limit + 1)
+        nl = _next_newline(fd, reach, horizon, path)
+        if nl >= 0 or horizon >= end:
+            stop = end if nl < 0 else nl + 1
+            yield pos, stop - pos, stop >= end, False
+            pos = stop
+            continue
+        # no line end within ``limit`` bytes of ``reach``: the line that holds it is too long
+        first = _last_newline(fd, pos, reach, path) + 1
+        if first > pos:
+            yield pos, first - pos, False, False
+        nl = _next_newline(fd, horizon, end, path, 1 << 20)
+        stop = end if nl < 0 else nl
+        yield first, stop - first, nl < 0 or nl + 1 >= end, True
+        pos = end if nl < 0 else nl + 1
+
+
+#: the bytes of a too-long line that its sample shows
+HEAD = 300
+
+
+class LongLine:
+    """A line longer than the limit (malformed, ``too_long``), kept aside rather than parsed: ``size``
+    bytes without its ``\\n``, ``head`` its first bytes (for its sample); ``copy_to(out)`` writes it whole,
+    a piece at a time. Its bytes are ``data`` (a line found inside a piece), or ``size`` bytes of the open
+    file ``fd`` from ``offset`` (a range of a plain file, or the temporary file a stream's line was spooled
+    to), or nowhere (a stream's line that nothing keeps: ``keep`` false). ``n_lines`` and ``n_records``
+    say what it counts as among parsed chunks: one line, no record."""
+
+    n_lines = 1
+    n_records = 0
+
+    def __init__(self, size: int, head: bytes, data=None, fd: int | None = None, offset: int = 0,
+                 path: str = "", spool=None):
+        self.size, self.head, self.data, self.fd, self.offset, self.path = size, head, data, fd, offset, path
+        self.spool = spool
+
+    @classmethod
+    def of_file(cls, fd: int, offset: int, size: int, path: str) -> "LongLine":
+        """The range of a plain file, read again when it is copied (a descriptor of its own: the scan
+        closes its one when it has read the file)."""
+        return cls(size, _pread(fd, min(HEAD, size), offset, path), fd=os.dup(fd), offset=offset, path=path)
+
+    def copy_to(self, out, piece: int = 1 << 20) -> None:
+        if self.data is not None:
+            out.write(self.data)
+            return
+        if self.fd is None:
+            raise ValueError("a too-long line that was not kept cannot be copied")
+        done = 0
+        while done < self.size:
+            data = _pread(self.fd, min(piece, self.size - done), self.offset + done, self.path)
+            if not data:
+                raise InputReadError(f"cannot read input {self.path!r}: it became shorter while it was read")
+            out.write(data)
+            done += len(data)
+
+    def __del__(self):
+        self.close()
+
+    def close(self) -> None:
+        if self.spool is not None:
+            self.spool.close()
+        elif self.fd is not None:
+            os.close(self.fd)
+        self.fd = self.spool = self.data = None
+
+
+def long_lines(data, limit: int, end: int | None = None) -> list[tuple[int, int]]:
+    """The lines of ``data[:end]`` (bytes or a bytearray) longer than ``limit`` bytes without their ``\\n``,
+    as ``(start, stop)`` (``stop`` at the ``\\n`` or the end). Only every ``limit // 2``-th window is looked
+    into (a line that long leaves one of them without a ``\\n``): a few searches for a piece of short
+    lines, so that the check costs nothing beside the parse."""
+    end = len(data) if end is None else end
+    step = max(limit // 2, 1)
+    found, pos = [], 0
+    while pos < end:
+        if data.find(b"\n", pos, min(pos + step, end)) >= 0:
+            pos += step
+            continue
+        first = data.rfind(b"\n", 0, pos) + 1
+        stop = data.find(b"\n", pos, end)
+        stop = end if stop < 0 else stop
+        if stop - first > limit:
+            found.append((first, stop))
+        pos = stop + 1
+    return found
+
+
+def split_long(data, final: bool, limit: int) -> list:
+    """A piece of whole lines as the pieces to parse (memoryviews; the last keeps ``final``) around its
+    lines longer than ``limit`` (each a ``LongLine``); ``[data]`` when it has none."""
+    # (``read_chunks`` yields views from the start of their buffers, searched as the buffers themselves)
+    base = data.obj if isinstance(data, memoryview) else data
+    end = len(data)
+    spans = long_lines(base, limit, end)
+    if not spans:
+        return [data]
+    view, out, pos = memoryview(base)[:end], [], 0
+    for first, stop in spans:
+        if first > pos:
+            out.append(view[pos:first])
+        out.append(LongLine(stop - first, bytes(view[first:first + HEAD]), data=view[first:stop]))
+        pos = stop + 1
+    if pos < end:
+        out.append(view[pos:end])
+    return out
 
 
 def _pread(fd: int, n: int, offset: int, path: str) -> bytes:
@@ -272,8 +389,61 @@ def read_region(fd: int, offset: int, length: int, path: str) -> bytes:
     return data
 
 
+def _fill(f, view, path: str) -> int:
+    """Reads into ``view`` until it is full or the input ends (a pipe gives 64 KiB a read: a chunk is read
+    whole before it is searched for its last line end); returns how many bytes were read."""
+    done = 0
+    try:
+        while done < len(view):
+            got = f.readinto(view[done:])
+            if not got:
+                break
+            done += got
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputReadError(f"cannot read input {path!r}: {reason(exc)}") from None
+    return done
+
+
+def _spool(f, held, chunk: int, path: str, keep: bool, left: int | None):
+    """The rest of a too-long line whose first bytes are ``held``, read on in pieces of ``chunk`` bytes (and
+    written to a temporary file when ``keep``): ``(LongLine or None, what followed its \\n, bytes read,
+    whether the input ended)``. None when a bounded read (``left`` bytes left) ends inside the line."""
+    import tempfile
+
+    spool = tempfile.TemporaryFile(prefix="logetl-line-") if keep else None
+    size, head, read = len(held), bytes(held[:HEAD]), 0
+    if spool is not None:
+        spool.write(held)
+    rest, ended = b"", False
+    while True:
+        want = chunk if left is None else min(chunk, left - read)
+        buf = bytearray(want)
+        n = _fill(f, memoryview(buf), path) if want else 0
+        read += n
+        i = buf.find(b"\n", 0, n)
+        piece = memoryview(buf)[: n if i < 0 else i]
+        if spool is not None:
+            spool.write(piece)
+        size += len(piece)
+        if i >= 0:
+            rest = bytes(buf[i + 1:n])
+            break
+        if n < want or not want:
+            ended = True
+            if left is not None:    # bounded: complete lines only
+                if spool is not None:
+                    spool.close()
+                return None, b"", read, True
+            break
+    if spool is not None:
+        spool.flush()
+    line = LongLine(size, head, fd=spool.fileno() if spool is not None else None, path=path, spool=spool)
+    return line, rest, read, ended
+
+
 def read_chunks(files: list[str], chunk: int = CHUNK, on_bytes=None, ranges: dict | None = None,
-                reached: dict | None = None, identities: dict | None = None) -> Iterator[tuple[memoryview, bool]]:
+                reached: dict | None = None, identities: dict | None = None, limit: int | None = None,
+                keep: bool = True) -> Iterator[tuple[memoryview, bool]]:
     """Yields ``(data, final)``: data (a buffer) holds whole lines; ``final`` marks the last piece of a file,
     which may end without ``\\n``. ``on_bytes(n)`` is told how many (compressed) bytes were consumed.
 
@@ -283,8 +453,13 @@ def read_chunks(files: list[str], chunk: int = CHUNK, on_bytes=None, ranges: dic
     ``reached[path]`` is then set to the offset after the last byte yielded. ``identities``: path -> the
     file planned to be read there (``open_planned``).
 
+    ``limit``: a partial line that grows past it is a ``LongLine`` yielded in its place (as data), read on
+    in pieces and spooled to a temporary file (``keep``; else only counted), never held whole.
+
     Each chunk is read straight into a buffer of its own (the consumer may still hold earlier ones),
-    after the partial line carried over from the previous read: no copy of the chunk is made."""
+    after the partial line carried over from the previous read: no copy of the chunk is made. A partial
+    line longer than a chunk is read on into a buffer as big again, so that a line of L bytes is copied
+    about log2(L / chunk) times, not once per chunk (which made reading it quadratic)."""
     for path in files:
         start, bound = ranges.get(path, (0, None)) if ranges else (0, None)
         try:
@@ -292,46 +467,73 @@ def read_chunks(files: list[str], chunk: int = CHUNK, on_bytes=None, ranges: dic
         except OSError as exc:
             raise InputReadError(f"cannot open input {path!r}: {reason(exc)}") from None
         with f:
-            raw = getattr(f, "fileobj", None) or getattr(f, "_fp", None)
-            base = start      # the file offset of buf[0]; what was yielded ends at ``base``
-            try:
-                if start and compressed(path):
-                    base = _skip(f, start)
-                elif start:
-                    f.seek(start)
-            except (OSError, EOFError, zlib.error) as exc:
-                raise InputReadError(f"cannot read input {path!r}: {reason(exc)}") from None
-            left = None if bound is None else max(bound - base, 0)
-            carry = b""
-            last_pos = raw.tell() if raw is not None and hasattr(raw, "tell") else 0
-            while True:
-                want = chunk if left is None else min(chunk, left)
-                buf = bytearray(len(carry) + want)
-                buf[: len(carry)] = carry
-                view = memoryview(buf)
-                try:
-                    n = f.readinto(view[len(carry):]) if want else 0
-                except (OSError, EOFError, zlib.error) as exc:
-                    raise InputReadError(f"cannot read input {path!r}: {reason(exc)}") from None
-                if on_bytes is not None:
-                    pos = raw.tell() if raw is not None and hasattr(raw, "tell") else last_pos + n
-                    on_bytes(pos - last_pos)
-                    last_pos = pos
-                end = len(carry) + n
-                if left is not None:
-                    left -= n
-                if n == 0 or left == 0:
-                    if left is not None:
-                        # bounded: complete lines only, even when the file ended early (truncated meanwhile)
-                        end = buf.rfind(b"\n", 0, end) + 1
-                    if end:
-                        yield view[:end], True
-                    base += end
-                    break
-                cut = buf.rfind(b"\n", 0, end) + 1
-                carry = bytes(view[cut:end])
-                if cut:
-                    yield view[:cut], False
-                    base += cut
-            if reached is not None:
-                reached[path] = base
+            base = yield from _chunks_of(f, path, start, bound, chunk, on_bytes, limit, keep)
+        if reached is not None:
+            reached[path] = base
+
+
+def _chunks_of(f, path: str, start: int, bound: int | None, chunk: int, on_bytes, limit: int | None, keep: bool):
+    """``read_chunks`` of one open file; returns the offset after the last byte yielded."""
+    raw = getattr(f, "fileobj", None) or getattr(f, "_fp", None)
+    base = start      # the file offset of buf[0]; what was yielded ends at ``base``
+    try:
+        if start and compressed(path):
+            base = _skip(f, start)
+        elif start:
+            f.seek(start)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputReadError(f"cannot read input {path!r}: {reason(exc)}") from None
+    left = None if bound is None else max(bound - base, 0)
+    carry = b""
+    last_pos = raw.tell() if raw is not None and hasattr(raw, "tell") else 0
+
+    def consumed(n):
+        nonlocal last_pos
+        if on_bytes is not None:
+            pos = raw.tell() if raw is not None and hasattr(raw, "tell") else last_pos + n
+            on_bytes(pos - last_pos)
+            last_pos = pos
+
+    while True:
+        room = max(chunk, len(carry))
+        if limit is not None:   # no more than it takes to pass the limit: a too-long line's buffers stay small
+            room = min(room, max(chunk, limit + 1 - len(carry)))
+        want = room if left is None else min(room, left)
+        buf = bytearray(len(carry) + want)
+        buf[: len(carry)] = carry
+        view = memoryview(buf)
+        n = _fill(f, view[len(carry):], path) if want else 0
+        consumed(n)
+        end = len(carry) + n
+        if left is not None:
+            left -= n
+        cut = buf.rfind(b"\n", 0, end) + 1
+        if limit is not None and end - cut > limit:
+            # the partial line is too long: what comes before it, then the line, read on and kept aside
+            if cut:
+                yield view[:cut], False
+                base += cut
+            if left == 0:       # bounded: complete lines only
+                return base
+            line, carry, read, ended = _spool(f, view[cut:end], chunk, path, keep, left)
+            consumed(read)
+            if left is not None:
+                left -= read
+            if line is None:
+                return base
+            yield line, ended
+            base += line.size + (0 if ended else 1)
+            if ended:
+                return base
+            continue
+        if n == 0 or left == 0:
+            if left is not None:
+                # bounded: complete lines only, even when the file ended early (truncated meanwhile)
+                end = cut
+            if end:
+                yield view[:end], True
+            return base + end
+        carry = view[cut:end]   # (a view: copied once, into the next buffer)
+        if cut:
+            yield view[:cut], False
+            base += cut

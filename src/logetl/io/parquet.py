@@ -32,6 +32,10 @@ MAGIC = b"PAR1"
 DICTIONARY_PAGE_LIMIT = 1 << 20
 ZSTD_LEVEL = 1
 MAX_STATISTICS = 4096
+#: the longest value the encoder takes: a value larger than a plain page's 1 MiB has a page of its own,
+#: and a page's sizes are 32-bit, kept under 1 GiB (``_parquet.c``'s ``add_page``). A sink whose values may
+#: be longer (lines longer than this are read: ``LOGETL_MAX_LINE``) is written by pyarrow's writer instead.
+MAX_VALUE = (1 << 30) - 64
 #: threads that encode a batch's columns
 ENCODERS = 2
 #: a column counts as in order when this share of neighbours among its first ORDER_SAMPLE values are
@@ -40,6 +44,11 @@ IN_ORDER, ORDER_SAMPLE = 0.9, 16_384
 # Parquet's enums (parquet.thrift)
 BYTE_ARRAY, REQUIRED, OPTIONAL, UTF8, ZSTD = 6, 0, 1, 0, 6
 PLAIN, RLE, RLE_DICTIONARY = 0, 3, 8
+
+
+def takes(longest: int) -> bool:
+    """Whether the encoder takes values of up to ``longest`` bytes (``MAX_VALUE``)."""
+    return longest <= MAX_VALUE
 
 
 def available() -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from logetl import assembly
+from logetl import assembly, settings
 from logetl import expressions as E
 from logetl.engines.local.expressions import (
     SINK_TEXT, _text)
@@ -201,6 +201,7 @@ class ParquetWriter:
         self.fields, self.types = list(fields), types
         self.writer = None
         self.native: parquet_strings.StringsParquetFile | None = None
+        self.encoder_takes_lines = parquet_strings.takes(settings.MAX_LINE.read())
         self.thread = None
         self.error: BaseException | None = None
         if background:
@@ -304,6 +305,10 @@ class ParquetWriter:
         strings, records that are not the kernel's Arrow strings, or no libzstd."""
         if batch._frame is not None or not batch.parsed or any(p.strings is None for p in batch.parsed) \
                 or any(self.types[f] != "string" for f in self.fields) or not parquet_strings.available():
+            return None
+        # a parsed field is never longer than its line: when lines longer than the encoder's values are
+        # read, pyarrow's writer (which takes values up to 2 GiB) writes the file from its start
+        if not self.encoder_takes_lines:
             return None
         index = [batch.fields.index(f) for f in self.fields]
         columns = [[] for _ in self.fields]

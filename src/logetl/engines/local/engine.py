@@ -129,7 +129,7 @@ class LocalEngine(Engine):
         return Scan(ctx.taps.inputs, on_bytes, columns=self._columns(ctx.flow, step, node), chunk=chunk,
                     parser=kernel.Parser(node.format, node.fields, drop_dash=node.drops_size_dash),
                     ranges=ctx.taps.ranges, reached=plan.reached if plan is not None else None,
-                    identities=plan.identities if plan is not None else None)
+                    identities=plan.identities if plan is not None else None, keep=bool(local.trap))
 
     def _execute(self, ctx, step, state, scans):
         flow = ctx.flow

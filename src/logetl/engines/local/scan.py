@@ -8,7 +8,7 @@ import stat
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
-from logetl import contract
+from logetl import contract, settings
 from logetl.engines import kernel
 from logetl.io import inputs
 from logetl.engines.local.batch import Batch, _pl
@@ -101,17 +101,44 @@ class ParseOp(Op):
 
         return run
 
-    def consume(self, result, path: str) -> None:
-        st = self.state
-        parsed = result.parsed if isinstance(result, Fused) else result
+    def _at(self, path) -> None:
         if isinstance(path, FileGroup):
-            self._consume_group(parsed, path)
-        elif path != self.path:
+            return      # small files parsed together: their lines are numbered by ``_consume_group``
+        if path != self.path:
             self.path, self.line_base = path, 0
             # an incremental run reads a file from where the last one stopped: its line numbers count from
             # there, and the sample says so (``FILE@BYTE:LINE``)
             start = (self.ctx.taps.ranges or {}).get(path, (0, None))[0]
             self.where = f"{path}@{start}" if start else path
+
+    def _too_long(self, line: inputs.LongLine) -> None:
+        """A line longer than the limit: one line read, malformed (``too_long``), sampled with its size and
+        first bytes, and trapped whole, copied a piece at a time."""
+        st = self.state
+        try:
+            st.lines_read += 1
+            st.count(self.node.name, "in", 1)
+            st.malformed[contract.TOO_LONG] = st.malformed.get(contract.TOO_LONG, 0) + 1
+            samples = self.ctx.run.malformed_samples
+            if len(samples) < 5:
+                samples.append((f"{self.where}:{self.line_base + 1}", contract.TOO_LONG,
+                                f"{line.size:,} bytes: {contract.display(line.head)}"))
+            if self.trap_file is not None:
+                line.copy_to(self.trap_file)
+                self.trap_file.write(b"\n")
+            self.line_base += 1
+        finally:
+            line.close()
+
+    def consume(self, result, path: str) -> None:
+        st = self.state
+        self._at(path)
+        if isinstance(result, inputs.LongLine):
+            self._too_long(result)
+            return
+        parsed = result.parsed if isinstance(result, Fused) else result
+        if isinstance(path, FileGroup):
+            self._consume_group(parsed, path)
         st.lines_read += parsed.n_lines
         st.count(self.node.name, "in", parsed.n_lines)
         st.dropped_size_dash += parsed.n_dash
@@ -236,8 +263,13 @@ class Scan:
 
     def __init__(self, files: list[str], on_bytes=None, threads: int = PARSE_THREADS, columns: int = kernel.VIEWS,
                  chunk: int = inputs.CHUNK, parser: kernel.Parser | None = None, ranges: dict | None = None,
-                 reached: dict | None = None, identities: dict | None = None):
+                 reached: dict | None = None, identities: dict | None = None, limit: int | None = None,
+                 keep: bool = True):
         self.parse = parser.parse if parser is not None else kernel.parse
+        # lines longer than ``limit`` (``LOGETL_MAX_LINE``) come as ``inputs.LongLine`` among the parsed
+        # chunks; a stream's are spooled to a temporary file only when they are kept (``keep``: a trap)
+        self.limit = settings.MAX_LINE.read() if limit is None else limit
+        self.keep = keep
         self.files, self.on_bytes, self.threads, self.columns = files, on_bytes, threads, columns
         self.chunk, self.ranges, self.reached, self.identities = chunk, ranges, reached, identities or {}
         # chunks parsed ahead: enough that the parse threads keep working while the main thread runs the
@@ -252,10 +284,25 @@ class Scan:
     def _read_and_parse(self, fd, offset, length, final, path):
         return self._parse(inputs.read_region(fd, offset, length, path), final)
 
-    def _parse(self, data, final):
-        parsed = self.parse(data, final, self.columns)
-        then = self.then
-        return then(parsed) if then is not None else parsed
+    def _parse(self, data, final) -> list:
+        """The results of a piece of whole lines (a parsed chunk, or ``then``'s of it), in order: more than
+        one around the lines in it longer than the limit (``inputs.LongLine``, not parsed)."""
+        if isinstance(data, inputs.LongLine):
+            return [data]
+        out = []
+        pieces = inputs.split_long(data, final, self.limit)
+        for i, piece in enumerate(pieces):
+            if isinstance(piece, inputs.LongLine):
+                out.append(piece)
+                continue
+            parsed = self.parse(piece, final and i == len(pieces) - 1, self.columns)
+            then = self.then
+            out.append(then(parsed) if then is not None else parsed)
+        return out
+
+    @staticmethod
+    def _long(fd, offset, length, path):
+        return [inputs.LongLine.of_file(fd, offset, length, path)]
 
     def _read_group(self, group: FileGroup):
         """Small files as one piece: each file's bytes, with a line break after an unterminated last line
@@ -283,7 +330,8 @@ class Scan:
             if bound is not None and bound <= start:
                 continue
             size = _small_plain(path) if self.ranges is None else None
-            if size is not None:
+            # a file no longer than the line limit holds no line over it: its lines are all parsed together
+            if size is not None and size <= self.limit:
                 group.append(path)
                 group_bytes += size
                 if group_bytes >= self.chunk:
@@ -296,7 +344,12 @@ class Scan:
             if inputs.plain(path):
                 fd = self.opened[path] = inputs.open_plain(path, self.identities.get(path))
                 pos = start
-                for offset, length, final in inputs.regions(fd, path, self.chunk, start, bound):
+                for offset, length, final, long in inputs.pieces(fd, path, self.chunk, start, bound, self.limit):
+                    if long:    # a line too long to read: kept aside, its bytes read again only to be trapped
+                        n = length + (0 if final and offset + length == os.fstat(fd).st_size else 1)
+                        yield (self._long, fd, offset, length, path), path, n, final
+                        pos = offset + n
+                        continue
                     yield (self._read_and_parse, fd, offset, length, final, path), path, length, final
                     pos = offset + length
                 if self.reached is not None:
@@ -305,7 +358,8 @@ class Scan:
                     os.close(self.opened.pop(path))   # no piece of it is left to read
                 continue
             for data, final in inputs.read_chunks([path], self.chunk, on_bytes=self.on_bytes, ranges=self.ranges,
-                                                  reached=self.reached, identities=self.identities):
+                                                  reached=self.reached, identities=self.identities,
+                                                  limit=self.limit, keep=self.keep):
                 yield (self._parse, data, final), path, None, False
         if group:
             yield self._group(group, group_bytes)
@@ -338,19 +392,23 @@ class Scan:
         try:
             while self.pending:
                 fut, path, n, last = self.pending.popleft()
-                result = fut.result()
+                results = fut.result()
                 if self.on_bytes is not None and n is not None:
                     self.on_bytes(n)
                 if last and path in self.opened:
                     os.close(self.opened.pop(path))
                 self._fill()
-                yield result, path
+                for result in results:
+                    yield result, path
         finally:
             self.close()
 
     def close(self) -> None:
         for fut, *_ in self.pending:
-            fut.cancel()
+            if not fut.cancel() and fut.done() and fut.exception() is None:
+                for result in fut.result():     # a too-long line's descriptor or spool, not consumed
+                    if isinstance(result, inputs.LongLine):
+                        result.close()
         self.pending.clear()
         if self.pool is not None:
             self.pool.shutdown(wait=True)   # no thread reads the files any more

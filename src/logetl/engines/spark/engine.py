@@ -60,7 +60,7 @@ from logetl.engines.spark.expressions import AGGREGATES, COMPILE, column
 from logetl.engines.spark.expressions import SESSION
 from logetl.engines.spark.progress import StepProgress
 from logetl.engines.spark.signals import between_java_calls
-from logetl.engines.spark.parse import BUILTIN, PARSE_CONF, ParsePaths
+from logetl.engines.spark.parse import BUILTIN, PARSE_CONF, ParsePaths, sample_text
 from logetl.engines.spark.session import CDS_CONF, JIT_CONF, SessionSteps, SparkRun, _session_conf
 from logetl.engines.spark.operators import OPERATORS, _keep_order, _metrics
 from logetl.engines.spark.planning import OnePass, _OBSERVATIONS
@@ -236,7 +236,7 @@ class SparkEngine(SessionSteps, ParsePaths, OnePass, Sinks, Engine):
                 # so the first malformed lines cost a look at the start of the input, not a full pass
                 formats_of = [n.format for n in step.nodes if isinstance(n, assembly.Parse)]
                 for row in bad.limit(want).collect():
-                    text = contract.display(row["value"])
+                    text = sample_text(row["_reason"], row["value"])
                     why = formats_of[0].why(_raw(row["value"])) \
                         if row["_reason"] == contract.NO_MATCH and len(formats_of) == 1 else None
                     ctx.run.malformed_samples.append((row["_file"], row["_reason"], f"{why}: {text}" if why else text))
@@ -263,7 +263,7 @@ class SparkEngine(SessionSteps, ParsePaths, OnePass, Sinks, Engine):
         ctx.state.accounted.add(state.name)
         lines = int(metrics.get("lines") or 0)
         state.lines_read += lines
-        for r in contract.REASONS:
+        for r in (*contract.REASONS, contract.TOO_LONG):
             n = int(metrics.get(r) or 0)
             if n:
                 state.malformed[r] = state.malformed.get(r, 0) + n

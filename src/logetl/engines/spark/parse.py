@@ -18,6 +18,30 @@ from logetl.engines.spark.errors import _worker_failure
 SPARK_PATTERN = "(?s)" + contract.PATTERN
 
 
+#: the status of a line longer than ``LOGETL_MAX_LINE`` (after 1-3, the reasons of ``contract.REASONS``, and
+#: 4, a size of ``-``), and the byte (hex) put before it so that the kernel calls it malformed (``_marked``)
+TOO_LONG, MARK = 5, "FF"
+
+
+def malformed_status(status):
+    """Whether a parsed line's ``_status`` (a Column) is a malformed line's."""
+    return status.between(1, len(contract.REASONS)) | (status == TOO_LONG)
+
+
+def reason_of(code: int) -> str:
+    """The reason of a malformed line's status."""
+    return contract.TOO_LONG if code == TOO_LONG else contract.REASONS[code - 1]
+
+
+def sample_text(reason: str, value: bytes) -> str:
+    """A malformed line's sample as the local engine shows it (a too-long line: its size, its first bytes)."""
+    if reason == contract.TOO_LONG:
+        from logetl.io.inputs import HEAD
+
+        return f"{len(value):,} bytes: {contract.display(value[:HEAD])}"
+    return contract.display(value)
+
+
 SPARK_TAIL_PATTERN = "(?s)" + contract.TAIL_PATTERN
 
 
@@ -245,8 +269,8 @@ class ParsePaths:
         # _order, assigned after the parse (which keeps each partition's rows and their order), is the
         # input-order key
         parse = self._parse_native if self.native else self._parse_builtin
-        checked, fields = parse(self._lines(ctx), node)
-        checked = checked.withColumn(ORDER, F.monotonically_increasing_id())
+        checked, fields = parse(self._marked(self._lines(ctx)), node)
+        checked = self._unmarked(checked).withColumn(ORDER, F.monotonically_increasing_id())
         # _status: 0 kept, 1 2 3 the reasons of contract.REASONS (in their order), 4 dropped (size "-"): a
         # small integer, cheap to count, to cache and to filter on; the reason's name only for malformed lines
         status = F.col(STATUS)
@@ -254,9 +278,36 @@ class ParsePaths:
         checked = checked.observe(
             obs, F.count(F.lit(1)).alias("lines"),
             *[F.count_if(status == code).alias(r) for code, r in enumerate(contract.REASONS, 1)],
+            F.count_if(status == TOO_LONG).alias(contract.TOO_LONG),
             F.count_if(status == DASH).alias("dash"), F.count_if(status == KEPT).alias("kept"))
         observations.append((node, obs))
         return checked, fields
+
+    def _marked(self, lines):
+        """The lines with those longer than ``LOGETL_MAX_LINE`` marked for ``_unmarked``: their input's index
+        negated, and (on the native paths) an invalid byte put before them, so that every parse path calls
+        them malformed and gives their raw bytes back. (Hadoop's line reader holds each line whole: a line's
+        memory on Spark is its length, up to Hadoop's 2 GiB.)"""
+        from pyspark.sql import functions as F
+
+        long = F.octet_length("value") > F.lit(settings.MAX_LINE.read())
+        lines = lines.withColumn(INPUT, F.when(long, -F.col(INPUT) - 1).otherwise(F.col(INPUT)))
+        if self.native:
+            value = F.col("value").cast("binary")
+            lines = lines.withColumn("value", F.when(long, F.concat(F.unhex(F.lit(MARK)), value)).otherwise(value))
+        return lines
+
+    def _unmarked(self, checked):
+        """The parse's rows with the lines ``_marked`` as too long given their status (``TOO_LONG``), their own
+        bytes and their input's index back."""
+        from pyspark.sql import functions as F
+
+        long = F.col(INPUT) < 0
+        checked = checked.withColumn(STATUS, F.when(long, F.lit(TOO_LONG)).otherwise(F.col(STATUS)).cast("tinyint"))
+        if self.native:
+            checked = checked.withColumn("value", F.when(long, F.expr(f"substring(value, {len(MARK) // 2 + 1})"))
+                                         .otherwise(F.col("value")))
+        return checked.withColumn(INPUT, F.when(long, -F.col(INPUT) - 1).otherwise(F.col(INPUT)))
 
     def _lines(self, ctx: StepContext):
         """The input's lines, one row each (``value``, the raw line; ``_input``, its input's index), in input
@@ -381,12 +432,12 @@ class ParsePaths:
         status = F.col(STATUS)
         records = checked.filter(status == KEPT).select(*[fields[f].alias(f) for f in node.fields], ORDER)
         reason = (F.when(status == 1, F.lit(contract.INVALID_UTF8)).when(status == 2, F.lit(contract.NO_MATCH))
-                  .when(status == 3, F.lit(contract.TAB_OR_CR)))
+                  .when(status == 3, F.lit(contract.TAB_OR_CR)).when(status == TOO_LONG, F.lit(contract.TOO_LONG)))
         # the input paths as one literal split into an array (a literal an input was three JVM calls each);
         # the optimizer folds it to a constant. No path holds NUL
         files = F.split(F.lit("\0".join(hadoop_local_path(f) for f in ctx.taps.inputs)), "\0")
         # (the native path's raw line is binary: as a string again it holds the same bytes, as read.text's)
-        malformed = checked.filter(status.between(1, len(contract.REASONS))).select(
+        malformed = checked.filter(malformed_status(status)).select(
             F.col("value").cast("string").alias("value"), F.element_at(files, F.col(INPUT) + 1).alias("_file"),
             reason.alias("_reason"), ORDER)
         return records, malformed

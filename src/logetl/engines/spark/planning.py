@@ -1,22 +1,27 @@
 """The Spark engine's one-pass planner and its execution (``OnePass``)."""
 from __future__ import annotations
 
+import os
 from functools import partial
 from itertools import count
 
-from logetl import assembly, contract
+from logetl import assembly, contract, settings
 from logetl.engines.base import StepContext
 from logetl.engines.spark.expressions import column
 from logetl.engines.spark.expressions import text as text_of
 from logetl.engines.spark.native import INPUT, KEPT, SAMPLE, SAMPLES, STATUS, TAG
 from logetl.io.fs import hadoop_local_path
-from logetl.engines.spark.parse import JVM, _union_all
+from logetl.engines.spark.parse import JVM, _union_all, malformed_status, reason_of, sample_text
 from logetl.engines.spark.sinks import MAX_WRITERS, STORE_OPTIONS
 from logetl.engines.spark.operators import ORDER, VIEWS, _metrics, _part_key
 from logetl.engines.spark.session import SparkRun, _session_conf
 
 
 _OBSERVATIONS = count()     # observation names are unique within the session: numbered, whatever the run
+
+
+#: the names of the files Hadoop reads through a compression codec
+COMPRESSED = (".gz", ".bz2", ".zst", ".deflate", ".lz4", ".snappy", ".br", ".xz", ".lzo")
 
 
 class OnePass:
@@ -88,6 +93,13 @@ class OnePass:
         observations.append((None, counted))
         return parse, checked, observations, nodes, views
 
+    def _short_lines_only(self, ctx: StepContext) -> bool:
+        """Whether no input can hold a line longer than ``LOGETL_MAX_LINE``: every one is uncompressed (by
+        its name, as Hadoop picks a codec) and no larger than the limit."""
+        limit = settings.MAX_LINE.read()
+        return all(size <= limit and not os.path.basename(path).lower().endswith(COMPRESSED)
+                   for path, size in zip(ctx.taps.inputs, self._input_sizes(ctx)))
+
     def _joined_sinks(self, step: assembly.Step) -> tuple | None:
         """For a one-pass step whose sinks take the parse's records as they are (through Pipes, Selects and
         Renames: no filter, nothing computed), each sink's fields as indexes into the parse's: the kernel's
@@ -126,7 +138,12 @@ class OnePass:
 
         parse = next(n for n in step.nodes if isinstance(n, assembly.Parse))
         nodes = [n for n in step.nodes if not isinstance(n, (assembly.Source, assembly.Parse))]
-        spec, trap, lines = self._native_spec(parse), ctx.state.trap is not None, self._binary_lines(self._lines(ctx))
+        spec, trap = self._native_spec(parse), ctx.state.trap is not None
+        lines = self._binary_lines(self._marked(self._lines(ctx)))
+        # the kernel calls a line marked too long invalid UTF-8 (``_marked``): counted here, and moved to
+        # its own reason (``_execute_one_pass``)
+        long = Observation(f"logetl_{next(_OBSERVATIONS)}")
+        lines = lines.observe(long, F.count_if(F.col(INPUT) < 0).alias(contract.TOO_LONG))
         if self.path == JVM:
             from logetl.engines.spark import jvm as spark_jvm
 
@@ -142,8 +159,8 @@ class OnePass:
         samples_tag = len(sinks) + 1
         tag, text = F.col(TAG), F.col("value").cast("string")
         value = F.when(tag == samples_tag, self._sample_line(F.col(STATUS), text)).otherwise(text)
-        rows = rows.where(tag >= 0).select(tag, value.alias("value"))
-        return parse, rows, [(parse, counted), (None, counted)], nodes
+        rows = self._unmarked(rows).where(tag >= 0).select(tag, value.alias("value"))
+        return parse, rows, [(parse, counted), (contract.TOO_LONG, long), (None, counted)], nodes
 
     def _execute_one_pass(self, ctx: StepContext, step: assembly.Step, state) -> None:
         """Writes the step's outputs (its sinks, or its stores), its trap and its malformed-line samples with
@@ -165,7 +182,9 @@ class OnePass:
 
         run: SparkRun = ctx.state
         fs, spark = run.fs, self.session()
-        joined = self._joined_sinks(step)
+        # the executors join the trap's lines too, and would join a line marked too long (``_marked``) with its
+        # mark: a trap is written from them only when no input can hold such a line, else from parsed rows
+        joined = self._joined_sinks(step) if run.trap is None or self._short_lines_only(ctx) else None
         if joined is not None:
             parse, rows, observations, nodes = self._joined_rows(ctx, step, joined)
             checked = views = None
@@ -210,13 +229,19 @@ class OnePass:
         if written(samples_tag) and len(ctx.run.malformed_samples) < SAMPLES:
             found = self._written_samples(fs, written(samples_tag), parquet=bool(step.writes))
             for code, index, value in found[:SAMPLES - len(ctx.run.malformed_samples)]:
-                reason, text = contract.REASONS[code - 1], contract.display(value)
+                reason = reason_of(code)
+                text = sample_text(reason, value)
                 why = parse.format.why(value) if reason == contract.NO_MATCH else None
                 ctx.run.malformed_samples.append((hadoop_local_path(ctx.taps.inputs[index]), reason,
                                                   f"{why}: {text}" if why else text))
         fs.rmtree(where)
 
         metrics = _metrics(observations[0][1])
+        for key, obs in observations[1:-1]:
+            if key == contract.TOO_LONG:     # (the executors' counters hold them as invalid UTF-8)
+                n = int(_metrics(obs).get(contract.TOO_LONG) or 0)
+                metrics[contract.TOO_LONG] = n
+                metrics[contract.INVALID_UTF8] = int(metrics.get(contract.INVALID_UTF8) or 0) - n
         self._account(ctx, parse, metrics, state)
         outs = {id(parse): int(metrics.get("kept") or 0)}
         counts = _metrics(observations[-1][1])
@@ -236,7 +261,7 @@ class OnePass:
         row once per output it reaches; and how they are written."""
         from pyspark.sql import functions as F
 
-        status, bad = F.col(STATUS), F.col(STATUS).between(1, len(contract.REASONS))
+        status, bad = F.col(STATUS), malformed_status(F.col(STATUS))
         outputs = [n for n in nodes if isinstance(n, assembly.Sink)] or list(step.writes)
         trap_tag, samples_tag = len(outputs), len(outputs) + 1
         # the node whose rows an output takes: a stored Unique's input (deduplicated after the pass)
