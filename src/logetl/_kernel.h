@@ -227,10 +227,12 @@ enum { T_LIT = 0, T_UNTIL = 1, T_ESCAPED = 2, T_REST = 3, T_SPLIT = 4, T_NTH = 5
        T_QOR = 8, T_PREFIX = 9, T_SKIP = 10 };
 /* fuse (set by program_close): how many first bytes of the literal token after a field are known to be
  * there where the field ends (the byte it ends at, or its `until` literal), so the two are one step. */
-/* run (likewise): at a field ending at its first `stop` byte and fused with a literal, how many such pairs
- * follow one another from it: they are scanned in one loop, without a branch on the kind of each token. */
+/* run (likewise): at a field ending at its first `stop` byte and fused with a literal, how many such steps
+ * follow one another from it: they are scanned in one loop, without a branch on the kind of each token. A
+ * step is two tokens (a field to its `stop`, the literal), or three (opt: a field to its `stop` or the
+ * line's end, T_OPT, the literal), its length in `span`. */
 typedef struct {
-    int kind; const unsigned char *lit; ptrdiff_t lit_len; unsigned char stop; ptrdiff_t fuse; int run;
+    int kind; const unsigned char *lit; ptrdiff_t lit_len; unsigned char stop; ptrdiff_t fuse; int run, span, opt;
 } token;
 typedef struct {
     token *tokens; int n_tokens;
@@ -279,9 +281,15 @@ static inline int program_close(program *pg, int size_index) {
     }
     for (int i = pg->n_tokens - 1; i >= 0; i--) {
         token *t = &pg->tokens[i];
-        t->run = 0;
+        t->run = t->span = t->opt = 0;
         if (t->kind == T_UNTIL && t->lit_len == 0 && t->fuse == 1)
-            t->run = 1 + (i + 2 < pg->n_tokens ? pg->tokens[i + 2].run : 0);
+            t->span = 2;
+        else if (t->kind == T_REST && t->stop && i + 2 < pg->n_tokens && pg->tokens[i + 1].kind == T_OPT
+                 && pg->tokens[i + 2].kind == T_LIT && pg->tokens[i + 2].lit_len >= 1
+                 && pg->tokens[i + 2].lit[0] == t->stop)
+            t->span = 3, t->opt = 1;
+        if (t->span)
+            t->run = 1 + (i + t->span < pg->n_tokens ? pg->tokens[i + t->span].run : 0);
     }
     return 0;
 }
@@ -307,26 +315,33 @@ static int parse_program_line(const program *pg, const unsigned char *p, const u
     const token *t = pg->tokens, *end = pg->tokens + pg->n_tokens;
     for (; t < end; t++) {
         const unsigned char *r;
+        if (t->run) {   /* steps of a field to its `stop` byte and the literal after it (see token.run) */
+            for (int n = t->run;; n--) {
+                const token *l = t + t->span - 1;
+                if (!(r = find_byte(q, e, t->stop))) {
+                    if (!t->opt) return LINE_NOMATCH;
+                    r = e;
+                }
+                f[k].s = q; f[k].e = r; k++;
+                if (r == e) {   /* (opt) the line ends here: the later fields are empty */
+                    for (; k < pg->n_fields; k++) f[k].s = f[k].e = e;
+                    q = e; t = end - 1;
+                    break;
+                }
+                if (l->lit_len > 1 && (e - r < l->lit_len || !lit_eq(r + 1, l->lit + 1, l->lit_len - 1)))
+                    return LINE_NOMATCH;
+                q = r + l->lit_len;
+                if (n == 1) { t = l; break; }
+                t = l + 1;
+            }
+            continue;
+        }
         switch (t->kind) {
         case T_LIT:   /* (most literals are one to three characters: compared inline, not by a call) */
             if (e - q < t->lit_len || !lit_eq(q, t->lit, t->lit_len)) return LINE_NOMATCH;
             q += t->lit_len;
             continue;
         case T_UNTIL:
-            if (t->run) {   /* fields to their `stop` byte, each with the literal after it */
-                const token *last = t + 2 * (t->run - 1);
-                for (;; t += 2) {
-                    const token *l = t + 1;
-                    if (!(r = find_byte(q, e, t->stop))) return LINE_NOMATCH;
-                    f[k].s = q; f[k].e = r; k++;
-                    if (l->lit_len > 1 && (e - r < l->lit_len || !lit_eq(r + 1, l->lit + 1, l->lit_len - 1)))
-                        return LINE_NOMATCH;
-                    q = r + l->lit_len;
-                    if (t == last) break;
-                }
-                t++;   /* at the last literal */
-                continue;
-            }
             r = t->lit_len ? find_lit(q, e, t->lit, t->lit_len) : find_byte(q, e, t->stop);
             if (!r) return LINE_NOMATCH;
             break;
