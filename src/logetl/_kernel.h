@@ -8,6 +8,11 @@
 #include <stdint.h>
 #include <string.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define LOGETL_SSE2 1
+#endif
+
 #define ONES 0x0101010101010101ULL
 #define HIGHS 0x8080808080808080ULL
 
@@ -71,13 +76,52 @@ static int valid_utf8(const unsigned char *p, const unsigned char *e) {
 
 typedef struct { const unsigned char *s, *e; } span;
 
-/* The first `c` in [p, e), or NULL: most fields are short, so the first bytes are looked at inline before
- * memchr is called (whose setup costs more than a short field's bytes). */
+/* The first `c` in [p, e), or NULL: most fields are short, so the first bytes are looked at inline (16 at a
+ * time with SSE2) before memchr is called (whose setup costs more than a short field's bytes). */
 static inline const unsigned char *find_byte(const unsigned char *p, const unsigned char *e, unsigned char c) {
+#ifdef LOGETL_SSE2
+    const __m128i n = _mm_set1_epi8((char)c);
+    for (int k = 0; k < 4 && e - p >= 16; k++, p += 16) {
+        unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)p), n));
+        if (m) return p + __builtin_ctz(m);
+    }
+    if (e - p >= 16) return memchr(p, c, e - p);
+    for (; p < e; p++)
+        if (*p == c) return p;
+    return NULL;
+#else
     const unsigned char *s = e - p > 16 ? p + 16 : e;
     for (; p < s; p++)
         if (*p == c) return p;
     return p < e ? memchr(p, c, e - p) : NULL;
+#endif
+}
+
+/* What a line holds that decides its reason before and after the match: bit 0 a byte above 0x7F (then
+ * valid_utf8 decides), bit 1 a TAB, bit 2 a CR. One pass instead of three (the ASCII check, a memchr for
+ * each of TAB and CR). */
+enum { LF_HIGH = 1, LF_TAB = 2, LF_CR = 4 };
+static inline int line_flags(const unsigned char *p, const unsigned char *e) {
+    int fl = 0;
+#ifdef LOGETL_SSE2
+    __m128i hi = _mm_setzero_si128(), tab = hi, cr = hi;
+    const __m128i t = _mm_set1_epi8('\t'), r = _mm_set1_epi8('\r');
+    for (; e - p >= 16; p += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        hi = _mm_or_si128(hi, v);
+        tab = _mm_or_si128(tab, _mm_cmpeq_epi8(v, t));
+        cr = _mm_or_si128(cr, _mm_cmpeq_epi8(v, r));
+    }
+    if (_mm_movemask_epi8(hi)) fl |= LF_HIGH;
+    if (_mm_movemask_epi8(tab)) fl |= LF_TAB;
+    if (_mm_movemask_epi8(cr)) fl |= LF_CR;
+#endif
+    for (; p < e; p++) {
+        if (*p >= 0x80) fl |= LF_HIGH;
+        else if (*p == '\t') fl |= LF_TAB;
+        else if (*p == '\r') fl |= LF_CR;
+    }
+    return fl;
 }
 
 /* The first occurrence of n > 0 bytes l in [p, e), or NULL (memmem is not in every libc's default set). */
@@ -144,7 +188,7 @@ static int parse_line(const unsigned char *p, const unsigned char *e, span f[5])
 static inline const unsigned char *quoted_end(const unsigned char *q, const unsigned char *e) {
     const unsigned char *r = q;
     for (;;) {
-        r = memchr(r, '"', e - r);
+        r = find_byte(r, e, '"');
         if (!r) return NULL;
         const unsigned char *b = r;
         while (b > q && b[-1] == '\\') b--;
@@ -181,7 +225,15 @@ static int parse_tail(const unsigned char *q, const unsigned char *e, span t[2])
  * token only) makes a line that starts with lit a header: counted with the dropped lines, not malformed. */
 enum { T_LIT = 0, T_UNTIL = 1, T_ESCAPED = 2, T_REST = 3, T_SPLIT = 4, T_NTH = 5, T_OPT = 6, T_MAYBE = 7,
        T_QOR = 8, T_PREFIX = 9, T_SKIP = 10 };
-typedef struct { int kind; const unsigned char *lit; ptrdiff_t lit_len; unsigned char stop; } token;
+/* fuse (set by program_close): how many first bytes of the literal token after a field are known to be
+ * there where the field ends (the byte it ends at, or its `until` literal), so the two are one step. */
+/* run (likewise): at a field ending at its first `stop` byte and fused with a literal, how many such steps
+ * follow one another from it: they are scanned in one loop, without a branch on the kind of each token. A
+ * step is two tokens (a field to its `stop`, the literal), or three (opt: a field to its `stop` or the
+ * line's end, T_OPT, the literal), its length in `span`. */
+typedef struct {
+    int kind; const unsigned char *lit; ptrdiff_t lit_len; unsigned char stop; ptrdiff_t fuse; int run, span, opt;
+} token;
 typedef struct {
     token *tokens; int n_tokens;
     int n_fields;                  /* fields of the program */
@@ -221,110 +273,163 @@ static inline int program_add(program *pg, int kind, const unsigned char *lit, p
     return 0;
 }
 
-/* Once every token is added: 0 when the program's fields and size_index fit, else -1. */
+/* Once every token is added: 0 when the program's fields and size_index fit, else -1. Fuses each field
+ * with the literal after it where the field's end already is that literal's start. */
 static inline int program_close(program *pg, int size_index) {
     if (pg->n_fields > MAX_FIELDS || size_index >= pg->n_fields) return -1;
     pg->size_index = size_index;
+    for (int i = 0; i + 1 < pg->n_tokens; i++) {
+        token *t = &pg->tokens[i], *l = &pg->tokens[i + 1];
+        t->fuse = 0;
+        if (l->kind != T_LIT || l->lit_len < 1) continue;
+        if (t->kind == T_UNTIL && t->lit_len > 0) {          /* ends where `lit` starts */
+            if (l->lit_len >= t->lit_len && memcmp(l->lit, t->lit, t->lit_len) == 0) t->fuse = t->lit_len;
+        } else if ((t->kind == T_UNTIL || t->kind == T_NTH || t->kind == T_SPLIT) && l->lit[0] == t->stop) {
+            t->fuse = 1;                                     /* ends at a `stop` byte */
+        } else if (t->kind == T_ESCAPED && l->lit[0] == '"') {
+            t->fuse = 1;                                     /* ends at a '"' */
+        }
+    }
+    for (int i = pg->n_tokens - 1; i >= 0; i--) {
+        token *t = &pg->tokens[i];
+        t->run = t->span = t->opt = 0;
+        if (t->kind == T_UNTIL && t->lit_len == 0 && t->fuse == 1)
+            t->span = 2;
+        else if (t->kind == T_REST && t->stop && i + 2 < pg->n_tokens && pg->tokens[i + 1].kind == T_OPT
+                 && pg->tokens[i + 2].kind == T_LIT && pg->tokens[i + 2].lit_len >= 1
+                 && pg->tokens[i + 2].lit[0] == t->stop)
+            t->span = 3, t->opt = 1;
+        if (t->span)
+            t->run = 1 + (i + t->span < pg->n_tokens ? pg->tokens[i + t->span].run : 0);
+    }
     return 0;
 }
 
-/* The token program on one line: fills f[0..n_fields) and returns LINE_OK or the reason. */
+/* Whether the n bytes at a are those at b (a literal is most often one to three characters: inline). */
+static inline int lit_eq(const unsigned char *a, const unsigned char *b, ptrdiff_t n) {
+    switch (n) {
+    case 0: return 1;
+    case 1: return a[0] == b[0];
+    case 2: return a[0] == b[0] && a[1] == b[1];
+    case 3: return a[0] == b[0] && a[1] == b[1] && a[2] == b[2];
+    default: return memcmp(a, b, n) == 0;
+    }
+}
+
+/* The token program on one line: fills f[0..n_fields) and returns LINE_OK or the reason. A field fused with
+ * the literal after it (token.fuse) checks the rest of that literal and steps over it. */
 static int parse_program_line(const program *pg, const unsigned char *p, const unsigned char *e, span *f) {
-    if (!valid_utf8(p, e)) return LINE_UTF8;
+    int fl = line_flags(p, e);
+    if ((fl & LF_HIGH) && !valid_utf8(p, e)) return LINE_UTF8;
     const unsigned char *q = p;
     int k = 0;
-    for (int i = 0; i < pg->n_tokens; i++) {
-        const token *t = &pg->tokens[i];
+    const token *t = pg->tokens, *end = pg->tokens + pg->n_tokens;
+    for (; t < end; t++) {
+        const unsigned char *r;
+        if (t->run) {   /* steps of a field to its `stop` byte and the literal after it (see token.run) */
+            for (int n = t->run;; n--) {
+                const token *l = t + t->span - 1;
+                if (!(r = find_byte(q, e, t->stop))) {
+                    if (!t->opt) return LINE_NOMATCH;
+                    r = e;
+                }
+                f[k].s = q; f[k].e = r; k++;
+                if (r == e) {   /* (opt) the line ends here: the later fields are empty */
+                    for (; k < pg->n_fields; k++) f[k].s = f[k].e = e;
+                    q = e; t = end - 1;
+                    break;
+                }
+                if (l->lit_len > 1 && (e - r < l->lit_len || !lit_eq(r + 1, l->lit + 1, l->lit_len - 1)))
+                    return LINE_NOMATCH;
+                q = r + l->lit_len;
+                if (n == 1) { t = l; break; }
+                t = l + 1;
+            }
+            continue;
+        }
         switch (t->kind) {
-        case T_LIT:   /* (most literals are one character: compared inline, not by a call) */
-            if (e - q < t->lit_len || (t->lit_len == 1 ? *q != t->lit[0] : memcmp(q, t->lit, t->lit_len) != 0))
-                return LINE_NOMATCH;
+        case T_LIT:   /* (most literals are one to three characters: compared inline, not by a call) */
+            if (e - q < t->lit_len || !lit_eq(q, t->lit, t->lit_len)) return LINE_NOMATCH;
             q += t->lit_len;
-            break;
-        case T_UNTIL: {
-            const unsigned char *r = t->lit_len ? find_lit(q, e, t->lit, t->lit_len) : find_byte(q, e, t->stop);
+            continue;
+        case T_UNTIL:
+            r = t->lit_len ? find_lit(q, e, t->lit, t->lit_len) : find_byte(q, e, t->stop);
             if (!r) return LINE_NOMATCH;
-            f[k].s = q; f[k].e = r; k++; q = r;
             break;
-        }
-        case T_ESCAPED: {
-            const unsigned char *r = quoted_end(q, e);
-            if (!r) return LINE_NOMATCH;
-            f[k].s = q; f[k].e = r; k++; q = r;
+        case T_ESCAPED:
+            if (!(r = quoted_end(q, e))) return LINE_NOMATCH;
             break;
-        }
         case T_SPLIT: {   /* the separator's last occurrence before the port's end (see parse_format) */
-            const unsigned char *end = e;
-            if (t->lit_len && !(end = memchr(q, t->lit[0], e - q))) return LINE_NOMATCH;
-            const unsigned char *r = end;
+            const unsigned char *stop = e;
+            if (t->lit_len && !(stop = find_byte(q, e, t->lit[0]))) return LINE_NOMATCH;
+            r = stop;
             while (r > q && r[-1] != t->stop) r--;
-            if (r == q) return LINE_NOMATCH;      /* no separator in [q, end) */
+            if (r == q) return LINE_NOMATCH;      /* no separator in [q, stop) */
             r--;
-            f[k].s = q; f[k].e = r; k++; q = r;
             break;
         }
-        case T_NTH: {
-            const unsigned char *r = q;
+        case T_NTH:
+            r = q;
             for (ptrdiff_t j = 0; j <= t->lit_len; j++) {
                 if (j && (r = r + 1) > e) return LINE_NOMATCH;
-                if (!(r = memchr(r, t->stop, e - r))) return LINE_NOMATCH;
+                if (!(r = find_byte(r, e, t->stop))) return LINE_NOMATCH;
             }
-            f[k].s = q; f[k].e = r; k++; q = r;
             break;
-        }
         case T_OPT:
             if (q == e) {   /* the line ends here: the later fields are empty */
                 for (; k < pg->n_fields; k++) f[k].s = f[k].e = e;
-                i = pg->n_tokens;
+                t = end - 1;
             }
-            break;
-        case T_MAYBE: {
-            const unsigned char *r;
+            continue;
+        case T_MAYBE:
             f[k].s = f[k].e = q;
-            if (q < e && *q == t->lit[0] && (r = memchr(q + 1, t->stop, e - q - 1))
+            if (q < e && *q == t->lit[0] && (r = find_byte(q + 1, e, t->stop))
                 && e - (r + 1) >= t->lit_len - 1 && memcmp(r + 1, t->lit + 1, t->lit_len - 1) == 0) {
                 f[k].s = q + 1; f[k].e = r; q = r + 1 + (t->lit_len - 1);
             }
             k++;
-            break;
-        }
-        case T_QOR: {
+            continue;
+        case T_QOR:
             if (q < e && *q == '"') {
-                const unsigned char *r = quoted_end(q + 1, e);
-                if (!r) return LINE_NOMATCH;
+                if (!(r = quoted_end(q + 1, e))) return LINE_NOMATCH;
                 f[k].s = q + 1; f[k].e = r; q = r + 1;
             } else {
-                const unsigned char *r = memchr(q, t->stop, e - q);
-                if (!r) r = e;
+                if (!(r = find_byte(q, e, t->stop))) r = e;
                 f[k].s = q; f[k].e = r; q = r;
             }
             k++;
-            break;
-        }
-        case T_PREFIX: {
+            continue;
+        case T_PREFIX: {   /* lit before the first ' ' + stop: that limit is found first, lit only before it */
             const unsigned char lim[2] = {' ', t->stop};
-            const unsigned char *a = find_lit(q, e, t->lit, t->lit_len), *b = find_lit(q, e, lim, 2);
+            const unsigned char *b = find_lit(q, e, lim, 2);
+            const unsigned char *a = find_lit(q, b ? (e - b > t->lit_len ? b + t->lit_len : e) : e, t->lit, t->lit_len);
             if (a && (!b || a < b)) { f[k].s = q; f[k].e = a; q = a + t->lit_len; }
             else f[k].s = f[k].e = q;
             k++;
-            break;
+            continue;
         }
         case T_SKIP:
             if (e - q >= t->lit_len && memcmp(q, t->lit, t->lit_len) == 0) return ST_HEADER;
+            continue;
+        default:   /* T_REST: to the end of the line, or a one-word field to its first `stop` (then q != e) */
+            if (!t->stop || !(r = find_byte(q, e, t->stop))) r = e;
             break;
-        default: {  /* T_REST: to the end of the line, or a one-word field to its first `stop` (then q != e) */
-            const unsigned char *r = t->stop ? memchr(q, t->stop, e - q) : NULL;
-            if (!r) r = e;
-            f[k].s = q; f[k].e = r; k++; q = r;
         }
+        f[k].s = q; f[k].e = r; k++; q = r;
+        if (t->fuse) {   /* the literal after the field: its first fuse bytes are at r already */
+            const token *l = t + 1;
+            if (e - r < l->lit_len || !lit_eq(r + t->fuse, l->lit + t->fuse, l->lit_len - t->fuse))
+                return LINE_NOMATCH;
+            q = r + l->lit_len;
+            t = l;
         }
     }
     if (q != e) return LINE_NOMATCH;
-    if (pg->clean_literals)   /* fields and literals tile the line: one scan of it instead of one per field */
-        return (memchr(p, '\t', e - p) || memchr(p, '\r', e - p)) ? LINE_TABCR : LINE_OK;
+    if (pg->clean_literals)   /* fields and literals tile the line: the line holds a TAB or CR iff a field does */
+        return (fl & (LF_TAB | LF_CR)) ? LINE_TABCR : LINE_OK;
     /* literals hold a TAB (a tab-separated layout): a CR is looked for once in the line when no literal
      * holds one, a TAB in each field that does not end at its first TAB */
-    if (pg->cr_free_literals && memchr(p, '\r', e - p)) return LINE_TABCR;
+    if (pg->cr_free_literals && (fl & LF_CR)) return LINE_TABCR;
     for (int i = 0; i < k; i++) {
         ptrdiff_t len = f[i].e - f[i].s;
         if ((!pg->tab_free[i] && memchr(f[i].s, '\t', len)) || (!pg->cr_free_literals && memchr(f[i].s, '\r', len)))

@@ -272,10 +272,14 @@ def last(value, order_by=None) -> Last:
 __all__ += ["timestamp", "from_epoch", "epoch", "trunc", "trunc_local", "day_of_week", "hour_of_day"]
 
 
-def timestamp(time) -> Timestamp:
-    """The UTC instant of an access-log time field (``17/May/2015:10:05:03 +0200`` is
-    ``2015-05-17T08:05:03Z``), a timestamp; null when the time is not valid (the rule of ``day``)."""
-    return Timestamp(_field(time))
+def timestamp(time, clock=None) -> Timestamp:
+    """The UTC instant of a log time field, a timestamp: ``17/May/2015:10:05:03 +0200`` (Apache, nginx, S3)
+    is ``2015-05-17T08:05:03Z``; ``2018-07-02T22:23:00.186641Z`` (ALB, ELB) is ``2018-07-02T22:23:00Z``;
+    ``06/Feb/2009:12:14:14.655`` (HAProxy, no zone: read as UTC) is ``2009-02-06T12:14:14Z``. With two
+    fields, a date and a time in UTC (CloudFront's ``timestamp("date", "time")``): ``2019-12-04`` and
+    ``21:02:31`` are ``2019-12-04T21:02:31Z``. A fraction of a second is dropped; null when the time is not
+    valid (the calendar's rule of ``day``). See ``logetl.expressions.Timestamp``."""
+    return Timestamp(_field(time), None if clock is None else _field(clock))
 
 
 def from_epoch(seconds) -> FromEpoch:

@@ -16,21 +16,38 @@ LOG_TIME_PATTERN = (r"^(0[1-9]|[12][0-9]|3[01])/(" + "|".join(MONTHS) + r")/"
                     r"([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9] [+-]([01][0-9]|2[0-3])[0-5][0-9]$")
 
 
-def _log_time_valid() -> str:
+_YEAR = r"(?:[0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})"
+# divisible by 4 and not by 100, or by 400 (0000 is not a year)
+_LEAP = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
+_CLOCK = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
+_ZONE = r" [+-](?:[01][0-9]|2[0-3])[0-5][0-9]$"
+
+
+def _log_time_valid(end: str = _ZONE) -> str:
     """``LOG_TIME_PATTERN`` with the calendar folded in: one regular expression that matches exactly the
     valid times (days 29-31 only in the months that have them, 29 February only in leap years of the
-    proleptic Gregorian calendar). One pass of a regex engine decides validity, with no arithmetic."""
+    proleptic Gregorian calendar). One pass of a regex engine decides validity, with no arithmetic.
+    ``end``: what follows the clock (the zone; HAProxy's milliseconds)."""
     thirty_one = "|".join(m for i, m in enumerate(MONTHS) if i in (0, 2, 4, 6, 7, 9, 11))
     not_feb = "|".join(m for m in MONTHS if m != "Feb")
-    year = r"(?:[0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})"
-    # divisible by 4 and not by 100, or by 400 (0000 is not a year)
-    leap = r"(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
-    rest = r":(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9] [+-](?:[01][0-9]|2[0-3])[0-5][0-9]$"
     return (r"^(?:(?:(?:0[1-9]|1[0-9]|2[0-8])/(?:" + "|".join(MONTHS) + r")|(?:29|30)/(?:" + not_feb
-            + r")|31/(?:" + thirty_one + r"))/" + year + r"|29/Feb/" + leap + r")" + rest)
+            + r")|31/(?:" + thirty_one + r"))/" + _YEAR + r"|29/Feb/" + _LEAP + r"):" + _CLOCK + end)
+
+
+def _iso_time_valid() -> str:
+    """A valid UTC time of ISO 8601 as AWS load balancers write it, ``yyyy-mm-ddTHH:MM:SS[.fraction]Z``
+    (one to nine digits of fraction), the calendar folded in as in ``_log_time_valid``."""
+    day = r"(?:0[1-9]|1[0-9]|2[0-8])"
+    date = (r"(?:" + _YEAR + r"-(?:(?:0[13578]|1[02])-(?:" + day + r"|29|30|31)|(?:0[469]|11)-(?:" + day
+            + r"|29|30)|02-" + day + r")|" + _LEAP + r"-02-29)")
+    return r"^" + date + r"T" + _CLOCK + r"(?:\.[0-9]{1,9})?Z$"
 
 
 LOG_TIME_VALID = _log_time_valid()
+#: HAProxy's time, ``dd/Mon/yyyy:HH:MM:SS.mmm``: no zone (read as UTC)
+MS_TIME_VALID = _log_time_valid(r"\.[0-9]{3}$")
+#: ALB's and ELB's time (and a CloudFront date and time joined by ``timestamp(date, time)``)
+ISO_TIME_VALID = _iso_time_valid()
 
 
 class _LogTime(Expr):
@@ -92,20 +109,39 @@ def _unit(unit, what: str) -> str:
 
 
 class Timestamp(Expr):
-    """The UTC instant of an access-log time ``dd/Mon/yyyy:HH:MM:SS ±hhmm``: the time as written minus
-    its zone (``10:05:03 +0200`` is ``08:05:03Z``; across a day, month or year when the zone says so).
-    Null unless the time is valid (see ``_LogTime``: the rule of ``day`` and ``hour``) and its instant
-    falls in years 0001-9999 in UTC (``01/Jan/0001:00:30:00 +0100`` is null)."""
+    """The UTC instant of a log time, in any of the layouts the log formats write:
 
-    def __init__(self, arg: Expr):
-        self.args = (_wrap(arg),)
+    - ``dd/Mon/yyyy:HH:MM:SS ±hhmm`` (Apache, nginx, S3): the time as written minus its zone
+      (``10:05:03 +0200`` is ``08:05:03Z``; across a day, month or year when the zone says so);
+    - ``yyyy-mm-ddTHH:MM:SS[.fraction]Z`` (ALB, ELB; one to nine digits of fraction): that instant;
+    - ``dd/Mon/yyyy:HH:MM:SS.mmm`` (HAProxy, which writes no zone): the clock read as UTC;
+    - with two arguments, a date ``yyyy-mm-dd`` and a time ``HH:MM:SS[.fraction]`` (CloudFront's two
+      columns, in UTC): that instant.
+
+    A timestamp holds whole seconds: a fraction is dropped (the instant's second is kept). Null unless the
+    time is valid (a real day of that month and year, proleptic Gregorian calendar; year 0001-9999, ``HH``
+    00-23, ``MM`` and ``SS`` 00-59; for the first layout the zone's rule of ``_LogTime``; nothing before or
+    after) and its instant falls in years 0001-9999 in UTC (``01/Jan/0001:00:30:00 +0100`` is null)."""
+
+    def __init__(self, arg: Expr, time: Expr | None = None):
+        if time is None:
+            self.parts = (_wrap(arg),)
+            self.args = self.parts
+        else:
+            # the date and the time joined as the ISO 8601 layout: the engines read one string
+            from logetl.expressions.strings import Concat
+            from logetl.expressions.base import Lit
+
+            self.parts = (_wrap(arg), _wrap(time))
+            self.args = (Concat(self.parts[0], Lit("T"), self.parts[1], Lit("Z")),)
 
     def check(self, types):
-        _need(self.args[0], types, STRING, "timestamp")
+        for a in self.parts:
+            _need(a, types, STRING, "timestamp")
         return TIMESTAMP
 
     def describe(self):
-        return f"timestamp({self.args[0].describe()})"
+        return f"timestamp({', '.join(a.describe() for a in self.parts)})"
 
 
 class FromEpoch(Expr):

@@ -435,12 +435,20 @@ def _clock(c, e):
 def _instants(series):
     """The UTC instants of a Series of log times: null unless the time is valid and its instant falls in
     years 0001-9999. Series by Series, so that each step runs once (an expression used twice in one eager
-    projection is computed twice); Polars' parser takes the zone (``%z``: -2359 to +2359) and converts."""
+    projection is computed twice); Polars' parser takes the zone (``%z``: -2359 to +2359) and converts.
+    The layouts without a zone (ISO 8601 ``...Z``, HAProxy's milliseconds) are read only when some time of
+    the Series is not of the zoned one, each once its own regex (the calendar folded in) has passed."""
     pl = _pl()
     valid = series.str.contains(E.LOG_TIME_VALID)
     parsed = series.str.strptime(pl.Datetime("us", "UTC"), "%d/%b/%Y:%H:%M:%S %z", strict=False)
     kept = valid & parsed.dt.epoch("s").is_between(E.MIN_EPOCH, E.MAX_EPOCH)
-    return pl.select(pl.when(kept).then(parsed)).to_series()
+    result = pl.when(kept).then(parsed)
+    if not valid.fill_null(True).all():
+        for regex, width, layout in ((E.ISO_TIME_VALID, 19, "%Y-%m-%dT%H:%M:%S"),
+                                     (E.MS_TIME_VALID, 20, "%d/%b/%Y:%H:%M:%S")):
+            clock = series.str.slice(0, width).str.strptime(pl.Datetime("us"), layout, strict=False)
+            result = result.when(series.str.contains(regex)).then(clock.dt.replace_time_zone("UTC"))
+    return pl.select(result).to_series()
 
 
 def _in_range(seconds):

@@ -23,6 +23,9 @@ REST = 2_147_483_647
 # ``portable_regex`` (``$`` as ``\z``, ``(?s)`` first), as user regexes do
 INT_REGEX = E.portable_regex(E.INT_PATTERN)
 LOG_TIME_REGEX = E.portable_regex(E.LOG_TIME_PATTERN)
+#: the layouts of a log time without a zone (``Timestamp``), the calendar folded in
+ISO_TIME_REGEX = E.portable_regex(E.ISO_TIME_VALID)
+MS_TIME_REGEX = E.portable_regex(E.MS_TIME_VALID)
 
 
 def _F():
@@ -492,8 +495,20 @@ def _instant(seconds):
 
 
 def _timestamp(c, e):
+    """A log time's instant: of the zoned layout its clock minus the zone; of the layouts without a zone
+    (ISO 8601 ``...Z`` and HAProxy's ``.mmm``, each recognised by its regex, the calendar folded in), the
+    clock read in UTC (a fraction dropped). Every ``make_timestamp`` runs only where its layout is valid."""
+    F = _F()
     clock, offset = _clock(c, e)
-    return _instant(_F().unix_seconds(clock) - offset)
+    t = c(e.args[0])
+    num = lambda col: col.try_cast("int")      # noqa: E731
+    months = F.create_map(*[x for i, m in enumerate(E.MONTHS) for x in (F.lit(m), F.lit(i + 1))])
+    iso = F.make_timestamp(num(t.substr(1, 4)), num(t.substr(6, 2)), num(t.substr(9, 2)), num(t.substr(12, 2)),
+                           num(t.substr(15, 2)), num(t.substr(18, 2)), F.lit("UTC"))
+    ms = F.make_timestamp(num(t.substr(8, 4)), months[t.substr(4, 3)], num(t.substr(1, 2)), num(t.substr(13, 2)),
+                          num(t.substr(16, 2)), num(t.substr(19, 2)), F.lit("UTC"))
+    return (F.when(clock.isNotNull(), _instant(F.unix_seconds(clock) - offset))
+            .when(t.rlike(ISO_TIME_REGEX), iso).when(t.rlike(MS_TIME_REGEX), ms))
 
 
 def _time_of(c, e):
