@@ -457,7 +457,8 @@ def _preset_regex(tok: Field) -> str:
     if tok.kind == QOR:
         return r'(?:"([^"\\]*+(?:\\.[^"\\]*+)*+)"|(?!")([^' + d + ']*))'
     end = "".join(_esc(c) for c in tok.until)
-    return f"(?:((?:(?!{_esc(' ')}{d}|{end}).)*+){end})?"
+    # possessive, as the kernel is: a prefix found is taken, never given back for a match without one
+    return f"(?:((?:(?!{_esc(' ')}{d}|{end}).)*+){end})?+"
 
 
 def _preset_scan(tok: Field, b: bytes, pos: int):
