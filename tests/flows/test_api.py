@@ -48,7 +48,7 @@ def test_mistakes_fail_when_the_flow_is_defined_with_one_exact_line():
         "hashjoin (unnamed): fields on both sides: time (rename one side first)"
     assert _error(lambda: logs.sort("day")) == \
         "sort (unnamed): no field 'day' in ip, time, request, response, size, referer, user_agent"
-    assert _error(lambda: logs.limit(-1)) == "limit: n is a count >= 0, not -1"
+    assert _error(lambda: logs.limit(-1)) == "limit: n is a count from 0 to 2,147,483,647, not -1"
     assert _error(lambda: L.read(fields=("ip", "time", "ip"))) == "parse 'parse': field 'ip' is named twice"
     assert _error(lambda: L.Flow("two", [logs.write("a"), L.read().write("b")])) == \
         "flow 'two': the input is read more than once (a run binds one input: read it once and branch)"

@@ -235,7 +235,8 @@ def test_a_field_the_format_lacks_names_the_presets_that_have_it(tmp_path):
     with pytest.raises(assembly.MissingField) as exc:
         L.read("common", fields=("ip", "referer"))
     assert str(exc.value) == ("the log format common has no field 'referer' (its fields: ip, ident, user, time, "
-                              "request, response, size); the presets combined, vhost_combined, nginx, s3 and cloudfront have it")
+                              "request, response, size); the presets combined, vhost_combined, nginx, s3, cloudfront, caddy, "
+                              "traefik and nginx_json have it")
     with pytest.raises(assembly.MissingField, match=r"; the preset nginx has it$"):
         L.read(fields=("x_forwarded_for",))
     with pytest.raises(assembly.MissingField, match=r"^the log format combined has no field 'port' .*; the preset "
@@ -254,4 +255,5 @@ def test_a_field_the_format_lacks_names_the_presets_that_have_it(tmp_path):
     err = p.stderr.decode()
     assert p.returncode == 2 and len(err.splitlines()) == 1, err
     assert "the log format common has no field 'user_agent'" in err
-    assert "the presets combined, vhost_combined, nginx, alb, elb, s3 and cloudfront have it" in err
+    assert ("the presets combined, vhost_combined, nginx, alb, elb, s3, cloudfront, caddy, traefik and nginx_json "
+            "have it") in err
