@@ -59,7 +59,7 @@ _META = set(".^$|?*+()[]{}\\")
 _ESCAPABLE = set(".^$|?*+()[]{}\\/-")
 
 
-def portable_regex(pattern: str) -> str:
+def portable_regex(pattern: str, sized: bool = True) -> str:
     """Checks that ``pattern`` uses only the documented subset and returns the form both engines compile:
     ``(?s)`` first (``.`` matches any character) and ``$`` as ``\\z`` (Java's ``$`` would also match
     before a final line terminator).
@@ -68,7 +68,9 @@ def portable_regex(pattern: str) -> str:
     ``^`` and ``$``; classes ``[abc]``, ``[^a-z0-9_]`` of literal characters, ranges and those escapes;
     groups ``( )`` and ``(?: )``; ``|``; quantifiers ``* + ? {n} {n,} {n,m}``, each optionally lazy (``?``).
     Not in it (the engines differ, or one lacks them): ``\\d \\w \\s \\b`` and other escapes, back
-    references, look-around, flags such as ``(?i)``, possessive quantifiers, POSIX and nested classes."""
+    references, look-around, flags such as ``(?i)``, possessive quantifiers, POSIX and nested classes.
+    With ``sized`` (the default), a pattern with counted repetition is also compiled once to check its size
+    (``_too_large``)."""
     out, i, depth = ["(?s)"], 0, 0
 
     def fail(why: str):
@@ -160,7 +162,7 @@ def portable_regex(pattern: str) -> str:
     if depth:
         fail("unbalanced (")
     compiled = "".join(out)
-    if counted or len(compiled) > 10_000:
+    if sized and (counted or len(compiled) > 10_000):
         too_large = _too_large(compiled)      # only counted repetition or a long pattern can be
         if too_large:
             raise ExpressionError(f"regex {pattern!r}: {too_large}")
@@ -176,8 +178,13 @@ def _too_large(compiled: str) -> str | None:
     """Why the regex library of the local engine (Rust's ``regex`` crate, through Polars) refuses the portable
     ``compiled`` pattern, None when it compiles. Its compiled program has a size limit (10 MB) that nested
     counted repetition reaches quickly (``(a{1000}){1000}``); Java compiles such patterns without expanding
-    them, so a pattern either refuses is refused for both engines when the flow is defined."""
-    import polars as pl
+    them, so a pattern either refuses is refused for both engines when the flow is defined. Where Polars is
+    not installed (a Spark executor's environment holds only what its parse needs), there is no local
+    engine to refuse it: None."""
+    try:
+        import polars as pl
+    except ImportError:
+        return None
 
     try:
         pl.Series([""]).str.contains(compiled)

@@ -44,7 +44,8 @@ UTF8_HEX = portable_regex(
     r"^(?:[0-7][0-9a-f]|c[2-9a-f][89ab][0-9a-f]|d[0-9a-f][89ab][0-9a-f]|e0[ab][0-9a-f][89ab][0-9a-f]"
     r"|e[1-9a-cef][89ab][0-9a-f][89ab][0-9a-f]|ed[89][0-9a-f][89ab][0-9a-f]"
     r"|f0[9ab][0-9a-f](?:[89ab][0-9a-f]){2}|f[1-3][89ab][0-9a-f](?:[89ab][0-9a-f]){2}"
-    r"|f48[0-9a-f](?:[89ab][0-9a-f]){2})*$")
+    r"|f48[0-9a-f](?:[89ab][0-9a-f]){2})*$",
+    sized=False)    # logetl's own pattern, small: not compiled at import to measure it (that would load Polars)
 
 
 class Method(_StringMap):
