@@ -105,7 +105,7 @@ def test_a_local_run_stopped_mid_query_ends_at_once_with_one_line(sample, tmp_pa
         proc.send_signal(signal.SIGINT)
         stopped = time.monotonic()
         _, err = proc.communicate(timeout=60)
-        assert time.monotonic() - stopped < 15
+        assert time.monotonic() - stopped < 30     # seconds, not the hours the query would take
     finally:
         if proc.poll() is None:
             proc.kill()

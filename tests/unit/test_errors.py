@@ -27,6 +27,8 @@ INTERNAL = {
     "logetl.cli._Shown": "a LogetlError as Click shows it (Click's own exception)",
     "logetl.formats.Header": "a header line's verdict inside the parse, counted apart, never raised out of a run",
     "logetl.errors.Terminated": "a KeyboardInterrupt by design: everything that handles Ctrl-C handles it",
+    "logetl.jsonformats.NotJson": "why a line is not a JSON object, for its malformed-line sample: never raised out "
+                                  "of a run",
 }
 
 

@@ -86,7 +86,7 @@ def test_unset_or_empty_is_the_default(monkeypatch, value):
         "LOGETL_API_KEY": None, "LOGETL_MONITOR_GRACE": 1.0, "LOGETL_MONITOR_UI": "http://127.0.0.1:8080",
         "LOGETL_MONITOR_DB": None, "LOGETL_OWNER": None, "LOGETL_OPENLINEAGE_URL": None,
         "LOGETL_WEBHOOK_ALLOW": (), "LOGETL_PROGRESS_AFTER": 2.0, "LOGETL_DEBUG": False, "LOGETL_FAIL_AT": "",
-        "LOGETL_SCREENSHOTS": None}
+        "LOGETL_SCREENSHOTS": None, "LOGETL_MAX_LINE": 64 * 1024 * 1024}
     assert not any(s.is_set() for s in settings.ENVIRONMENT)
 
 
