@@ -168,7 +168,7 @@ def _run(spec, log: bytes, tmp_path, engine: str, **options):
     import logetl.api as L
     from logetl.job import run_flow
 
-    name = "".join(c if c.isalnum() else "_" for c in spec)
+    name = "log_" + "".join(c if c.isalnum() else "_" for c in spec)   # (Spark skips a file named _...)
     path = tmp_path / f"{name}.log"
     path.write_bytes(log)
     out = tmp_path / f"{name}-{engine}"
