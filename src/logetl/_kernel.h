@@ -217,7 +217,9 @@ static int parse_tail(const unsigned char *q, const unsigned char *e, span t[2])
 
 #define MAX_FIELDS 64
 /* Token kinds (logetl.formats defines what each accepts): T_UNTIL with a literal ends at that literal's first
- * occurrence (else at the first `stop`); T_NTH holds exactly lit_len `stop`s and ends at the next one; T_OPT
+ * occurrence (else at the first `stop`); T_NTH holds exactly lit_len `stop`s and ends at the next one (a literal
+ * starting with a NUL byte: it may start with `stop`s, then holds lit_len - 1 runs of them, a time with
+ * space-padded conversions); T_OPT
  * is no field: the line may end there (every later field is then empty); T_MAYBE is an optional field
  * between lit[0] and `stop`, followed by lit[1..] (else empty, nothing consumed); T_QOR a field quoted as
  * Apache writes it ('"', escaped text, '"') or bare up to `stop` or the line's end; T_PREFIX an optional
@@ -370,6 +372,15 @@ static int parse_program_line(const program *pg, const unsigned char *p, const u
         }
         case T_NTH:
             r = q;
+            if (t->lit_len && !t->lit[0]) {   /* a NUL first: leading `stop`s, then lit_len - 1 runs of them */
+                while (r < e && *r == t->stop) r++;
+                for (ptrdiff_t j = 1; j < t->lit_len; j++) {
+                    if (!(r = find_byte(r, e, t->stop))) return LINE_NOMATCH;
+                    while (r < e && *r == t->stop) r++;
+                }
+                if (!(r = find_byte(r, e, t->stop))) return LINE_NOMATCH;
+                break;
+            }
             for (ptrdiff_t j = 0; j <= t->lit_len; j++) {
                 if (j && (r = r + 1) > e) return LINE_NOMATCH;
                 if (!(r = find_byte(r, e, t->stop))) return LINE_NOMATCH;

@@ -103,6 +103,8 @@ class Field:
                                # maybe: the opening character then the literal after the closing one;
                                # prefix: the literal that ends it
     count: int = 0             # nth: how many `stop` characters the field holds
+    padded: bool = False       # nth: a time with space-padded conversions (%e, %k, %l): the field may start
+                               # with `stop`s and holds `count` runs of them (a run: one or more in a row)
 
 
 @dataclass(frozen=True)
@@ -420,7 +422,8 @@ class LogFormat:
             elif isinstance(tok, Literal):
                 prog.append((0, tok.text.encode("ascii"), 0))
             elif tok.kind == NTH:
-                prog.append((5, tok.stop.encode("ascii") * tok.count, ord(tok.stop)))
+                # padded: a NUL byte first (never a format's character), then one byte a run of `stop`s
+                prog.append((5, (b"\0" if tok.padded else b"") + tok.stop.encode("ascii") * tok.count, ord(tok.stop)))
             elif tok.kind == MAYBE:
                 prog.append((7, tok.until.encode("ascii"), ord(tok.stop)))
             elif tok.kind == QOR:
@@ -449,6 +452,9 @@ HEADER = object()
 def _preset_regex(tok: Field) -> str:
     """The regular expression of a preset token (the kinds ``NTH``, ``MAYBE``, ``QOR`` and ``PREFIX``)."""
     d = _esc(tok.stop)
+    if tok.kind == NTH and tok.padded:
+        # possessive, as the kernel is: the leading stops, then each run of stops, are taken whole
+        return f"({d}*+(?:[^{d}]++{d}++){{{tok.count}}}[^{d}]++)"
     if tok.kind == NTH:
         return f"((?:[^{d}]*{d}){{{tok.count}}}[^{d}]*)"
     if tok.kind == MAYBE:
@@ -465,6 +471,18 @@ def _preset_scan(tok: Field, b: bytes, pos: int):
     """A preset token at ``pos`` of line ``b``: (value, position after it, the value's start), or why it does not match."""
     n = len(b)
     stop = tok.stop.encode("ascii")
+    if tok.kind == NTH and tok.padded:
+        k = pos
+        while b.startswith(stop, k):
+            k += 1
+        for _ in range(tok.count):
+            if (k := b.find(stop, k)) < 0:
+                return f"fewer than {tok.count + 1} runs of {tok.stop!r} after it"
+            while b.startswith(stop, k):
+                k += 1
+        if (k := b.find(stop, k)) < 0:
+            return f"fewer than {tok.count + 1} runs of {tok.stop!r} after it"
+        return b[pos:k], k, pos
     if tok.kind == NTH:
         k = pos - 1
         for _ in range(tok.count + 1):
@@ -534,20 +552,45 @@ def _esc(c: str) -> str:
 LEGACY = LogFormat("combined", contract.PATTERN, "legacy")
 
 
-#: strftime conversions that write several conversions (as Apache's apr_strftime expands them)
+#: strftime conversions that write several conversions (as Apache's apr_strftime expands them; %c as the C
+#: locale writes it, the locale Apache logs in)
 _STRFTIME = {"T": "%H:%M:%S", "D": "%m/%d/%y", "R": "%H:%M", "r": "%I:%M:%S %p", "F": "%Y-%m-%d",
-             "c": "%a %b %d %H:%M:%S %Y", "n": "\n", "t": "\t", "%": "%%"}
+             "c": "%a %b %e %H:%M:%S %Y", "n": "\n", "t": "\t", "%": "%%"}
+#: a conversion: glibc's flag (``_`` pads with spaces, ``-`` not at all, ``0`` with zeros), width, modifier
+_CONVERSION = re.compile(r"%([_\-0^#]?)[0-9]*[EO]?(.)", re.DOTALL)
+#: conversions that write a one-digit value after a space (day of month, hour 0-23, hour 1-12)
+_SPACE_PADDED = set("ekl")
 
 
-def _strftime_count(fmt: str, stop: str) -> int:
-    """How many ``stop`` characters the time that ``%{fmt}t`` writes holds (its literal text: conversions
-    write digits, names and signs; ``begin:``/``end:`` and ``sec``/``msec``/... write none)."""
+def _strftime_shape(fmt: str, stop: str) -> tuple[int, bool, str | None]:
+    """How the time that ``%{fmt}t`` writes holds ``stop`` characters: (count, padded, ambiguous).
+    Conversions write digits, names and signs, no space, but a space-padded one (``%e``, ``%k``, ``%l``,
+    ``%_d``, ...) writes one before a one-digit value. Not padded (or ``stop`` is not a space): the field
+    holds exactly ``count`` stops (its literal text's; ``begin:``/``end:`` and ``sec``/``msec``/... write
+    none). Padded: it may start with spaces and holds ``count`` runs of them (the literal text's runs after
+    its start), which is exact when each padded conversion starts the layout or follows a literal space;
+    ``ambiguous`` names the first that does not (``" "`` when the layout ends with a space)."""
     for prefix in ("begin:", "end:"):
         fmt = fmt.removeprefix(prefix)
     for _ in range(3):
         fmt = re.sub(r"%([TDRrFcnt%])", lambda m: _STRFTIME[m.group(1)] if m.group(1) != "%" else "\0", fmt)
-    literal = re.sub(r"%.", "", fmt).replace("\0", "%")
-    return literal.count(stop) if stop else 0
+    # the layout's shape: its literal text, each conversion one character no format holds (\2 a space-padded
+    # one, else \1)
+    shape, padded, ambiguous, pos = [], False, None, 0
+    for m in _CONVERSION.finditer(fmt):
+        shape.append(fmt[pos:m.start()].replace("\0", "%"))
+        pad = m.group(1) == "_" or (m.group(1) not in ("-", "0") and m.group(2) in _SPACE_PADDED)
+        if pad and stop == " " and ambiguous is None and "".join(shape)[-1:] not in ("", " "):
+            ambiguous = m.group(0)
+        padded = padded or pad
+        shape.append("\2" if pad else "\1")
+        pos = m.end()
+    text = "".join(shape) + fmt[pos:].replace("\0", "%")
+    if not (padded and stop == " "):
+        return (text.count(stop) if stop else 0), False, None
+    if ambiguous is None and text.endswith(" "):
+        ambiguous = " "
+    return len(re.findall(" +", text.lstrip(" "))), True, ambiguous
 
 
 def _special_field(fname: str, source: str, special: str | None, after: str, nxt, ends_opt: bool) -> Field:
@@ -561,7 +604,8 @@ def _special_field(fname: str, source: str, special: str | None, after: str, nxt
     if special == PREFIX:
         return Field(fname, PREFIX, "[", False, source, until=": ")
     if special and special.startswith(NTH + ":"):
-        return Field(fname, NTH, after, False, source, count=int(special[len(NTH) + 1:]))
+        count, _, pad = special[len(NTH) + 1:].partition(":")
+        return Field(fname, NTH, after, False, source, count=int(count), padded=pad == "padded")
     if ends_opt or nxt is None:
         return Field(fname, REST, after or None, False, source)
     return Field(fname, TOKEN, after, False, source, until=nxt[1] if len(nxt[1]) > 1 else "")
@@ -612,8 +656,17 @@ def _program(items: list, text: str, syntax: str, name: str, escaped_quotes: boo
         before = prev[1][-1:] if prev and prev[0] == "lit" else ""
         after = nxt[1][:1] if nxt and nxt[0] == "lit" else ""
         if special and special.startswith("time:"):
-            n = _strftime_count(special[len("time:"):], after)
-            special = f"{NTH}:{n}" if n and before + after not in ('""', "[]") and nxt is not None else None
+            # (quoted, bracketed or the format's last field: the time's own spaces do not matter)
+            n, padded, ambiguous = _strftime_shape(special[len("time:"):], after) \
+                if before + after not in ('""', "[]") and nxt is not None else (0, False, None)
+            if ambiguous:
+                why = (f"{ambiguous} writes a one-digit value after a space, and that space cannot be told from "
+                       f"the one after the time; write a space before {ambiguous}, or its zero-padded form"
+                       if ambiguous != " " else "it pads a value with a space and ends with a space, so where "
+                       "it ends cannot be told")
+                raise FormatError(f"time layout {source} at position {position} of the format: {why}; or bracket "
+                                  "or quote the time")
+            special = f"{NTH}:{n}:padded" if padded else f"{NTH}:{n}" if n else None
         if special == "until" and (before + after in ('""', "[]") or nxt is None or len(nxt[1]) < 2):
             special = None    # quoted or bracketed, or its literal is one character: as any field
         if special is not None or ends_opt:
