@@ -150,6 +150,19 @@ def joined_schema() -> str:
                       *(f"{c} long" for c in COUNTERS)])
 
 
+def _trapped(raw, inputs):
+    """The trap's lines of a batch: the malformed lines' raw bytes (``raw`` is null for the others), each
+    line the driver marked too long (its input negated, ``ParsePaths._marked``) without the byte put before
+    it."""
+    import pyarrow.compute as pc
+
+    present = pc.is_valid(raw)
+    raw, inputs = raw.filter(present), inputs.filter(present)
+    if len(inputs) == 0 or pc.min(inputs).as_py() >= 0:
+        return raw
+    return pc.if_else(pc.less(inputs, 0), pc.binary_slice(raw, 1, 2 ** 31 - 1), raw)
+
+
 def join_batches(spec: tuple, sinks: tuple, trap: bool, batches):
     """mapInArrow's function for a step whose sinks take the parse's records as they are (fields chosen,
     reordered, renamed; no filter, nothing computed): ``parse_batches``, then per batch one row per sink
@@ -192,7 +205,8 @@ def join_batches(spec: tuple, sinks: tuple, trap: bool, batches):
         if bad:
             raw = batch.column(n_fields + 1)
             if trap:
-                tags.append(trap_tag), values.append(lines([raw.drop_null()])), codes.append(None)
+                tags.append(trap_tag), values.append(lines([_trapped(raw, batch.column(n_fields + 3))]))
+                codes.append(None)
                 inputs.append(None)
             sampled = pc.filter(pa.record_batch([raw, status, batch.column(n_fields + 3)], names=["v", "s", "i"]),
                                 batch.column(n_fields + 2))

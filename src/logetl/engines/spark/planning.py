@@ -1,11 +1,10 @@
 """The Spark engine's one-pass planner and its execution (``OnePass``)."""
 from __future__ import annotations
 
-import os
 from functools import partial
 from itertools import count
 
-from logetl import assembly, contract, settings
+from logetl import assembly, contract
 from logetl.engines.base import StepContext
 from logetl.engines.spark.expressions import column
 from logetl.engines.spark.expressions import text as text_of
@@ -18,10 +17,6 @@ from logetl.engines.spark.session import SparkRun, _session_conf
 
 
 _OBSERVATIONS = count()     # observation names are unique within the session: numbered, whatever the run
-
-
-#: the names of the files Hadoop reads through a compression codec
-COMPRESSED = (".gz", ".bz2", ".zst", ".deflate", ".lz4", ".snappy", ".br", ".xz", ".lzo")
 
 
 class OnePass:
@@ -92,13 +87,6 @@ class OnePass:
         checked = checked.observe(counted, *[F.count_if(views[id(n)][0]).alias(f"n{i}") for i, n in enumerate(nodes)])
         observations.append((None, counted))
         return parse, checked, observations, nodes, views
-
-    def _short_lines_only(self, ctx: StepContext) -> bool:
-        """Whether no input can hold a line longer than ``LOGETL_MAX_LINE``: every one is uncompressed (by
-        its name, as Hadoop picks a codec) and no larger than the limit."""
-        limit = settings.MAX_LINE.read()
-        return all(size <= limit and not os.path.basename(path).lower().endswith(COMPRESSED)
-                   for path, size in zip(ctx.taps.inputs, self._input_sizes(ctx)))
 
     def _joined_sinks(self, step: assembly.Step) -> tuple | None:
         """For a one-pass step whose sinks take the parse's records as they are (through Pipes, Selects and
@@ -182,9 +170,8 @@ class OnePass:
 
         run: SparkRun = ctx.state
         fs, spark = run.fs, self.session()
-        # the executors join the trap's lines too, and would join a line marked too long (``_marked``) with its
-        # mark: a trap is written from them only when no input can hold such a line, else from parsed rows
-        joined = self._joined_sinks(step) if run.trap is None or self._short_lines_only(ctx) else None
+        # (the executors join the trap's lines too: a line marked too long, ``_marked``, without its mark)
+        joined = self._joined_sinks(step)
         if joined is not None:
             parse, rows, observations, nodes = self._joined_rows(ctx, step, joined)
             checked = views = None

@@ -269,9 +269,12 @@ public final class NativeParse {
             long bad = counts[0] + counts[1] + counts[2];
             if (bad > 0) {
                 if (trap) {
+                    // a line the driver marked too long (a negative input) has one byte put before it: the
+                    // trap gets the line's own bytes
                     int size = -1;
                     for (int i = 0; i < b.n; i++)
-                        if (Batch.malformed(b.status[i])) size += b.offsets[i + 1] - b.offsets[i] + 1;
+                        if (Batch.malformed(b.status[i]))
+                            size += b.offsets[i + 1] - b.offsets[i] + 1 - (b.inputs[i] < 0 ? 1 : 0);
                     byte[] raw = new byte[size];
                     int at = 0;
                     boolean first = true;
@@ -279,8 +282,8 @@ public final class NativeParse {
                         if (!Batch.malformed(b.status[i])) continue;
                         if (!first) raw[at++] = '\n';
                         first = false;
-                        int len = b.offsets[i + 1] - b.offsets[i];
-                        System.arraycopy(b.data, b.offsets[i], raw, at, len);
+                        int from = b.offsets[i] + (b.inputs[i] < 0 ? 1 : 0), len = b.offsets[i + 1] - from;
+                        System.arraycopy(b.data, from, raw, at, len);
                         at += len;
                     }
                     rows.add(row(sinks.length, raw, null, null, null));
