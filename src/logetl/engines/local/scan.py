@@ -4,6 +4,7 @@ reader (``StoreReader``)."""
 from __future__ import annotations
 
 import os
+import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
@@ -93,6 +94,7 @@ class ParseOp(Op):
         st.lines_read += parsed.n_lines
         st.count(self.node.name, "in", parsed.n_lines)
         st.dropped_size_dash += parsed.n_dash
+        st.header_lines += parsed.n_header
         if parsed.malformed:
             samples = self.ctx.run.malformed_samples
             data = parsed.data
@@ -162,6 +164,56 @@ class ParseOp(Op):
         self._flush_fused()
 
 
+class _Link:
+    """A chunk's place in its file for a format whose columns change within it (``w3c``): the chunk's parse
+    needs the last ``#Fields:`` line before it, which the chunks before it give. Each chunk's parse first
+    finds its own last one (a search, no parse), then takes the one before it from the link before and
+    says its own on: so the parse threads wait only for the chunks before theirs to have started (the pool
+    starts them in order), never for their parse."""
+
+    __slots__ = ("prev", "after", "done")
+
+    def __init__(self, prev: "_Link | None", after: bytes | None = None):
+        self.prev, self.after, self.done = prev, after, threading.Event()
+        if prev is None:
+            self.done.set()
+
+    def parse(self, parser, data, final: bool, columns: int):
+        from logetl import w3c
+
+        try:
+            own = w3c.last_fields(data)
+            self.prev.done.wait()
+            before = self.prev.after
+            self.after = own[1] if own else before
+        finally:
+            self.prev = None
+            self.done.set()
+        return parser.parse_from(data, final, columns, before)
+
+
+def fields_before(path: str, start: int) -> bytes | None:
+    """The last ``#Fields:`` line of ``path`` before byte ``start`` (an incremental run that reads a ``w3c``
+    log from where the last one stopped), or None."""
+    from logetl import w3c
+
+    if start <= 0:
+        return None
+    found, done, tail = None, 0, b""
+    with inputs.open_input(path) as f:
+        while done < start:
+            block = f.read(min(1 << 20, start - done))
+            if not block:
+                break
+            data = tail + block
+            got = w3c.last_fields(data)
+            if got is not None and data.find(b"\n", got[0]) >= 0:   # (a line cut by the block: next time)
+                found = got[1]
+            cut = data.rfind(b"\n")
+            tail, done = data[cut + 1:] if cut >= 0 else data, done + len(block)
+    return found
+
+
 class StoreReader:
     """A root that replays a stored output of an earlier step."""
 
@@ -199,6 +251,9 @@ class Scan:
                  chunk: int = inputs.CHUNK, parser: kernel.Parser | None = None, ranges: dict | None = None,
                  reached: dict | None = None, identities: dict | None = None):
         self.parse = parser.parse if parser is not None else kernel.parse
+        self.parser = parser
+        #: the format's columns change within a file (w3c): each chunk is parsed after the header before it
+        self.segmented = parser is not None and parser.segmented
         self.files, self.on_bytes, self.threads, self.columns = files, on_bytes, threads, columns
         self.chunk, self.ranges, self.reached, self.identities = chunk, ranges, reached, identities or {}
         # chunks parsed ahead: enough that the parse threads keep working while the main thread runs the
@@ -210,11 +265,12 @@ class Scan:
         self.opened: dict[str, int] = {}
         self.pieces = None
 
-    def _read_and_parse(self, fd, offset, length, final, path):
-        return self._parse(inputs.read_region(fd, offset, length, path), final)
+    def _read_and_parse(self, fd, offset, length, final, path, link=None):
+        return self._parse(inputs.read_region(fd, offset, length, path), final, link)
 
-    def _parse(self, data, final):
-        parsed = self.parse(data, final, self.columns)
+    def _parse(self, data, final, link=None):
+        parsed = link.parse(self.parser, data, final, self.columns) if link is not None \
+            else self.parse(data, final, self.columns)
         then = self.then
         return then(parsed) if then is not None else parsed
 
@@ -225,11 +281,13 @@ class Scan:
             start, bound = self.ranges.get(path, (0, 0)) if self.ranges is not None else (0, None)
             if bound is not None and bound <= start:
                 continue
+            link = _Link(None, fields_before(path, start)) if self.segmented else None
             if inputs.plain(path):
                 fd = self.opened[path] = inputs.open_plain(path, self.identities.get(path))
                 pos = start
                 for offset, length, final in inputs.regions(fd, path, self.chunk, start, bound):
-                    yield (self._read_and_parse, fd, offset, length, final, path), path, length, final
+                    link = _Link(link) if link is not None else None
+                    yield (self._read_and_parse, fd, offset, length, final, path, link), path, length, final
                     pos = offset + length
                 if self.reached is not None:
                     self.reached[path] = pos
@@ -238,7 +296,8 @@ class Scan:
                 continue
             for data, final in inputs.read_chunks([path], self.chunk, on_bytes=self.on_bytes, ranges=self.ranges,
                                                   reached=self.reached, identities=self.identities):
-                yield (self._parse, data, final), path, None, False
+                link = _Link(link) if link is not None else None
+                yield (self._parse, data, final, link), path, None, False
 
     def _fill(self) -> None:
         while len(self.pending) < self.depth:

@@ -126,7 +126,8 @@ class OnePass:
 
         parse = next(n for n in step.nodes if isinstance(n, assembly.Parse))
         nodes = [n for n in step.nodes if not isinstance(n, (assembly.Source, assembly.Parse))]
-        spec, trap, lines = self._native_spec(parse), ctx.state.trap is not None, self._binary_lines(self._lines(ctx))
+        trap = ctx.state.trap is not None
+        lines, spec = self._native_input(self._lines(ctx), parse)
         if self.path == JVM:
             from logetl.engines.spark import jvm as spark_jvm
 
@@ -137,7 +138,7 @@ class OnePass:
         kept = F.sum("kept")
         rows = rows.observe(counted, F.sum("lines").alias("lines"),
                             *[F.sum(f"reason{code}").alias(r) for code, r in enumerate(contract.REASONS, 1)],
-                            F.sum("dash").alias("dash"), kept.alias("kept"),
+                            F.sum("dash").alias("dash"), kept.alias("kept"), F.sum("header").alias("header"),
                             *[kept.alias(f"n{i}") for i in range(len(nodes))])   # every record reaches every node
         samples_tag = len(sinks) + 1
         tag, text = F.col(TAG), F.col("value").cast("string")
