@@ -13,7 +13,9 @@ A run's records have one schema whatever the headers say: ``FIELDS``, every fiel
 vocabulary (``NAMES``); a field the current header lacks is empty; a column the table does not know is read
 (the line must have it) and left out. ``time`` is the ``date`` and ``time`` columns as written, joined by
 their space (``2024-01-02 03:04:05``) when they stand next to each other, as IIS writes them; else the time
-column alone. ``date`` and ``time_of_day`` are each column on its own.
+column alone. ``date`` and ``time_of_day`` are each column on its own. ``request`` is the ``cs-method`` and
+``cs-uri-stem`` columns joined the same way (``GET /index.html``: the method and the path, as the three
+programs read a request's start), empty when they do not stand side by side in that order.
 
 Each run of lines between ``#Fields:`` lines is parsed by a token program built from its header
 (``program``): a field per column, quoted or bare (``qor``), then a joined ``time`` and an empty field for
@@ -26,15 +28,17 @@ from logetl import contract
 #: W3C field name (lowercase) -> logetl's field name
 NAMES = {
     "c-ip": "ip", "cs-method": "method", "cs-uri-stem": "path", "cs-uri-query": "query",
-    "sc-status": "response", "sc-bytes": "size", "cs(referer)": "referer", "cs(user-agent)": "user_agent",
+    "sc-status": "response", "sc-bytes": "size", "cs(referer)": "referer", "cs(referrer)": "referer",
+    "cs(user-agent)": "user_agent",
     "date": "date", "time": "time_of_day", "s-ip": "server_ip", "s-port": "port", "cs-username": "user",
     "s-sitename": "site_name", "s-computername": "server_name", "cs-version": "protocol", "cs-host": "host",
     "cs(cookie)": "cookie", "sc-substatus": "sc_substatus", "sc-win32-status": "sc_win32_status",
     "cs-bytes": "bytes_received", "time-taken": "time_taken", "x-forwarded-for": "x_forwarded_for",
     "cs(x-forwarded-for)": "x_forwarded_for",
 }
-#: the fields of every w3c record, in this order (``time`` is made of ``date`` and ``time``)
-FIELDS = ("ip", "time", "method", "path", "query", "response", "size", "referer", "user_agent", "date",
+#: the fields of every w3c record, in this order (``time`` is made of ``date`` and ``time``, ``request`` of
+#: ``cs-method`` and ``cs-uri-stem``)
+FIELDS = ("ip", "time", "request", "method", "path", "query", "response", "size", "referer", "user_agent", "date",
           "time_of_day", "server_ip", "port", "user", "site_name", "server_name", "protocol", "host", "cookie",
           "sc_substatus", "sc_win32_status", "bytes_received", "time_taken", "x_forwarded_for")
 #: the fields whose ``+`` are spaces
@@ -77,6 +81,9 @@ def _plan(cols: tuple[str, ...]):
                 plan[f] = ("join", d, t)
             else:
                 plan[f] = ("join", t, t)
+        elif f == "request":   # "GET /index.html": the method and the path, when IIS writes them side by side
+            m, p = at.get("method"), at.get("path")
+            plan[f] = ("join", m, p) if m is not None and p == m + 1 else ("empty",)
         else:
             plan[f] = ("col", at[f]) if f in at else ("empty",)
     return plan
