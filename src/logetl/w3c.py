@@ -47,6 +47,8 @@ PLUS = ("referer", "user_agent")
 DEFAULT_FIELDS = ("date time s-ip cs-method cs-uri-stem cs-uri-query s-port cs-username c-ip cs(User-Agent) "
                   "cs(Referer) sc-status sc-substatus sc-win32-status time-taken")
 DIRECTIVE = b"#"
+#: the most fields a kernel program has (_kernel.h's MAX_FIELDS)
+MAX_FIELDS = 64
 FIELDS_DIRECTIVE = b"#Fields:"
 
 # the kernel's token kinds (_kernel.h)
@@ -98,6 +100,12 @@ def program(cols: tuple[str, ...]) -> tuple[tuple, tuple[int, ...]]:
             prog.append((_LIT, b" ", 0))
         prog.append((_QOR, b"", ord(" ")))
     plan, n, out = _plan(cols), len(cols), []
+    extra = sum(plan[f][0] != "col" for f in FIELDS)
+    if n + extra > MAX_FIELDS:
+        from logetl.formats import FormatError
+
+        raise FormatError(f"a '#Fields:' line of the w3c log names {n} columns: the w3c format reads at most "
+                          f"{MAX_FIELDS - extra} with these ({' '.join(cols[:3])} ...)")
     if not cols:   # a header without columns: every line but a directive is malformed
         prog.append((_LIT, b"\0", 0))
     for f in FIELDS:
