@@ -256,3 +256,17 @@ def test_spark_kernel_paths_give_the_local_engines_bytes_and_counters(spark_sess
     assert parts(tmp_path / "st") == parts(tmp_path / "lt")
     assert (got.lines_read, got.malformed, got.dropped_size_dash, got.header_lines) == \
         (want.lines_read, want.malformed, want.dropped_size_dash, want.header_lines)
+
+
+def test_spark_builtin_path_refuses_w3c_in_one_line(spark_session, tmp_path):
+    import logetl.api as L
+    from logetl.job import run_flow as run_job
+
+    log = tmp_path / "u_ex240102.log"
+    log.write_bytes(LOG)
+    flow = L.Flow("w3c_ips", [L.read("w3c", fields=("ip",)).write("output")])
+    with pytest.raises(formats.FormatError) as exc:
+        run_job(flow, str(log), {"output": str(tmp_path / "s")}, engine="spark",
+                engine_options={"conf": {"logetl.parse": "builtin"}})
+    assert str(exc.value) == ("the w3c format needs logetl's kernel on Spark (its columns change with each '#Fields:' "
+                              "line), but Spark parses with its built-in regular expressions (--conf logetl.parse=builtin)")

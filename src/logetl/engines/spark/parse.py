@@ -98,6 +98,13 @@ class ParsePaths:
             return []
         with between_java_calls():   # the check may run a job
             self.path, notice = self.choose_parse()
+        segmented = next((n.format for s in steps for n in s.nodes
+                          if isinstance(n, assembly.Parse) and n.format.segmented), None)
+        if segmented is not None and self.path == BUILTIN:
+            from logetl.formats import FormatError
+
+            raise FormatError(f"the {segmented.name} format needs logetl's kernel on Spark (its columns change with "
+                              f"each '#Fields:' line), but {notice}")
         return [notice]
 
     @property
