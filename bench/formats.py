@@ -143,7 +143,7 @@ import itertools, os, resource, sys, tempfile
 sys.path.insert(0, {os.path.join(HERE, '..', 'src')!r})
 from logetl import formats
 from logetl.engines import kernel
-from logetl.engines.local import scan
+from logetl.engines.local.scan import scan
 src = {path!r}
 if {lines!r} is not None:
     fd, src = tempfile.mkstemp(dir={OUT!r})
