@@ -192,6 +192,8 @@ def test_a_flow_over_w3c_counts_header_lines_apart(engine, tmp_path):
                           b"192.0.2.1\t2024-01-02 04:00:02\t/images/c.png\t\t\twww.example.com\n"
                           b"192.0.2.4\t2024-01-02 05:00:00\t/api\t\t\t\n")
     assert (run.lines_read, run.malformed, run.dropped_size_dash, run.header_lines) == (18, {"no_match": 1}, 0, 12)
+    assert [s[1:] for s in run.malformed_samples] == [
+        ("no_match", "its values do not match the columns of the '#Fields:' line before it: not a w3c line\\r")]
 
 
 def test_the_summary_shows_header_lines(tmp_path):
