@@ -14,12 +14,13 @@ outputs, median wall time of:
 
 Target: the nginx parse within 1.5x the default format's time in the same run.
 
-Then the vendor presets (``alb``, ``elb``, ``s3``, ``haproxy``, ``cloudfront``) and the JSON-lines presets
+Then the vendor presets (``alb``, ``elb``, ``s3``, ``haproxy``, ``cloudfront``, ``w3c``) and the JSON-lines presets
 (``caddy``, ``traefik``, ``nginx_json``: each record written as that server writes its JSON object, keys in
 its order; target within 2.5x, ``JSON_LIMIT``): the same combined log's
 records rewritten into each preset's layout (each vendor's documented example line with the record's
 client address, request, status, bytes and user agent in their places, the first 50,000 records repeated
-to the line count; CloudFront's with its two header lines first), and the parse alone of each, the fields of the one vocabulary it has, against the combined
+to the line count; CloudFront's with its two header lines first, W3C's with an IIS header block of IIS's
+default columns and ``sc-bytes``), and the parse alone of each, the fields of the one vocabulary it has, against the combined
 parse in the same run (target: within 1.5x). Peak RSS: the parse of each preset's log and of its first half,
 each in a fresh process (``ru_maxrss``): flat with input size means the two are alike. Writes
 bench/out/formats/results.json.
@@ -73,6 +74,11 @@ def json_line(preset: str, n: int, ip: str, time: str, request: str, status: str
         obj = {"time_local": time, "remote_addr": ip, "remote_user": "", "request": request, "status": status,
                "body_bytes_sent": size, "request_time": "0.012", "http_referrer": referer, "http_user_agent": agent}
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+#: an IIS header block (IIS's default columns and sc-bytes) for the w3c preset's log
+W3C_HEADER = (b"#Software: Microsoft Internet Information Services 10.0\r\n#Version: 1.0\r\n"
+              b"#Date: 2024-01-02 03:04:05\r\n#Fields: date time s-ip cs-method cs-uri-stem cs-uri-query s-port "
+              b"cs-username c-ip cs(User-Agent) cs(Referer) sc-status sc-substatus sc-win32-status sc-bytes "
+              b"time-taken\r\n")
 
 
 def to_nginx(src: str, dst: str) -> None:
@@ -115,6 +121,8 @@ def to_vendor(src: str, dst: str, preset: str, lines: int) -> None:
     with open(src, "rb") as f, open(dst + ".tmp", "wb") as out:
         if preset == "cloudfront":
             out.write(b"#Version: 1.0\n" + v.CLOUDFRONT_FIELDS + b"\n")
+        if preset == "w3c":
+            out.write(W3C_HEADER)
         buf = []
         for line in f:
             raw = line.rstrip(b"\n")
@@ -146,6 +154,9 @@ def to_vendor(src: str, dst: str, preset: str, lines: int) -> None:
             elif preset == "haproxy":
                 out_line = v.HAPROXY_LINE.replace(b"10.0.1.2", ip).replace(b" 200 2750 ", b" %s %s " % (status, size)) \
                     .replace(b"GET /index.html HTTP/1.1", request)
+            elif preset == "w3c":
+                out_line = b"2024-01-02 03:04:05 10.0.0.1 %s %s - 80 - %s %s - %s 0 0 %s 15" % (
+                    method or b"-", path, ip, agent.replace(b" ", b"+"), status, size)
             else:
                 out_line = v.CLOUDFRONT_LINE.replace(b"192.0.2.100", ip).replace(b"\t392\t", b"\t%s\t" % size, 1) \
                     .replace(b"\tGET\t", b"\t%s\t" % method).replace(b"/index.html\t200\t", b"%s\t%s\t" % (path, status)) \
@@ -219,7 +230,7 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=2_000_000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--presets", default="alb,elb,s3,haproxy,cloudfront,caddy,traefik,nginx_json",
+    ap.add_argument("--presets", default="alb,elb,s3,haproxy,cloudfront,w3c,caddy,traefik,nginx_json",
                     help="vendor and JSON presets to time ('' none)")
     args = ap.parse_args()
     from logetl import formats

@@ -17,8 +17,9 @@
 #define HIGHS 0x8080808080808080ULL
 
 enum { LINE_OK = 0, LINE_UTF8 = 1, LINE_NOMATCH = 2, LINE_TABCR = 3 };
-/* a line's status beyond the reasons: kept, dropped (a size of "-", or a header line of the format) */
-enum { ST_KEPT = 0, ST_DASH = 4, ST_HEADER = 4 };
+/* a line's status beyond the reasons: kept, dropped (a size of "-"), a header line of the format (counted
+ * apart: a directive such as CloudFront's or W3C's "#Fields:", neither a record nor malformed) */
+enum { ST_KEPT = 0, ST_DASH = 4, ST_HEADER = 5 };
 
 /* Character classes of the expression, ASCII meanings, as a table filled once at import. */
 enum { C_SPACE = 1, C_DIGIT = 2, C_TWORD = 4 };   /* \s, \d, [\w:/] */
@@ -224,9 +225,15 @@ static int parse_tail(const unsigned char *q, const unsigned char *e, span t[2])
  * between lit[0] and `stop`, followed by lit[1..] (else empty, nothing consumed); T_QOR a field quoted as
  * Apache writes it ('"', escaped text, '"') or bare up to `stop` or the line's end; T_PREFIX an optional
  * field ending with lit, present when lit occurs before the first ' ' followed by `stop`; T_SKIP (first
- * token only) makes a line that starts with lit a header: counted with the dropped lines, not malformed. */
+ * token only) makes a line that starts with lit a header: counted apart (ST_HEADER), not malformed; T_JOIN
+ * is a field that takes no text of its own: the span from the start of field lit[0] to the end of field lit[1]
+ * (two earlier fields, lit[0] <= lit[1]: W3C's "date time" as one field, beside each); T_EMPTY a field that is always
+ * empty (a column the line's header lacks); T_DASH_EMPTY is no token but a mark of the program: a field
+ * whose whole value is "-" is empty (W3C's empty value), after the size's "-" is looked at. */
 enum { T_LIT = 0, T_UNTIL = 1, T_ESCAPED = 2, T_REST = 3, T_SPLIT = 4, T_NTH = 5, T_OPT = 6, T_MAYBE = 7,
-       T_QOR = 8, T_PREFIX = 9, T_SKIP = 10 };
+       T_QOR = 8, T_PREFIX = 9, T_SKIP = 10,
+       /* (11-13 are the JSON program's, _json.h) */
+       T_JOIN = 14, T_EMPTY = 15, T_DASH_EMPTY = 16 };
 /* fuse (set by program_close): how many first bytes of the literal token after a field are known to be
  * there where the field ends (the byte it ends at, or its `until` literal), so the two are one step. */
 /* run (likewise): at a field ending at its first `stop` byte and fused with a literal, how many such steps
@@ -247,6 +254,8 @@ typedef struct {
     int may_be_absent;             /* a field may take no text of the line (T_OPT, T_MAYBE, T_PREFIX): a
                                     * record's TSV may then be longer than its line, by up to one TAB a field */
     struct json_state *json;       /* a JSON program's (_json.h), the caller's; NULL for a token program */
+    int n_join;                    /* T_JOIN fields: each repeats text of the line (a TSV's room grows) */
+    int dash_empty;                /* T_DASH_EMPTY: a field of exactly "-" is empty */
 } program;
 
 #include "_json.h"
@@ -262,12 +271,15 @@ static inline int program_add(program *pg, int kind, const unsigned char *lit, p
         return 0;
     }
     if (pg->json) return -1;
-    if (kind < T_LIT || kind > T_SKIP) return -1;
+    if (kind < T_LIT || (kind > T_SKIP && kind < T_JOIN) || kind > T_DASH_EMPTY) return -1;
+    if (kind == T_DASH_EMPTY) { pg->dash_empty = 1; return 0; }
+    if (kind == T_JOIN && (lit_len != 2 || lit[0] > lit[1] || lit[1] >= pg->n_fields)) return -1;
+    if (kind == T_JOIN) pg->n_join++;
     if ((kind == T_MAYBE || kind == T_PREFIX) && lit_len < 1) return -1;
     if (kind == T_SKIP && (pg->n_tokens != 0 || lit_len < 1)) return -1;
     pg->tokens[pg->n_tokens++] = (token){kind, lit, lit_len, stop};
     if (kind != T_LIT && kind != T_OPT && kind != T_SKIP) pg->n_fields++;
-    if (kind == T_OPT || kind == T_MAYBE || kind == T_PREFIX) pg->may_be_absent = 1;
+    if (kind == T_OPT || kind == T_MAYBE || kind == T_PREFIX || kind == T_EMPTY || kind == T_JOIN) pg->may_be_absent = 1;
     if (kind == T_LIT && memchr(lit, '\r', lit_len)) pg->cr_free_literals = 0;
     if (kind != T_LIT && kind != T_OPT && kind != T_SKIP && pg->n_fields <= MAX_FIELDS)
         pg->tab_free[pg->n_fields - 1] = stop == '\t' && ((kind == T_UNTIL && lit_len == 0) || kind == T_REST);
@@ -425,6 +437,12 @@ static int parse_program_line(const program *pg, const unsigned char *p, const u
         default:   /* T_REST: to the end of the line, or a one-word field to its first `stop` (then q != e) */
             if (!t->stop || !(r = find_byte(q, e, t->stop))) r = e;
             break;
+        case T_JOIN:   /* no text of its own: two earlier fields and what stands between them */
+            f[k].s = f[t->lit[0]].s; f[k].e = f[t->lit[1]].e; k++;
+            continue;
+        case T_EMPTY:
+            f[k].s = f[k].e = q; k++;
+            continue;
         }
         f[k].s = q; f[k].e = r; k++; q = r;
         if (t->fuse) {   /* the literal after the field: its first fuse bytes are at r already */
@@ -463,6 +481,9 @@ static inline int line_status(const program *pg, int size_index, int tail, const
         int si = pg ? pg->size_index : size_index;
         if (si >= 0 && f[si].e - f[si].s == 1 && f[si].s[0] == '-') reason = ST_DASH;
         else if (!pg && tail) parse_tail(f[4].e, ce, f + 5);
+        else if (pg && pg->dash_empty)
+            for (int k = 0; k < pg->n_fields; k++)
+                if (f[k].e - f[k].s == 1 && f[k].s[0] == '-') f[k].e = f[k].s;
     }
     return reason;
 }

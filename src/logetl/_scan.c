@@ -9,7 +9,7 @@
  *
  * parse_chunk(buf, final=False, columns=1, out=(0, 1, 2, 3, 4), size_index=4) scans whole lines of buf without holding the GIL
  * and returns
- *     (tsv, views, n_records, n_lines, n_dash, malformed, valid)
+ *     (tsv, views, n_records, n_lines, n_dash, malformed, valid, n_header)
  * tsv: the kept records as TSV of the fields out (0 ip, 1 time, 2 request, 3 response, 4 size; all five:
  * "ip\ttime\trequest\tresponse\tsize\n"), input order; a record whose size is "-" is dropped whatever out;
  * views: one Arrow string-view array per field of out (field-major, 16 bytes a record) over tsv, so columns
@@ -21,7 +21,9 @@
  * more to make (Arrow's cast from views cost ~0.15 s of CPU for 2M records);
  * malformed: list of (line_index, start, end, reason) with reason 1 = invalid UTF-8, 2 = no match,
  * 3 = TAB or CR inside a field; start/end delimit the raw line (without its '\n') in buf.
- * A trailing piece without '\n' is a line only when final is true; otherwise it must be empty. *
+ * A trailing piece without '\n' is a line only when final is true; otherwise it must be empty.
+ * n_header: the header lines of the format (a program whose first token is T_SKIP), neither records nor
+ * malformed. *
  * size_index: 4 drops a record whose size is "-" (counted in n_dash), -1 keeps it; out may name the fields of
  * the combined layout's tail after the expression (5 referer, 6 user agent: parse_tail in _kernel.h), null
  * where the tail is not well-formed: valid is then an Arrow validity bitmap of the records (1: the tail's
@@ -53,7 +55,8 @@ typedef struct {
     char *fd[MAX_FIELDS]; Py_ssize_t fl[MAX_FIELDS], fc[MAX_FIELDS];   /* columns 2: each field's values,
                                                        their length and the room for them */
     bad_line *bad; Py_ssize_t n_bad, cap_bad;
-    Py_ssize_t n_lines, n_dash;
+    Py_ssize_t n_lines, n_dash, n_header;
+    unsigned char plus[MAX_FIELDS]; int any_plus;      /* written fields whose '+' are written as spaces */
     int size_index;                                    /* the original expression's: 4 drops a size "-", -1 not */
     int tail;                                          /* the original expression's tail fields are written */
     unsigned char *valid; Py_ssize_t n_null;           /* tail: one bit a record, 0 where the tail is null */
@@ -83,6 +86,11 @@ static int tsv_room(scan_state *st, const span *f) {
     return 1;
 }
 
+/* W3C's '+' for a space (IIS writes the user agent and referer so): written back as spaces. */
+static void plus_to_space(char *s, Py_ssize_t len) {
+    for (char *e = s + len; (s = memchr(s, '+', e - s)); s++) *s = ' ';
+}
+
 static void scan(const unsigned char *buf, Py_ssize_t n, int final, scan_state *st) {
     const unsigned char *p = buf, *end = buf + n;
     span f[MAX_FIELDS];
@@ -94,7 +102,9 @@ static void scan(const unsigned char *buf, Py_ssize_t n, int final, scan_state *
         const unsigned char *le = nl ? nl : end;
         if (!nl && !final) break;
         int reason = line_status(pg, st->size_index, st->tail, p, le, f);
-        if (reason != LINE_OK && reason != ST_DASH) {
+        if (reason == ST_HEADER) {
+            st->n_header++;
+        } else if (reason != LINE_OK && reason != ST_DASH) {
             if (st->n_bad == st->cap_bad) {
                 Py_ssize_t cap = st->cap_bad ? st->cap_bad * 2 : 64;
                 bad_line *nb = realloc(st->bad, cap * sizeof(bad_line));
@@ -139,6 +149,7 @@ static void scan(const unsigned char *buf, Py_ssize_t n, int final, scan_state *
                         st->fd[k] = nd; st->fc[k] = cap;
                     }
                     memcpy(st->fd[k] + st->fl[k], f[src].s, len);
+                    if (st->any_plus && st->plus[k]) plus_to_space(st->fd[k] + st->fl[k], len);
                     st->fl[k] += len;
                     int32_t end = (int32_t)st->fl[k];
                     memcpy(v + 4 * k, &end, 4);
@@ -151,6 +162,7 @@ static void scan(const unsigned char *buf, Py_ssize_t n, int final, scan_state *
                     int src = st->out[k];
                     Py_ssize_t len = f[src].e - f[src].s;
                     memcpy(o, f[src].s, len);
+                    if (st->any_plus && st->plus[k]) plus_to_space(o, len);
                     if (st->columns) put_view(st->views + (k * st->cap_rec + st->n_rec) * 16, st->tsv, o, len);
                     o += len;
                     *o++ = k < n_out - 1 ? '\t' : '\n';
@@ -165,8 +177,11 @@ static void scan(const unsigned char *buf, Py_ssize_t n, int final, scan_state *
     }
 }
 
+/* A piece of a chunk parsed with a program of its own (parse_segments): from byte start to the next's. */
+typedef struct { Py_ssize_t start; program pg; } segment;
+
 static PyObject *run_scan(Py_buffer *inp, int final, int columns, const program *pg, const int *out, int n_out,
-                          int size_index) {
+                          int size_index, const segment *segs, int n_seg, const unsigned char *plus) {
     Py_buffer in = *inp;   /* released below through inp */
     if (columns < 0 || columns > 2) {
         PyBuffer_Release(inp);
@@ -184,8 +199,10 @@ static PyObject *run_scan(Py_buffer *inp, int final, int columns, const program 
     st.n_out = n_out;
     st.columns = columns;
     st.size_index = size_index;
-    for (int k = 0; k < n_out && !pg; k++)
+    for (int k = 0; k < n_out && !pg && !n_seg; k++)
         if (out[k] >= 5) st.tail = 1;
+    for (int k = 0; k < n_out && plus; k++)
+        if ((st.plus[k] = plus[k])) st.any_plus = 1;
     PyObject *tsv = NULL, *data[MAX_FIELDS] = {NULL};
     if (columns == 2) {
         /* no TSV: each field's values into a growing buffer of its own, copied into a bytes object of their
@@ -199,7 +216,13 @@ static PyObject *run_scan(Py_buffer *inp, int final, int columns, const program 
         /* Each record's TSV is no longer than its line plus the '\n' it may lack, plus, when a field may
          * take no text of the line, one TAB a field. */
         Py_ssize_t room = in.len + 1;
-        if (pg && pg->may_be_absent) {
+        int absent = pg && pg->may_be_absent, joins = pg ? pg->n_join : 0;
+        for (int i = 0; i < n_seg; i++) {   /* (a joined field repeats up to its line's length) */
+            absent |= segs[i].pg.may_be_absent;
+            if (segs[i].pg.n_join > joins) joins = segs[i].pg.n_join;
+        }
+        room *= 1 + joins;
+        if (absent) {
             Py_ssize_t n_nl = 0;
             for (const char *c = in.buf, *e = c + in.len; (c = memchr(c, '\n', e - c)); c++) n_nl++;
             room += (n_nl + 1) * n_out;
@@ -209,7 +232,16 @@ static PyObject *run_scan(Py_buffer *inp, int final, int columns, const program 
         st.tsv = PyBytes_AS_STRING(tsv);
     }
     Py_BEGIN_ALLOW_THREADS
-    scan((const unsigned char *)in.buf, in.len, final, &st);
+    if (!n_seg) scan((const unsigned char *)in.buf, in.len, final, &st);
+    /* each segment with its program and fields, one state: the records, counts and malformed lines follow
+     * on; a segment but the last ends at a line's start, so is whole lines */
+    for (int i = 0; i < n_seg && !st.oom; i++) {
+        Py_ssize_t a = segs[i].start, b = i + 1 < n_seg ? segs[i + 1].start : in.len, first = st.n_bad;
+        st.prog = &segs[i].pg;
+        memcpy(st.out, segs[i].pg.out, n_out * sizeof(int));
+        scan((const unsigned char *)in.buf + a, b - a, i + 1 < n_seg || final, &st);
+        for (Py_ssize_t j = first; j < st.n_bad; j++) { st.bad[j].start += a; st.bad[j].end += a; }
+    }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(inp);
     PyObject *views = NULL, *bad = NULL, *valid = NULL, *result = NULL;
@@ -262,7 +294,7 @@ static PyObject *run_scan(Py_buffer *inp, int final, int columns, const program 
     } else {
         valid = Py_None; Py_INCREF(valid);
     }
-    result = Py_BuildValue("(OOnnnOO)", tsv, views, st.n_rec, st.n_lines, st.n_dash, bad, valid);
+    result = Py_BuildValue("(OOnnnOOn)", tsv, views, st.n_rec, st.n_lines, st.n_dash, bad, valid, st.n_header);
 done:
     for (int k = 0; k < n_out; k++) Py_XDECREF(data[k]);
     Py_XDECREF(tsv); Py_XDECREF(views); Py_XDECREF(bad); Py_XDECREF(valid);
@@ -303,7 +335,7 @@ static PyObject *parse_chunk(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "size_index of the original expression is 4 or -1");
         return NULL;
     }
-    return run_scan(&in, final, columns, NULL, out, n_out, size_index);
+    return run_scan(&in, final, columns, NULL, out, n_out, size_index, NULL, 0, NULL);
 }
 
 /* What build_program allocated. */
@@ -360,8 +392,61 @@ static PyObject *parse_format(PyObject *self, PyObject *args) {
     program pg;
     if (build_program(prog_t, out_t, size_index, &pg) < 0) { PyBuffer_Release(&in); return NULL; }
     /* the token tuple (and so the literals) stays alive: prog_t is borrowed from args for the call */
-    PyObject *result = run_scan(&in, final, columns, &pg, pg.out, pg.n_out, -1);
+    PyObject *result = run_scan(&in, final, columns, &pg, pg.out, pg.n_out, -1, NULL, 0, NULL);
     free_program(&pg);
+    return result;
+}
+
+/* parse_segments(buf, final, columns, segments, plus, drop_dash): parse_format over pieces of buf, each
+ * with a program of its own: segments is a tuple of (start byte, program, out, size field), the first at 0,
+ * each at a line's start, every out as long (the same fields written, each program giving them from its
+ * own: W3C's columns change with each "#Fields:" line); plus: per field written, 1 when its '+' are
+ * written as spaces; drop_dash 1 drops a record whose size field (each program's own, -1: none) is "-".
+ * Returns what parse_format does. */
+static PyObject *parse_segments(PyObject *self, PyObject *args) {
+    Py_buffer in;
+    int final = 0, columns = 1, size_index = -1;
+    PyObject *segs_t, *plus_t;
+    if (!PyArg_ParseTuple(args, "y*piO!O!i", &in, &final, &columns, &PyTuple_Type, &segs_t, &PyTuple_Type,
+                          &plus_t, &size_index)) return NULL;
+    Py_ssize_t n_seg = PyTuple_GET_SIZE(segs_t);
+    segment *segs = n_seg > 0 && n_seg < INT32_MAX ? calloc(n_seg, sizeof(segment)) : NULL;
+    unsigned char plus[MAX_FIELDS] = {0};
+    PyObject *result = NULL;
+    int built = 0, n_out = -1;
+    if (!segs) { if (n_seg > 0) PyErr_NoMemory(); else PyErr_SetString(PyExc_ValueError, "no segment"); goto done; }
+    for (; built < n_seg; built++) {
+        PyObject *prog_t, *out_t;
+        Py_ssize_t start, prev = built ? segs[built - 1].start : -1;
+        int size_field = -1;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(segs_t, built), "nO!O!i", &start, &PyTuple_Type, &prog_t,
+                              &PyTuple_Type, &out_t, &size_field)) goto done;
+        if ((built == 0 && start != 0) || start <= prev || start > in.len
+            || (built && ((const char *)in.buf)[start - 1] != '\n')) {
+            PyErr_SetString(PyExc_ValueError, "segments must start at 0, then at increasing line starts");
+            goto done;
+        }
+        if (build_program(prog_t, out_t, size_index >= 0 ? size_field : -1, &segs[built].pg) < 0) goto done;
+        segs[built].start = start;
+        if (n_out >= 0 && segs[built].pg.n_out != n_out) {
+            free_program(&segs[built].pg);
+            PyErr_SetString(PyExc_ValueError, "every segment writes as many fields");
+            goto done;
+        }
+        n_out = segs[built].pg.n_out;
+    }
+    if (PyTuple_GET_SIZE(plus_t) != n_out) { PyErr_SetString(PyExc_ValueError, "plus: one flag a field"); goto done; }
+    for (int k = 0; k < n_out; k++) {
+        long v = PyLong_AsLong(PyTuple_GET_ITEM(plus_t, k));
+        if (v == -1 && PyErr_Occurred()) goto done;
+        plus[k] = v != 0;
+    }
+    result = run_scan(&in, final, columns, NULL, segs[0].pg.out, n_out, -1, segs, (int)n_seg, plus);
+    in.buf = NULL;   /* released by run_scan */
+done:
+    for (int i = 0; i < built; i++) free_program(&segs[i].pg);
+    free(segs);
+    if (in.buf) PyBuffer_Release(&in);
     return result;
 }
 
@@ -673,9 +758,11 @@ fail:
 
 static PyMethodDef methods[] = {
     {"parse_chunk", parse_chunk, METH_VARARGS,
-     "parse_chunk(buf, final=False, columns=1, out=(0, 1, 2, 3, 4), size_index=4) -> (tsv, views, n_records, n_lines, n_dash, malformed, valid)"},
+     "parse_chunk(buf, final=False, columns=1, out=(0, 1, 2, 3, 4), size_index=4) -> (tsv, views, n_records, n_lines, n_dash, malformed, valid, n_header)"},
     {"parse_format", parse_format, METH_VARARGS,
      "parse_format(buf, final, columns, program, out, size_index) -> same as parse_chunk"},
+    {"parse_segments", parse_segments, METH_VARARGS,
+     "parse_segments(buf, final, columns, segments, plus, size_index) -> same as parse_chunk"},
     {"export_columns", export_columns, METH_VARARGS,
      "export_columns(tsv, views, n_records, names, valid=None, nullable=(), n_null=0) -> (arrow_schema capsule, arrow_array capsule)"},
     {"parse_arrow", parse_arrow, METH_VARARGS,

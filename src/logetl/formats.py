@@ -236,7 +236,9 @@ class LogFormat:
     syntax: str                            # "legacy", "apache" or "nginx"
     tokens: tuple = ()
     fields: tuple[str, ...] = contract.FIELDS + contract.TAIL_FIELDS
-    header: str = ""                       # a line starting with it is a header line (dropped, counted)
+    header: str = ""                       # a line starting with it is a header line (counted apart)
+    #: the columns change within a log (``w3c``: each ``#Fields:`` line): see ``W3CFormat``
+    segmented = False
 
     @property
     def legacy(self) -> bool:
@@ -445,6 +447,48 @@ class Header(Exception):
     """A header line of the format (CloudFront's ``#Version:``): not a record, not malformed."""
 
 
+@dataclass(frozen=True)
+class W3CFormat(LogFormat):
+    """The ``w3c`` preset (``logetl.w3c``): its columns come from the log's ``#Fields:`` lines, so a line is
+    read with the columns of the last one before it. ``parse_line``, ``why`` and ``native_program`` read
+    a line with ``cols`` (default: IIS's default fields)."""
+
+    segmented = True
+
+    def describe(self) -> str:
+        return "w3c format (columns from each '#Fields:' line)"
+
+    def regex(self) -> str:
+        raise FormatError("the w3c format has no regular expression: its columns change with each '#Fields:' "
+                          "line (it needs logetl's kernel)")
+
+    def parse_line(self, raw: bytes, cols: tuple | None = None) -> tuple[str | None, ...]:
+        from logetl import w3c
+
+        return w3c.parse_line(raw, cols)
+
+    def why(self, raw: bytes, cols: tuple | None = None) -> str | None:
+        from logetl import w3c
+
+        # (a sample is taken without the columns of its segment: what it says holds whatever they are)
+        cols = w3c.columns(w3c.DEFAULT_FIELDS) if cols is None else cols
+        raw = bytes(raw[:-1] if raw.endswith(b"\r") else raw)
+        if w3c.scan(raw, cols) is None:
+            return "its values do not match the columns of the '#Fields:' line before it"
+        return None
+
+    def native_program(self, cols: tuple | None = None) -> tuple:
+        from logetl import w3c
+
+        return w3c.program(w3c.columns(w3c.DEFAULT_FIELDS) if cols is None else cols)[0]
+
+
+def _w3c_format() -> W3CFormat:
+    from logetl import w3c
+
+    return W3CFormat("w3c", w3c.DEFAULT_FIELDS, "preset", (), w3c.FIELDS, header="#")
+
+
 #: what ``LogFormat.scan`` gives for a header line
 HEADER = object()
 
@@ -520,9 +564,9 @@ def _preset_scan(tok: Field, b: bytes, pos: int):
 def missing_field(fmt: "LogFormat", name: str) -> str:
     """The one-line refusal of a flow that asks log format ``fmt`` for a field ``name`` it lacks: the
     format, its fields, and the presets that have the field (so that ``--format`` can name one)."""
-    label = fmt.name if fmt.name in PRESETS or fmt.name in VENDOR or fmt.name in JSON_NAMES or fmt.legacy \
-        else repr(fmt.text)
-    having = [p for p in (*PRESETS, *VENDOR, *JSON_NAMES) if name in compile_format(p).fields]
+    label = fmt.name if fmt.name in PRESETS or fmt.name in VENDOR or fmt.name in JSON_NAMES or fmt.name == "w3c" \
+        or fmt.legacy else repr(fmt.text)
+    having = [p for p in (*PRESETS, *VENDOR, "w3c", *JSON_NAMES) if name in compile_format(p).fields]
     if not having:
         where = "no preset has it (a format string with it does: see --format)"
     elif len(having) == 1:
@@ -854,6 +898,8 @@ def compile_format(spec: str | None) -> LogFormat:
     if spec == "auto":
         raise FormatError("--format auto recognises the format from the start of a run's --input: it cannot "
                           "be used here (give a format)")
+    if spec == "w3c":
+        return _w3c_format()
     if spec in VENDOR:
         return compile_vendor(spec)
     if spec in JSON_NAMES or spec.startswith("json:"):
@@ -866,7 +912,8 @@ def compile_format(spec: str | None) -> LogFormat:
         return compile_apache(spec)
     if "$" in spec:
         return compile_nginx(spec)
-    raise FormatError(f"format {spec!r} is neither a preset ({', '.join(sorted((*PRESETS, *VENDOR, *JSON_NAMES)))}), "
+    raise FormatError(f"format {spec!r} is neither a preset "
+                      f"({', '.join(sorted((*PRESETS, *VENDOR, 'w3c', *JSON_NAMES)))}), "
                       "a JSON mapping (json:NAME=KEY.PATH,...) nor a format string with a %-directive (Apache) or a "
                       "$variable (nginx)")
 

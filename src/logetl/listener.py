@@ -50,6 +50,8 @@ class StepRun:
     lines_read: int | None = 0
     malformed: dict[str, int] = field(default_factory=dict)
     dropped_size_dash: int = 0
+    #: the header lines of the log format (CloudFront's, W3C's directives): neither records nor malformed
+    header_lines: int = 0
 
     def count(self, operator: str, key: str, n: int) -> None:
         c = self.counters.setdefault(operator, {"in": 0, "out": 0})
@@ -62,6 +64,7 @@ class StepRun:
         self.lines_read = record.get("lines_read", 0)
         self.malformed = record.get("malformed", {})
         self.dropped_size_dash = record.get("dropped_size_dash", 0)
+        self.header_lines = record.get("header_lines", 0)
 
     def to_dict(self) -> dict:
         return {
@@ -69,6 +72,7 @@ class StepRun:
             "started_at": self.started_at, "finished_at": self.finished_at, "counters": self.counters,
             "lines_read": self.lines_read, "malformed": None if self.lines_read is None else self.malformed,
             "dropped_size_dash": None if self.lines_read is None else self.dropped_size_dash,
+            "header_lines": None if self.lines_read is None else self.header_lines,
         }
 
 
@@ -153,6 +157,10 @@ class FlowRun:
     @property
     def dropped_size_dash(self) -> int | None:
         return sum(s.dropped_size_dash for s in self.steps) if self.counted else None
+
+    @property
+    def header_lines(self) -> int | None:
+        return sum(s.header_lines for s in self.steps) if self.counted else None
 
     @property
     def malformed_share(self) -> float | None:

@@ -235,12 +235,12 @@ def test_a_field_the_format_lacks_names_the_presets_that_have_it(tmp_path):
     with pytest.raises(assembly.MissingField) as exc:
         L.read("common", fields=("ip", "referer"))
     assert str(exc.value) == ("the log format common has no field 'referer' (its fields: ip, ident, user, time, "
-                              "request, response, size); the presets combined, vhost_combined, nginx, s3, cloudfront, caddy, "
-                              "traefik and nginx_json have it")
-    with pytest.raises(assembly.MissingField, match=r"; the preset nginx has it$"):
+                              "request, response, size); the presets combined, vhost_combined, nginx, s3, cloudfront, w3c, "
+                              "caddy, traefik and nginx_json have it")
+    with pytest.raises(assembly.MissingField, match=r"; the presets nginx and w3c have it$"):
         L.read(fields=("x_forwarded_for",))
-    with pytest.raises(assembly.MissingField, match=r"^the log format combined has no field 'port' .*; the preset "
-                                                    r"vhost_combined has it$"):
+    with pytest.raises(assembly.MissingField, match=r"^the log format combined has no field 'port' .*; the presets "
+                                                    r"vhost_combined and w3c have it$"):
         L.read(fields=("port",))
     with pytest.raises(assembly.MissingField, match=r"^the log format '%h %b' has no field 'ident' \(its fields: "
                                                     r"ip, size\); the presets common and vhost_combined have it$"):
@@ -255,5 +255,5 @@ def test_a_field_the_format_lacks_names_the_presets_that_have_it(tmp_path):
     err = p.stderr.decode()
     assert p.returncode == 2 and len(err.splitlines()) == 1, err
     assert "the log format common has no field 'user_agent'" in err
-    assert ("the presets combined, vhost_combined, nginx, alb, elb, s3, cloudfront, caddy, traefik and nginx_json "
-            "have it") in err
+    assert ("the presets combined, vhost_combined, nginx, alb, elb, s3, cloudfront, w3c, caddy, traefik and "
+            "nginx_json have it") in err

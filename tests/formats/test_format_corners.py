@@ -85,7 +85,8 @@ def test_auto_on_the_command_line_names_its_choice_and_refuses_an_unknown_log(tm
     p = logetl("filter", "--input", str(bad), "--output", str(tmp_path / "h"), "--format", "auto")
     assert (p.returncode, p.stderr.decode()) == (
         2, f"Error: --format auto recognises no format in the first 2 lines of {str(bad)!r} (tried: caddy, traefik, "
-           "nginx_json, alb, elb, s3, haproxy, cloudfront, vhost_combined, nginx, combined, common); give --format or --format-file\n")
+           "nginx_json, alb, elb, s3, haproxy, cloudfront, w3c, vhost_combined, nginx, combined, common); give --format "
+           "or --format-file\n")
 
 
 def test_the_programs_refuse_cloudfront_which_writes_no_request_line(tmp_path):

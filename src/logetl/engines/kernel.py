@@ -17,6 +17,8 @@ try:
     from logetl import _scan
 except ImportError:  # no C compiler at install time
     _native = _native_format = _export = _scan = None
+#: the segmented parse (``w3c``), absent from a kernel built before it
+_native_segments = getattr(_scan, "parse_segments", None)
 
 NATIVE = _native is not None
 #: what a parse builds (``columns``): the TSV only, the TSV and Arrow string views over it, or Arrow
@@ -41,6 +43,7 @@ class Parsed:
     n_fields: int = 5
     valid: bytes | None = None     # native: the validity bitmap of the records for the fields ``nullable``
     nullable: tuple = ()           # the positions (among the fields emitted) of fields that may be null
+    n_header: int = 0              # header lines of the format (CloudFront's, W3C's directives): counted apart
 
     @property
     def n_null(self) -> int:
@@ -116,14 +119,14 @@ def parse_python(data, final: bool, columns: bool = True, parser: "Parser | None
     tail = lines.pop()
     if final and tail:
         lines.append(tail)
-    rows, bad, dash, pos = [], [], 0, 0
+    rows, bad, dash, header, pos = [], [], 0, 0, 0
     codes = {name: code for code, name in REASON_NAMES.items()}
     for i, raw in enumerate(lines):
         start, pos = pos, pos + len(raw) + 1
         try:
             fields = parser.format.parse_line(raw) if parser else contract.parse_line(raw)
-        except Header:   # a header line of the format: dropped and counted with the size-dash records
-            dash += 1
+        except Header:   # a header line of the format: neither a record nor malformed, counted apart
+            header += 1
             continue
         except contract.Malformed as exc:
             bad.append((i, start, start + len(raw), codes[exc.reason]))
@@ -140,7 +143,7 @@ def parse_python(data, final: bool, columns: bool = True, parser: "Parser | None
             dash += 1
     tsv = "".join("\t".join(v or "" for v in r) + "\n" for r in rows).encode("utf-8")   # null: empty
     return Parsed(data, tsv, len(rows), len(lines), dash, bad, rows=rows,
-                  n_fields=len(parser.out) if parser else 5)
+                  n_fields=len(parser.out) if parser else 5, n_header=header)
 
 
 _ALL = tuple(range(len(contract.FIELDS)))
@@ -161,16 +164,17 @@ def parse(data, final: bool, columns: int = VIEWS, out: tuple[int, ...] = _ALL, 
                       drop_dash=drop_dash).parse(data, final, columns)
     if columns == STRINGS and not _STRINGS_BUILT:
         columns = VIEWS
-    tsv, cols, n, n_lines, n_dash, bad, valid = _native(data, final, int(columns), out, 4 if drop_dash else -1)
+    tsv, cols, n, n_lines, n_dash, bad, valid, _ = _native(data, final, int(columns), out, 4 if drop_dash else -1)
     nullable = tuple(k for k, i in enumerate(out) if i >= len(contract.FIELDS))
     return _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, len(out), valid, nullable)
 
 
-def _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, width, valid=None, nullable=()) -> Parsed:
+def _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, width, valid=None, nullable=(), n_header=0) -> Parsed:
     if columns == STRINGS:
         return Parsed(data, tsv, n, n_lines, n_dash, bad, strings=cols, n_fields=width, valid=valid,
-                      nullable=nullable)
-    return Parsed(data, tsv, n, n_lines, n_dash, bad, views=cols, n_fields=width, valid=valid, nullable=nullable)
+                      nullable=nullable, n_header=n_header)
+    return Parsed(data, tsv, n, n_lines, n_dash, bad, views=cols, n_fields=width, valid=valid, nullable=nullable,
+                  n_header=n_header)
 
 
 class Parser:
@@ -186,10 +190,72 @@ class Parser:
         self.drop_dash = drop_dash
         self.out = tuple(fmt.fields.index(f) for f in self.keep)
         self.size_index = fmt.size_index() if drop_dash else -1
-        if not fmt.legacy:
+        #: the format's columns change within a file (``w3c``): ``parse_from`` takes the header before a chunk
+        self.segmented = getattr(fmt, "segmented", False)
+        if self.segmented:
+            from logetl import w3c
+
+            self._w3c, self._programs = w3c, {}
+            self.plus = tuple(int(f in w3c.PLUS) for f in self.keep)
+            self.native = self.native and _native_segments is not None
+        elif not fmt.legacy:
             self._program = fmt.native_program()
 
+    def _segment_program(self, cols: tuple) -> tuple:
+        """(program, out, size field) for lines of columns ``cols`` (``w3c``), made once a header."""
+        got = self._programs.get(cols)
+        if got is None:
+            prog, out = self._w3c.program(cols)
+            size = out[self._w3c.FIELDS.index("size")] if self.drop_dash else -1
+            got = self._programs[cols] = (prog, tuple(out[self._w3c.FIELDS.index(f)] for f in self.keep), size)
+        return got
+
+    def parse_from(self, data, final: bool, columns: int = VIEWS, before: bytes | None = None) -> Parsed:
+        """A chunk of a ``w3c`` log whose last ``#Fields:`` line before it is ``before`` (None: none, the
+        default columns): each run of lines between ``#Fields:`` lines parsed with a program of its own."""
+        segs = self._w3c.segments(data, before)
+        if not self.native:
+            return self._parse_from_python(data, final, segs)
+        if columns == STRINGS and not _STRINGS_BUILT:
+            columns = VIEWS
+        native = tuple((start, *self._segment_program(cols)) for start, cols in segs)
+        tsv, cols, n, n_lines, n_dash, bad, _, n_header = _native_segments(data, final, int(columns), native,
+                                                                           self.plus, int(self.drop_dash))
+        return _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, len(self.out), n_header=n_header)
+
+    def _parse_from_python(self, data, final: bool, segs: list) -> Parsed:
+        """``parse_from`` without the kernel: the reference matcher line by line."""
+        w3c, data = self._w3c, bytes(data)
+        lines = data.split(b"\n")
+        tail = lines.pop()
+        if final and tail:
+            lines.append(tail)
+        rows, bad, dash, header, pos, seg = [], [], 0, 0, 0, 0
+        codes = {name: code for code, name in REASON_NAMES.items()}
+        size = w3c.FIELDS.index("size")
+        for i, raw in enumerate(lines):
+            start, pos = pos, pos + len(raw) + 1
+            while seg + 1 < len(segs) and segs[seg + 1][0] <= start:
+                seg += 1
+            cols = segs[seg][1]
+            try:
+                fields = w3c.parse_line(raw, cols)
+            except Header:
+                header += 1
+                continue
+            except contract.Malformed as exc:
+                bad.append((i, start, start + len(raw), codes[exc.reason]))
+                continue
+            if self.drop_dash and w3c.scan(raw.removesuffix(b"\r"), cols)[size] == b"-":
+                dash += 1
+                continue
+            rows.append(tuple(fields[w3c.FIELDS.index(f)] for f in self.keep))
+        tsv = "".join("\t".join(r) + "\n" for r in rows).encode("utf-8")
+        return Parsed(data, tsv, len(rows), len(lines), dash, bad, rows=rows, n_fields=len(self.out), n_header=header)
+
     def parse(self, data, final: bool, columns: int = VIEWS) -> Parsed:
+        if self.segmented:
+            return self.parse_from(data, final, columns)
         if self.format.legacy:
             if self.native:
                 return parse(data, final, columns, self.out, self.drop_dash)
@@ -198,6 +264,6 @@ class Parser:
             return parse_python(data, final, columns, self)
         if columns == STRINGS and not _STRINGS_BUILT:
             columns = VIEWS
-        tsv, cols, n, n_lines, n_dash, bad, _ = _native_format(data, final, int(columns), self._program, self.out,
-                                                               self.size_index)
-        return _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, len(self.out))
+        tsv, cols, n, n_lines, n_dash, bad, _, n_header = _native_format(data, final, int(columns), self._program,
+                                                                         self.out, self.size_index)
+        return _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, len(self.out), n_header=n_header)

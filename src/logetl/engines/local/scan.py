@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
@@ -142,6 +143,7 @@ class ParseOp(Op):
         st.lines_read += parsed.n_lines
         st.count(self.node.name, "in", parsed.n_lines)
         st.dropped_size_dash += parsed.n_dash
+        st.header_lines += parsed.n_header
         if parsed.malformed and not isinstance(path, FileGroup):
             samples = self.ctx.run.malformed_samples
             data = parsed.data
@@ -228,6 +230,70 @@ class ParseOp(Op):
         self._flush_fused()
 
 
+class _Link:
+    """A chunk's place in its file for a format whose columns change within it (``w3c``): the chunk's parse
+    needs the last ``#Fields:`` line before it, which the chunks before it give. Each chunk's parse first
+    finds its own last one (a search, no parse), then takes the one before it from the link before and
+    says its own on: so the parse threads wait only for the chunks before theirs to have started (the pool
+    starts them in order), never for their parse."""
+
+    __slots__ = ("prev", "after", "done")
+
+    def __init__(self, prev: "_Link | None", after: bytes | None = None):
+        self.prev, self.after, self.done = prev, after, threading.Event()
+        if prev is None:
+            self.done.set()
+
+    def resolve(self, find=None):
+        """``find()``'s result (a chunk's pieces and their last ``#Fields:`` line, or None) as (its pieces,
+        the last ``#Fields:`` line before the chunk: None for none), once the chunk before has said that;
+        the chunk's own last one is said on to the next, as is the one before when it has none (or when
+        ``find`` is None or fails: a chunk that cannot be read holds no header of its own)."""
+        pieces = own = None
+        try:
+            if find is not None:
+                pieces, own = find()
+        finally:
+            self.prev.done.wait()
+            before = self.prev.after
+            self.after = own if own is not None else before
+            self.prev = None
+            self.done.set()
+        return pieces, before
+
+
+def _last_fields(pieces: list) -> bytes | None:
+    """The last ``#Fields:`` line of the pieces of a chunk that are parsed (not its ``inputs.LongLine``)."""
+    from logetl import w3c
+
+    for piece in reversed(pieces):
+        if not isinstance(piece, inputs.LongLine) and (got := w3c.last_fields(piece)) is not None:
+            return got[1]
+    return None
+
+
+def fields_before(path: str, start: int) -> bytes | None:
+    """The last ``#Fields:`` line of ``path`` before byte ``start`` (an incremental run that reads a ``w3c``
+    log from where the last one stopped), or None."""
+    from logetl import w3c
+
+    if start <= 0:
+        return None
+    found, done, tail = None, 0, b""
+    with inputs.open_input(path) as f:
+        while done < start:
+            block = f.read(min(1 << 20, start - done))
+            if not block:
+                break
+            data = tail + block
+            got = w3c.last_fields(data)
+            if got is not None and data.find(b"\n", got[0]) >= 0:   # (a line cut by the block: next time)
+                found = got[1]
+            cut = data.rfind(b"\n")
+            tail, done = data[cut + 1:] if cut >= 0 else data, done + len(block)
+    return found
+
+
 class StoreReader:
     """A root that replays a stored output of an earlier step."""
 
@@ -270,6 +336,9 @@ class Scan:
         # chunks; a stream's are spooled to a temporary file only when they are kept (``keep``: a trap)
         self.limit = settings.MAX_LINE.read() if limit is None else limit
         self.keep = keep
+        self.parser = parser
+        #: the format's columns change within a file (w3c): each chunk is parsed after the header before it
+        self.segmented = parser is not None and parser.segmented
         self.files, self.on_bytes, self.threads, self.columns = files, on_bytes, threads, columns
         self.chunk, self.ranges, self.reached, self.identities = chunk, ranges, reached, identities or {}
         # chunks parsed ahead: enough that the parse threads keep working while the main thread runs the
@@ -281,21 +350,42 @@ class Scan:
         self.opened: dict[str, int] = {}
         self.pieces = None
 
-    def _read_and_parse(self, fd, offset, length, final, path):
-        return self._parse(inputs.read_region(fd, offset, length, path), final)
+    def _read_and_parse(self, fd, offset, length, final, path, link=None):
+        try:
+            data = inputs.read_region(fd, offset, length, path)
+        except BaseException:
+            if link is not None:
+                link.resolve()    # the chunks after this one are not left waiting for it
+            raise
+        return self._parse(data, final, link)
 
-    def _parse(self, data, final) -> list:
+    def _parse(self, data, final, link=None) -> list:
         """The results of a piece of whole lines (a parsed chunk, or ``then``'s of it), in order: more than
-        one around the lines in it longer than the limit (``inputs.LongLine``, not parsed)."""
+        one around the lines in it longer than the limit (``inputs.LongLine``, not parsed). ``link``: the
+        piece's place in its file for a segmented format (``_Link``)."""
         if isinstance(data, inputs.LongLine):
+            if link is not None:
+                link.resolve()    # (a line too long is no ``#Fields:`` line: the columns go on)
             return [data]
+        if link is None:
+            pieces, before = inputs.split_long(data, final, self.limit), None
+        else:
+            def find():
+                got = inputs.split_long(data, final, self.limit)
+                return got, _last_fields(got)
+
+            pieces, before = link.resolve(find)
         out = []
-        pieces = inputs.split_long(data, final, self.limit)
         for i, piece in enumerate(pieces):
             if isinstance(piece, inputs.LongLine):
                 out.append(piece)
                 continue
-            parsed = self.parse(piece, final and i == len(pieces) - 1, self.columns)
+            last = final and i == len(pieces) - 1
+            if link is not None:    # each piece after the ``#Fields:`` line before it
+                parsed = self.parser.parse_from(piece, last, self.columns, before)
+                before = _last_fields([piece]) or before
+            else:
+                parsed = self.parse(piece, last, self.columns)
             then = self.then
             out.append(then(parsed) if then is not None else parsed)
         return out
@@ -329,7 +419,8 @@ class Scan:
             start, bound = self.ranges.get(path, (0, 0)) if self.ranges is not None else (0, None)
             if bound is not None and bound <= start:
                 continue
-            size = _small_plain(path) if self.ranges is None else None
+            # (a segmented format's file starts with its own columns: never parsed with another's lines)
+            size = _small_plain(path) if self.ranges is None and not self.segmented else None
             # a file no longer than the line limit holds no line over it: its lines are all parsed together
             if size is not None and size <= self.limit:
                 group.append(path)
@@ -341,6 +432,7 @@ class Scan:
             if group:
                 yield self._group(group, group_bytes)
                 group, group_bytes = [], 0
+            link = _Link(None, fields_before(path, start)) if self.segmented else None
             if inputs.plain(path):
                 fd = self.opened[path] = inputs.open_plain(path, self.identities.get(path))
                 pos = start
@@ -350,7 +442,11 @@ class Scan:
                         yield (self._long, fd, offset, length, path), path, n, final
                         pos = offset + n
                         continue
-                    yield (self._read_and_parse, fd, offset, length, final, path), path, length, final
+                    call = (self._read_and_parse, fd, offset, length, final, path)
+                    if link is not None:    # (a segmented format's chunk: its place in the file)
+                        link = _Link(link)
+                        call += (link,)
+                    yield call, path, length, final
                     pos = offset + length
                 if self.reached is not None:
                     self.reached[path] = pos
@@ -360,7 +456,11 @@ class Scan:
             for data, final in inputs.read_chunks([path], self.chunk, on_bytes=self.on_bytes, ranges=self.ranges,
                                                   reached=self.reached, identities=self.identities,
                                                   limit=self.limit, keep=self.keep):
-                yield (self._parse, data, final), path, None, False
+                call = (self._parse, data, final)
+                if link is not None:
+                    link = _Link(link)
+                    call += (link,)
+                yield call, path, None, False
         if group:
             yield self._group(group, group_bytes)
 

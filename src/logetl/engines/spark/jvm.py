@@ -274,8 +274,23 @@ def parsed(lines, schema: str, spec: tuple):
 
     program, out, size_index = spec
     spark = lines.sparkSession
-    jdf = classes(spark).parsed(lines._jdf, schema, program_bytes(program), list(out), size_index, _batch(spark))
+    if _segmented(program):
+        jdf = classes(spark).parsedSegments(lines._jdf, schema, *_segments_args(program), _batch(spark))
+    else:
+        jdf = classes(spark).parsed(lines._jdf, schema, program_bytes(program), list(out), size_index, _batch(spark))
     return DataFrame(jdf, spark)
+
+
+def _segmented(program) -> bool:
+    from logetl.engines.spark.native import Segments
+
+    return isinstance(program, Segments)
+
+
+def _segments_args(segments) -> list:
+    """A segmented parse's programs (``native.Segments``) as ``NativeParse.parsedSegments`` takes them."""
+    return [[program_bytes(p) for p in segments.programs], [list(o) for o in segments.outs], list(segments.sizes),
+            [bool(p) for p in segments.plus]]
 
 
 def joined(lines, schema: str, spec: tuple, sinks: tuple, trap: bool):
@@ -284,6 +299,10 @@ def joined(lines, schema: str, spec: tuple, sinks: tuple, trap: bool):
 
     program, out, size_index = spec
     spark = lines.sparkSession
-    jdf = classes(spark).joined(lines._jdf, schema, program_bytes(program), list(out), size_index, _batch(spark),
-                                [list(s) for s in sinks], trap)
+    if _segmented(program):
+        jdf = classes(spark).joinedSegments(lines._jdf, schema, *_segments_args(program), _batch(spark),
+                                            [list(s) for s in sinks], trap)
+    else:
+        jdf = classes(spark).joined(lines._jdf, schema, program_bytes(program), list(out), size_index,
+                                    _batch(spark), [list(s) for s in sinks], trap)
     return DataFrame(jdf, spark)

@@ -5,7 +5,7 @@ as one element of a binary column (the raw bytes: ``spark.read.text`` keeps them
 the JVM keeps them, and Arrow's binary type is never validated), and ``logetl._scan.parse_arrow`` parses
 the batch in place, reading the array's offsets and data buffers (no copy, no separators needed). What
 goes back is one row per line, in the batch's order: the fields (empty unless the line is kept), a status
-byte (0 kept, 1/2/3 the malformed reasons, 4 a size of ``-``), and, for malformed lines only, the raw
+byte (0 kept, 1/2/3 the malformed reasons, 4 a size of ``-``, 5 a header line of the format), and, for malformed lines only, the raw
 line, and the line's input index as it came (``_input``: the parse is one operator over the union of every
 input's read, each read giving its index). So partitions keep their rows and their order, and the engine
 adds the input-order key after the parse, then counts, filters and traps exactly as on its built-in path.
@@ -19,14 +19,21 @@ session's check that they can.
 """
 from __future__ import annotations
 
+from collections import namedtuple
+
 STATUS = "_status"
 #: true on the first SAMPLES malformed lines of each partition: the first malformed lines of the input are
 #: among them, so a step can write them aside for its samples in the same pass (a bounded few per task)
 SAMPLE = "_sample"
 SAMPLES = 5
-KEPT, DASH = 0, 4
+KEPT, DASH, HEADER = 0, 4, 5
 #: the index of a line's input file (the engine's column, given with each line and given back)
 INPUT = "_input"
+#: a segmented parse (``w3c``): the index of the program of a line (a third column of the lines)
+SEG = "_seg"
+#: a segmented parse's programs, by ``_seg``: each with its fields written and its size field (-1: none);
+#: ``plus``: per field written, 1 when its '+' are spaces
+Segments = namedtuple("Segments", "programs outs sizes plus")
 #: status byte -> 1 for the malformed reasons (1, 2, 3), 0 otherwise (bytes.translate)
 _MALFORMED = bytes(1 if 1 <= b <= 3 else 0 for b in range(256))
 
@@ -46,8 +53,14 @@ def parse_batches(spec: tuple, batches):
     from logetl._scan import parse_arrow
 
     program, out, size_index = spec
+    plus = ()
+    if isinstance(program, Segments):   # each run of lines of one program, parsed with it
+        plus = tuple(k for k, p in enumerate(program.plus) if p)
+        runs = _segment_runs(program, batches)
+    else:
+        runs = ((b, program, out, size_index) for b in batches)
     samples_left = SAMPLES
-    for batch in batches:
+    for batch, program, out, size_index in runs:
         n = batch.num_rows
         value = batch.column(0)
         large = pa.types.is_large_binary(value.type)   # Spark asks for large types everywhere, or nowhere
@@ -65,6 +78,8 @@ def parse_batches(spec: tuple, batches):
                       for i, (o, d) in zip(out, pieces)]
             if large:
                 fields = [f.cast(string) for f in fields]
+            for k in plus:
+                fields[k] = pc.replace_substring(fields[k], "+", " ")
         codes = pa.Array.from_buffers(pa.int8(), n, [None, pa.py_buffer(status)])
         sample = bytearray(n)
         if n_bad:
@@ -81,6 +96,26 @@ def parse_batches(spec: tuple, batches):
         yield pa.RecordBatch.from_arrays([*fields, codes, raw, sampled, batch.column(1)],
                                          names=[*(field_column(i) for i in range(len(out))), STATUS, "value", SAMPLE,
                                                 INPUT])
+
+
+def _segment_runs(segments: Segments, batches):
+    """The batches of a segmented parse cut into runs of lines of one program (their ``_seg``, the third
+    column): (run, program, out, size field) each."""
+    import pyarrow.compute as pc
+
+    for batch in batches:
+        seg = batch.column(2)
+        n = batch.num_rows
+        if n == 0:
+            yield batch, segments.programs[0], segments.outs[0], segments.sizes[0]
+            continue
+        cuts = [0]
+        if n > 1:
+            cuts += [i + 1 for i in pc.indices_nonzero(pc.not_equal(seg.slice(1), seg.slice(0, n - 1))).to_pylist()]
+        cuts.append(n)
+        for a, b in zip(cuts, cuts[1:]):
+            s = seg[a].as_py()
+            yield batch.slice(a, b - a), segments.programs[s], segments.outs[s], segments.sizes[s]
 
 
 def probe(_):
@@ -141,8 +176,8 @@ def probe_in(python: str) -> tuple[str, str]:
 
 #: ``join_batches``'s rows: the output a row is written to (-1: the batch's counters, written nowhere)
 TAG = "__logetl_output"
-#: the counters of a batch, on its counters row: lines, the malformed reasons 1/2/3, size ``-``, kept
-COUNTERS = ("lines", "reason1", "reason2", "reason3", "dash", "kept")
+#: the counters of a batch, on its counters row: lines, the malformed reasons 1/2/3, size ``-``, kept, header
+COUNTERS = ("lines", "reason1", "reason2", "reason3", "dash", "kept", "header")
 
 
 def joined_schema() -> str:
@@ -216,6 +251,7 @@ def join_batches(spec: tuple, sinks: tuple, trap: bool, batches):
         binary = batch.column(n_fields + 1).type   # the raw lines': large when Spark asks for large types
         columns = [pa.array(tags + [-1], pa.int32()), pa.array(values + [None], binary),
                    pa.array(codes + [None], pa.int8()), pa.array(inputs + [None], pa.int32())]
-        row = [batch.num_rows, by_code.get(1, 0), by_code.get(2, 0), by_code.get(3, 0), by_code.get(DASH, 0), kept]
+        row = [batch.num_rows, by_code.get(1, 0), by_code.get(2, 0), by_code.get(3, 0), by_code.get(DASH, 0), kept,
+               by_code.get(HEADER, 0)]
         columns += [pa.array([None] * n + [c], pa.int64()) for c in row]
         yield pa.RecordBatch.from_arrays(columns, names=[TAG, "value", STATUS, INPUT, *COUNTERS])

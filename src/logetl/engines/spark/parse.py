@@ -6,7 +6,7 @@ from functools import partial
 
 from logetl import __version__, assembly, contract, settings
 from logetl.engines.base import EngineUnavailable, StepContext
-from logetl.engines.spark.native import DASH, INPUT, KEPT, SAMPLE, STATUS
+from logetl.engines.spark.native import DASH, HEADER, INPUT, KEPT, SAMPLE, STATUS
 from logetl.engines.spark.signals import between_java_calls, stopping
 from logetl.io.fs import hadoop_local_path
 from logetl.io.inputs import InputReadError
@@ -18,9 +18,10 @@ from logetl.engines.spark.errors import _worker_failure
 SPARK_PATTERN = "(?s)" + contract.PATTERN
 
 
-#: the status of a line longer than ``LOGETL_MAX_LINE`` (after 1-3, the reasons of ``contract.REASONS``, and
-#: 4, a size of ``-``), and the byte (hex) put before it so that the kernel calls it malformed (``_marked``)
-TOO_LONG, MARK = 5, "FF"
+#: the status of a line longer than ``LOGETL_MAX_LINE`` (after 1-3, the reasons of ``contract.REASONS``,
+#: 4, a size of ``-``, and 5, a header line of the format), and the byte (hex) put before it so that the kernel
+#: calls it malformed (``_marked``)
+TOO_LONG, MARK = 6, "FF"
 
 
 def malformed_status(status):
@@ -122,6 +123,13 @@ class ParsePaths:
             return []
         with between_java_calls():   # the check may run a job
             self.path, notice = self.choose_parse()
+        segmented = next((n.format for s in steps for n in s.nodes
+                          if isinstance(n, assembly.Parse) and n.format.segmented), None)
+        if segmented is not None and self.path == BUILTIN:
+            from logetl.formats import FormatError
+
+            raise FormatError(f"the {segmented.name} format needs logetl's kernel on Spark (its columns change with "
+                              f"each '#Fields:' line), but {notice}")
         return [notice]
 
     @property
@@ -272,14 +280,16 @@ class ParsePaths:
         checked, fields = parse(self._marked(self._lines(ctx)), node)
         checked = self._unmarked(checked).withColumn(ORDER, F.monotonically_increasing_id())
         # _status: 0 kept, 1 2 3 the reasons of contract.REASONS (in their order), 4 dropped (size "-"): a
-        # small integer, cheap to count, to cache and to filter on; the reason's name only for malformed lines
+        # small integer, cheap to count, to cache and to filter on; the reason's name only for malformed lines;
+        # 5 a header line of the format; 6 a line too long (``_unmarked``)
         status = F.col(STATUS)
         obs = Observation(f"parse_{node.name}")
         checked = checked.observe(
             obs, F.count(F.lit(1)).alias("lines"),
             *[F.count_if(status == code).alias(r) for code, r in enumerate(contract.REASONS, 1)],
             F.count_if(status == TOO_LONG).alias(contract.TOO_LONG),
-            F.count_if(status == DASH).alias("dash"), F.count_if(status == KEPT).alias("kept"))
+            F.count_if(status == DASH).alias("dash"), F.count_if(status == KEPT).alias("kept"),
+            F.count_if(status == HEADER).alias("header"))
         observations.append((node, obs))
         return checked, fields
 
@@ -450,19 +460,90 @@ class ParsePaths:
 
         from logetl.engines.spark.native import field_column, parse_batches
 
-        spec = ParsePaths._native_spec(node)
+        binary, spec = self._native_input(lines, node)
         columns = [field_column(i) for i in range(len(node.fields))]
         rest = [f"{STATUS} tinyint", "value binary", f"{SAMPLE} boolean", f"{INPUT} int"]
         if self.path == JVM:
             from logetl.engines.spark import jvm as spark_jvm
 
             # the JVM gives each field's bytes; the cast to a string keeps them (they are valid UTF-8)
-            made = spark_jvm.parsed(self._binary_lines(lines), ", ".join([f"{c} binary" for c in columns] + rest), spec)
+            made = spark_jvm.parsed(binary, ", ".join([f"{c} binary" for c in columns] + rest), spec)
             checked = made.select(*[F.col(c).cast("string").alias(c) for c in columns], STATUS, "value", SAMPLE, INPUT)
         else:
             schema = ", ".join([f"{c} string" for c in columns] + rest)
-            checked = self._binary_lines(lines).mapInArrow(partial(parse_batches, spec), schema)
+            checked = binary.mapInArrow(partial(parse_batches, spec), schema)
         return checked, {f: F.col(c) for f, c in zip(node.fields, columns)}
+
+    def _native_input(self, lines, node) -> tuple:
+        """The lines as the kernel on the executors takes them (``_binary_lines``), and what it parses them
+        with (``_native_spec``); for a format whose columns change within a log (``w3c``), each line with the
+        index of its segment's program (``_segments``)."""
+        if not node.format.segmented:
+            return self._binary_lines(lines), self._native_spec(node)
+        from pyspark.sql import functions as F
+
+        from logetl.engines.spark.native import SEG
+
+        lines, spec = self._segments(lines, node)
+        return lines.select(F.col("value").cast("binary").alias("value"), INPUT, SEG), spec
+
+    def _segments(self, lines, node) -> tuple:
+        """A ``w3c`` log's lines, each with ``_seg``: the index of the program of the columns of the last
+        ``#Fields:`` line before it in its file (0: none, IIS's default columns); and the spec of those
+        programs (``native.Segments``). A job first looks at the ``#Fields:`` lines: when every line of
+        every file has the same columns (each file's first ``#Fields:`` line before its first record, and
+        one set of columns in all of them: IIS writes its header again, unchanged, at each restart), the one
+        program parses every line, in the partitions as they are. Otherwise each line takes its segment from
+        the lines before it in its file, which needs them in one task (a window over each file's lines, in
+        order), and the lines are then put back in input order (a range shuffle and a sort): slower, as it
+        must be when a file's columns change in it."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        from logetl import w3c
+        from logetl.engines.spark.native import SEG
+
+        # (the lines may be ``_marked``: a line too long has its input's index negated and, on these paths,
+        # binary bytes; it is no directive, and stays in its file's place)
+        row, file, value = "__logetl_row", "__logetl_file", F.col("value").cast("string")
+        text = F.regexp_replace(value, "\r$", "")
+        is_fields = value.startswith(w3c.FIELDS_DIRECTIVE.decode())
+        tagged = lines.withColumn(row, F.monotonically_increasing_id()).withColumn(
+            file, F.when(F.col(INPUT) < 0, -F.col(INPUT) - 1).otherwise(F.col(INPUT)))
+        facts = tagged.groupBy(file).agg(
+            F.min(F.when(is_fields, F.col(row))).alias("f"), F.min(F.when(~value.startswith("#"), F.col(row))).alias("d"),
+            F.collect_set(F.when(is_fields, text)).alias("h")).collect()
+        default = w3c.columns(w3c.DEFAULT_FIELDS)
+        texts = sorted({h for r in facts for h in r["h"]})
+        found = sorted({w3c.columns(h) for h in texts})
+        uniform = len(found) == 0 or (len(found) == 1 and all(
+            r["d"] is None or (r["f"] is not None and r["f"] < r["d"]) or found[0] == default for r in facts))
+        every = [default] + [c for c in found if c != default] if not uniform else [found[0] if found else default]
+        spec = self._segments_spec(node, every)
+        if uniform:
+            return lines.withColumn(SEG, F.lit(0)), spec
+        index = {c: i for i, c in enumerate(every)}
+        here = None
+        for h in texts:
+            here = (F.when if here is None else here.when)(text == h, F.lit(index[w3c.columns(h)]))
+        in_file = Window.partitionBy(file).orderBy(row).rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        segmented = tagged.withColumn(SEG, F.coalesce(F.last(F.when(is_fields, here), ignorenulls=True).over(in_file),
+                                                      F.lit(0)))
+        parts = max(1, lines.rdd.getNumPartitions())
+        ordered = segmented.repartitionByRange(parts, file, row).sortWithinPartitions(file, row)
+        return ordered.select("value", INPUT, SEG), spec
+
+    @staticmethod
+    def _segments_spec(node, every: list) -> tuple:
+        """The spec (``_native_spec``'s shape) of a ``w3c`` parse whose lines have the columns ``every``
+        (a program each, by ``_seg``): its first element a ``native.Segments``."""
+        from logetl.engines.kernel import Parser
+        from logetl.engines.spark.native import Segments
+
+        parser = Parser(node.format, node.fields, drop_dash=node.drops_size_dash)
+        made = [parser._segment_program(c) for c in every]
+        spec = Segments(tuple(m[0] for m in made), tuple(m[1] for m in made), tuple(m[2] for m in made), parser.plus)
+        return (spec, tuple(range(len(node.fields))), -1)
 
     @staticmethod
     def _native_spec(node) -> tuple:
@@ -504,8 +585,8 @@ class ParsePaths:
             is_dash = F.lit(False)
         # the reasons in contract.REASONS' order (the first that applies), then the dropped records
         status = F.when(~F.expr("is_valid_utf8(value)"), F.lit(1))
-        if fmt.header:   # a header line of the format: dropped, as the kernel drops it
-            status = status.when(line.startswith(fmt.header), F.lit(DASH))
+        if fmt.header:   # a header line of the format: counted apart, as the kernel counts it
+            status = status.when(line.startswith(fmt.header), F.lit(HEADER))
         status = (status.when(~line.rlike(pattern), F.lit(2))
                   .when((F.instr(F.col("_tsv"), "\r") > 0) | (tabs != n_fields - 1), F.lit(3))
                   .when(is_dash, F.lit(DASH)).otherwise(F.lit(KEPT)))

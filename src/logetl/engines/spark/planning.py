@@ -126,8 +126,8 @@ class OnePass:
 
         parse = next(n for n in step.nodes if isinstance(n, assembly.Parse))
         nodes = [n for n in step.nodes if not isinstance(n, (assembly.Source, assembly.Parse))]
-        spec, trap = self._native_spec(parse), ctx.state.trap is not None
-        lines = self._binary_lines(self._marked(self._lines(ctx)))
+        trap = ctx.state.trap is not None
+        lines, spec = self._native_input(self._marked(self._lines(ctx)), parse)
         # the kernel calls a line marked too long invalid UTF-8 (``_marked``): counted here, and moved to
         # its own reason (``_execute_one_pass``)
         long = Observation(f"logetl_{next(_OBSERVATIONS)}")
@@ -142,7 +142,7 @@ class OnePass:
         kept = F.sum("kept")
         rows = rows.observe(counted, F.sum("lines").alias("lines"),
                             *[F.sum(f"reason{code}").alias(r) for code, r in enumerate(contract.REASONS, 1)],
-                            F.sum("dash").alias("dash"), kept.alias("kept"),
+                            F.sum("dash").alias("dash"), kept.alias("kept"), F.sum("header").alias("header"),
                             *[kept.alias(f"n{i}") for i in range(len(nodes))])   # every record reaches every node
         samples_tag = len(sinks) + 1
         tag, text = F.col(TAG), F.col("value").cast("string")

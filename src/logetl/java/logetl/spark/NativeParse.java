@@ -38,7 +38,7 @@ public final class NativeParse {
     static final int BATCH_BYTES = 8 << 20;
     /** The first malformed lines of each partition are flagged (or sent) as samples. */
     static final int SAMPLES = 5;
-    static final byte KEPT = 0, DASH = 4;
+    static final byte KEPT = 0, DASH = 4, HEADER = 5;
     private static final byte[] EMPTY = new byte[0];
 
     private NativeParse() {}
@@ -60,6 +60,26 @@ public final class NativeParse {
         int[][] chosen = new int[sinks.size()][];
         for (int i = 0; i < chosen.length; i++) chosen[i] = ints(sinks.get(i));
         return lines.mapPartitions(new Joined(new Spec(program, out, sizeIndex, batch), chosen, trap),
+                                   Encoders.row(StructType.fromDDL(schema)));
+    }
+
+    /** {@link #parsed} for a format whose columns change within a log (W3C's {@code #Fields:} lines): the
+     * lines have a third column, {@code _seg}, the index of the program (with its fields written and its
+     * size field) that parses them; {@code plus}: the fields written whose '+' are spaces. */
+    public static Dataset<Row> parsedSegments(Dataset<Row> lines, String schema, List<byte[]> programs,
+                                              List<List<Integer>> outs, List<Integer> sizes, List<Boolean> plus,
+                                              int batch) {
+        return lines.mapPartitions(new Parsed(new Spec(programs, outs, sizes, plus, batch)),
+                                   Encoders.row(StructType.fromDDL(schema)));
+    }
+
+    /** {@link #joined} for a format whose columns change within a log (see {@link #parsedSegments}). */
+    public static Dataset<Row> joinedSegments(Dataset<Row> lines, String schema, List<byte[]> programs,
+                                              List<List<Integer>> outs, List<Integer> sizes, List<Boolean> plus,
+                                              int batch, List<List<Integer>> sinks, boolean trap) {
+        int[][] chosen = new int[sinks.size()][];
+        for (int i = 0; i < chosen.length; i++) chosen[i] = ints(sinks.get(i));
+        return lines.mapPartitions(new Joined(new Spec(programs, outs, sizes, plus, batch), chosen, trap),
                                    Encoders.row(StructType.fromDDL(schema)));
     }
 
@@ -97,6 +117,13 @@ public final class NativeParse {
         final int[] out;
         final int sizeIndex;
         final int batch;
+        /** segments: the programs by the lines' {@code _seg}, each with its fields written and size field;
+         * null for one program */
+        final byte[][] programs;
+        final int[][] outs;
+        final int[] sizes;
+        /** the fields written whose '+' are spaces (null: none) */
+        final boolean[] plus;
 
         Spec(byte[] program, List<Integer> out, int sizeIndex, int batch) {
             if (batch < 1) throw new IllegalArgumentException("a batch of " + batch + " lines");
@@ -104,6 +131,31 @@ public final class NativeParse {
             this.out = ints(out);
             this.sizeIndex = sizeIndex;
             this.batch = batch;
+            this.programs = null;
+            this.outs = null;
+            this.sizes = null;
+            this.plus = null;
+        }
+
+        Spec(List<byte[]> programs, List<List<Integer>> outs, List<Integer> sizes, List<Boolean> plus, int batch) {
+            if (batch < 1) throw new IllegalArgumentException("a batch of " + batch + " lines");
+            this.programs = programs.toArray(new byte[0][]);
+            this.outs = new int[outs.size()][];
+            for (int i = 0; i < this.outs.length; i++) this.outs[i] = ints(outs.get(i));
+            this.sizes = ints(sizes);
+            this.plus = new boolean[plus.size()];
+            for (int i = 0; i < this.plus.length; i++) this.plus[i] = plus.get(i);
+            this.program = this.programs[0];
+            this.out = this.outs[0];
+            this.sizeIndex = this.sizes[0];
+            this.batch = batch;
+        }
+
+        /** A written field's bytes: '+' as spaces where {@code plus} says so. */
+        byte[] value(int k, byte[] bytes) {
+            if (plus != null && plus[k])
+                for (int i = 0; i < bytes.length; i++) if (bytes[i] == '+') bytes[i] = ' ';
+            return bytes;
         }
     }
 
@@ -115,6 +167,9 @@ public final class NativeParse {
         int[] offsets, inputs, spans;
         byte[] status;
         int n, bad;
+        /** segments: the program of this batch's lines, and a line read that starts the next batch */
+        int seg;
+        Row held;
 
         Batch(Spec spec) {
             this.spec = spec;
@@ -132,9 +187,15 @@ public final class NativeParse {
         boolean fill(Iterator<Row> rows) {
             n = 0;
             int used = 0;
-            while (n < spec.batch && used < BATCH_BYTES && rows.hasNext()) {
+            while (n < spec.batch && used < BATCH_BYTES && (held != null || rows.hasNext())) {
                 if (n == inputs.length) room((int) Math.min(spec.batch, 2L * n));
-                Row row = rows.next();
+                Row row = held != null ? held : rows.next();
+                held = null;
+                if (spec.programs != null) {   // a batch holds lines of one program
+                    int s = row.getInt(2);
+                    if (n == 0) seg = s;
+                    else if (s != seg) { held = row; break; }
+                }
                 byte[] line = (byte[]) row.get(0);
                 if (used + line.length > data.length)
                     data = Arrays.copyOf(data, Math.max(data.length * 2, used + line.length));
@@ -151,7 +212,9 @@ public final class NativeParse {
             long room = 3L * used + 16L * n + 64;
             if (spec.program != null && spec.program.length > 0 && spec.program[0] == 11 && data.length < room)
                 data = Arrays.copyOf(data, Math.toIntExact(room));
-            bad = Kernel.parse(spec.program, spec.out, spec.sizeIndex, data, offsets, n, spans, status);
+            bad = spec.programs == null
+                ? Kernel.parse(spec.program, spec.out, spec.sizeIndex, data, offsets, n, spans, status)
+                : Kernel.parse(spec.programs[seg], spec.outs[seg], spec.sizes[seg], data, offsets, n, spans, status);
             if (bad < 0) throw new IllegalStateException("logetl's kernel refused its arguments");
             return true;
         }
@@ -197,7 +260,8 @@ public final class NativeParse {
                         int at = 2 * (i * width + k);
                         // a span of -1: a null (a tail field of a line without a well-formed tail)
                         values[k] = s != KEPT ? EMPTY
-                                : b.spans[at] < 0 ? null : Arrays.copyOfRange(b.data, b.spans[at], b.spans[at + 1]);
+                                : b.spans[at] < 0 ? null
+                                : spec.value(k, Arrays.copyOfRange(b.data, b.spans[at], b.spans[at + 1]));
                     }
                     boolean bad = Batch.malformed(s);
                     boolean sampled = bad && samples > 0;
@@ -254,8 +318,9 @@ public final class NativeParse {
 
         /** Adds the rows of one parsed batch to {@code rows}; returns the samples left in the partition. */
         int emit(Batch b, List<Row> rows, int samples) {
-            long[] counts = new long[5];   // reasons 1, 2, 3, dash, kept
-            for (int i = 0; i < b.n; i++) counts[b.status[i] == KEPT ? 4 : b.status[i] - 1]++;
+            long[] counts = new long[6];   // reasons 1, 2, 3, dash, kept, header
+            for (int i = 0; i < b.n; i++)
+                counts[b.status[i] == KEPT ? 4 : b.status[i] == HEADER ? 5 : b.status[i] - 1]++;
             int width = spec.out.length;
             if (counts[4] > 0) {
                 byte[][] made = new byte[sinks.length][];
@@ -295,7 +360,7 @@ public final class NativeParse {
                 }
             }
             rows.add(row(-1, null, null, null, new long[] {b.n, counts[0], counts[1], counts[2], counts[3],
-                                                           counts[4]}));
+                                                           counts[4], counts[5]}));
             return samples;
         }
 
@@ -319,6 +384,8 @@ public final class NativeParse {
                     if (j > 0) text[at++] = '\t';
                     int s = b.spans[2 * (i * width + chosen[j])], e = b.spans[2 * (i * width + chosen[j]) + 1];
                     if (e > s) System.arraycopy(b.data, s, text, at, e - s);   // a null (-1, -1) is empty
+                    if (b.spec.plus != null && b.spec.plus[chosen[j]])
+                        for (int c = at; c < at + e - s; c++) if (text[c] == '+') text[c] = ' ';
                     at += e - s;
                 }
             }
@@ -327,12 +394,12 @@ public final class NativeParse {
 
         /** A row of {@code spark_native.joined_schema()}: tag, value (binary), status, input, the counters. */
         static Row row(int tag, byte[] value, Byte status, Integer input, long[] counters) {
-            Object[] values = new Object[10];
+            Object[] values = new Object[11];
             values[0] = tag;
             values[1] = value;
             values[2] = status;
             values[3] = input;
-            for (int c = 0; c < 6; c++) values[4 + c] = counters == null ? null : counters[c];
+            for (int c = 0; c < 7; c++) values[4 + c] = counters == null ? null : counters[c];
             return RowFactory.create(values);
         }
     }
