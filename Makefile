@@ -39,7 +39,7 @@ demo: $(VENV)/.installed-run
 
 # two workers (pytest-xdist): much of the suite waits on child processes, JVMs and servers; each worker has its
 # own Spark session, PostgreSQL server and Chromium (docs/design/testing.md); PYTEST_ARGS="-n 0" runs it serially
-PYTEST_ARGS ?= -n 2 --dist loadgroup
+PYTEST_ARGS ?= -n 2 --dist loadfile
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -267,25 +267,10 @@ def _needs(item) -> set[str]:
     return found
 
 
-def _module_fixture(item) -> bool:
-    """Whether ``item`` uses a fixture made once per module (or class): a standalone cluster, a packed venv,
-    a large generated log."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return False
-    return any(defs and defs[-1].scope in ("module", "class", "package") for defs in info.name2fixturedefs.values())
-
-
 def pytest_collection_modifyitems(config, items):
     """Marks each test with the components it needs (``spark``, ``postgres``, ``browser``), from its folder,
-    fixtures and parameters; a test that starts one some other way carries the marker itself.
-
-    Under pytest-xdist (``make test``: ``-n 2 --dist loadgroup``) each test goes to whichever worker is
-    free, except that the tests of one module that share a module-scoped fixture are one group
-    (``xdist_group``), run together on one worker: the fixture is made once, not once per worker."""
+    fixtures and parameters; a test that starts one some other way carries the marker itself."""
     for item in items:
         have = {m.name for m in item.iter_markers()}
         for name in sorted(_needs(item) - have):
             item.add_marker(name)
-        if "xdist_group" not in have and _module_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(os.path.relpath(str(item.path), HERE)))
