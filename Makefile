@@ -37,12 +37,16 @@ demo: $(VENV)/.installed-run
 	@echo "Join result: $(DEMO)/joined/part-00000 ($$(wc -l < $(DEMO)/joined/part-00000) records); first lines:"
 	@head -n 3 $(DEMO)/joined/part-00000
 
+# two workers (pytest-xdist): much of the suite waits on child processes, JVMs and servers; each worker has its
+# own Spark session, PostgreSQL server and Chromium (docs/design/testing.md); PYTEST_ARGS="-n 0" runs it serially
+PYTEST_ARGS ?= -n 2 --dist loadfile
+
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # the fast loop: no Spark, no browser, no PostgreSQL, nothing slow (markers: pyproject.toml, tests/conftest.py)
 check: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q -m "not spark and not browser and not postgres and not slow"
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS) -m "not spark and not browser and not postgres and not slow"
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests bench examples

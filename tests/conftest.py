@@ -77,7 +77,8 @@ def spark_missing() -> str | None:
 
 @pytest.fixture(scope="session")
 def spark_session():
-    """One local[2] Spark session for the whole run, made the way the engine makes its own."""
+    """One local[2] Spark session for the whole run (of each worker, under pytest-xdist), made the way the
+    engine makes its own."""
     missing = spark_missing()
     require(missing is None, missing or "")
     from logetl.engines.spark.engine import SparkEngine
@@ -201,8 +202,8 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 
 @pytest.fixture(scope="session")
 def browser():
-    """Debian's Chromium driven by Playwright, started once for the whole run: each test opens its own
-    context (its own cookies and storage) in it."""
+    """Debian's Chromium driven by Playwright, started once for the whole run (of each worker): each test
+    opens its own context (its own cookies and storage) in it."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:

@@ -184,7 +184,8 @@ def test_delivery_never_blocks_the_request_and_pending_ones_survive_a_restart(tm
         add(client, application="nightly", when="failed", webhook=slow.url)
         t = time.monotonic()
         r = client.post("/api/documents", json=doc(1, status="FAILED"))
-        assert r.status_code == 202 and time.monotonic() - t < 0.5
+        # answered before the hook's 3 s: the delivery runs beside the request, never in it
+        assert r.status_code == 202 and time.monotonic() - t < 2.0
         slow.wait(1)         # in flight: the shutdown waits for it (at most the HTTP timeout and a second)
     assert [(x["state"], x["attempts"]) for x in delivery_log(store, run_id=rid(1))] == [("delivered", 1)]
     # nobody listens on the hook's port: the first attempt fails, the retry is minutes away; then a restart

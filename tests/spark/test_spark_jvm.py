@@ -56,7 +56,8 @@ def in_batches_of(spark, batch: int):
     return _session_conf(spark, {BATCH: str(batch)})
 
 
-def jvm_parsed(spark, spec, lines, inputs, batch, partitions=1):
+def jvm_parsed_frame(spark, spec, lines, inputs, batch, partitions=1):
+    """The JVM's parse of ``lines`` in batches of ``batch`` (taken when the frame is made), not yet run."""
     from logetl.engines.spark import jvm as spark_jvm
     from logetl.engines.spark.native import field_column
 
@@ -64,8 +65,11 @@ def jvm_parsed(spark, spec, lines, inputs, batch, partitions=1):
     schema = ", ".join([f"{field_column(i)} binary" for i in range(n)]
                        + ["_status tinyint", "value binary", "_sample boolean", "_input int"])
     with in_batches_of(spark, batch):
-        made = spark_jvm.parsed(lines_frame(spark, lines, inputs, partitions), schema, spec)
-    return [tuple(r) for r in made.collect()]
+        return spark_jvm.parsed(lines_frame(spark, lines, inputs, partitions), schema, spec)
+
+
+def jvm_parsed(spark, spec, lines, inputs, batch, partitions=1):
+    return [tuple(r) for r in jvm_parsed_frame(spark, spec, lines, inputs, batch, partitions).collect()]
 
 
 def python_parsed(spec, lines, inputs, batch):
@@ -80,13 +84,32 @@ def python_parsed(spec, lines, inputs, batch):
     return rows
 
 
-def jvm_joined(spark, spec, lines, inputs, batch, sinks, trap=True):
+def jvm_joined_frame(spark, spec, lines, inputs, batch, sinks, trap=True):
     from logetl.engines.spark import jvm as spark_jvm
     from logetl.engines.spark.native import joined_schema
 
     with in_batches_of(spark, batch):
-        made = spark_jvm.joined(lines_frame(spark, lines, inputs), joined_schema(), spec, sinks, trap)
-    return [tuple(r) for r in made.collect()]
+        return spark_jvm.joined(lines_frame(spark, lines, inputs), joined_schema(), spec, sinks, trap)
+
+
+def jvm_joined(spark, spec, lines, inputs, batch, sinks, trap=True):
+    return [tuple(r) for r in jvm_joined_frame(spark, spec, lines, inputs, batch, sinks, trap).collect()]
+
+
+def collect_cases(frames: list) -> list[list[tuple]]:
+    """The rows of each frame, all of them in one Spark job: the frames (one schema) in one union, each
+    row tagged with its frame's number; a union's partitions come in its frames' order, so each frame's
+    rows keep their own order."""
+    from pyspark.sql import functions as F
+
+    union = None
+    for k, frame in enumerate(frames):
+        tagged = frame.withColumn("_case", F.lit(k))
+        union = tagged if union is None else union.union(tagged)
+    rows: list[list[tuple]] = [[] for _ in frames]
+    for r in union.collect():
+        rows[r["_case"]].append(tuple(r)[:-1])
+    return rows
 
 
 def python_joined(spec, lines, inputs, batch, sinks, trap=True):
@@ -99,18 +122,26 @@ def python_joined(spec, lines, inputs, batch, sinks, trap=True):
 def both_paths_agree(spark, fmt, keep, lines: list[bytes], batches=(1, 3, 10_000), drops: bool = True):
     """The JVM's rows equal the Python workers' for ``lines`` (each line's input: its batch's number, as a
     batch is a part of one file), in batches of each size: the parsed rows, and the joined rows of three
-    sinks (every field, some in another order, every field again) with the trap."""
+    sinks (every field, some in another order, every field again) with the trap; and the joined rows
+    without the trap (no trap rows; the samples and counters still come). Two Spark jobs whatever the
+    number of batch sizes: the parsed rows of every size in one, the joined rows in the other."""
     spec = spec_of(fmt, keep, drops)
     n = len(keep)
     sinks = (tuple(range(n)), tuple(reversed(range(min(3, n)))), tuple(range(n)))
+    parsed, joined, want_parsed, want_joined = [], [], [], []
     for batch in batches:
         inputs = [i // batch for i in range(len(lines))]
-        assert jvm_parsed(spark, spec, lines, inputs, batch) == python_parsed(spec, lines, inputs, batch), batch
-        assert jvm_joined(spark, spec, lines, inputs, batch, sinks) == python_joined(spec, lines, inputs, batch, sinks), batch
-    # no trap: no trap rows (the samples and counters still come)
+        parsed.append(jvm_parsed_frame(spark, spec, lines, inputs, batch))
+        want_parsed.append(python_parsed(spec, lines, inputs, batch))
+        joined.append(jvm_joined_frame(spark, spec, lines, inputs, batch, sinks))
+        want_joined.append(python_joined(spec, lines, inputs, batch, sinks))
     inputs = [0] * len(lines)
-    assert jvm_joined(spark, spec, lines, inputs, 7, sinks[:1], trap=False) == \
-        python_joined(spec, lines, inputs, 7, sinks[:1], trap=False)
+    joined.append(jvm_joined_frame(spark, spec, lines, inputs, 7, sinks[:1], trap=False))
+    want_joined.append(python_joined(spec, lines, inputs, 7, sinks[:1], trap=False))
+    for batch, got, want in zip(batches, collect_cases(parsed), want_parsed):
+        assert got == want, batch
+    for case, got, want in zip([*batches, "7, no trap"], collect_cases(joined), want_joined):
+        assert got == want, case
 
 
 def test_the_jvm_kernel_gives_the_python_workers_rows_on_the_corpus(spark_session):
