@@ -72,8 +72,13 @@ static inline int j_child(const json_state *js, int node, const unsigned char *k
     for (uint32_t h = j_hash(node, k, len);; h = (h + 1) & (JSON_SLOTS - 1)) {
         int ch = js->slot[h];
         if (!ch) return 0;
-        if (js->node[ch].parent == node && js->node[ch].len == len && memcmp(js->node[ch].key, k, len) == 0)
-            return ch;
+        if (js->node[ch].parent == node && js->node[ch].len == len) {
+            /* keys are short: a loop inline, not a call */
+            const unsigned char *w = js->node[ch].key;
+            size_t i = 0;
+            while (i < len && w[i] == k[i]) i++;
+            if (i == len) return ch;
+        }
     }
 }
 
@@ -160,7 +165,8 @@ static inline int j_hex(unsigned char c) {
 
 /* A string's end: p is after its opening '"'; the closing '"', or NULL (a control character, a bad escape,
  * no end). *esc: whether it holds a backslash. */
-static const unsigned char *j_string(const unsigned char *p, const unsigned char *e, int *esc) {
+static inline __attribute__((always_inline)) const unsigned char *j_string(const unsigned char *p,
+                                                                         const unsigned char *e, int *esc) {
     *esc = 0;
     for (;;) {
 #ifdef __SSE2__
@@ -171,7 +177,7 @@ static const unsigned char *j_string(const unsigned char *p, const unsigned char
                                                     _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
                                        _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1F)), v));
             unsigned m = (unsigned)_mm_movemask_epi8(hit);
-            if (m) { p += __builtin_ctz(m); break; }
+            if (m) { p += __builtin_ctz(m); goto found; }
             p += 16;
         }
 #endif
@@ -184,6 +190,9 @@ static const unsigned char *j_string(const unsigned char *p, const unsigned char
             p += 8;
         }
         if (p >= e) return NULL;
+#ifdef __SSE2__
+    found:;
+#endif
         unsigned char c = *p;
         if (c == '"') return p;
         if (c < 0x20) return NULL;
