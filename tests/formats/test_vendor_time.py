@@ -136,6 +136,20 @@ def test_timestamp_of_traefiks_rfc3339_times(engine, tmp_path):
     assert run("traefik", engine, tmp_path / "utc", L.timestamp("time")).decode() == f"{utc}\t{epoch(utc)}\n" * 9
 
 
+def test_hour_and_day_of_caddys_time(engine, tmp_path):
+    """``L.hour_of_day`` and ``L.trunc`` of the instant; ``L.day`` reads the access-log layout only (null)."""
+    from logetl.job import run_flow
+
+    log = tmp_path / "caddy.log"
+    log.write_bytes(b"".join(line + b"\n" for line in CASES["caddy"][0][:5]))
+    ts = L.timestamp("time")
+    out = (L.read("caddy").derive(h=L.hour_of_day(ts), d=L.trunc(ts, "day"), written=L.day("time"))
+           .select("h", "d", "written").write("out"))
+    run_flow(L.Flow("caddy_hours", [out]), str(log), {"out": str(tmp_path / "out")}, engine=engine)
+    assert parts(tmp_path / "out").decode() == ("21\t2022-03-09T00:00:00Z\t\n" * 2 + "0\t1970-01-01T00:00:00Z\t\n"
+                                                 + "23\t9999-12-31T00:00:00Z\t\n" + "\t\t\n")
+
+
 def test_the_json_cases_agree_with_the_standard_library():
     """The instants of the table worked out by hand again by ``datetime`` (fraction dropped)."""
     utc = dt.timezone.utc
