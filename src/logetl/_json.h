@@ -19,7 +19,8 @@
  * program's scratch buffer (json_state): the caller copies the fields before the next line unless `keep`
  * (the JVM's batch, whose spans must hold until the batch is read). A request made without a protocol field
  * names the method's index as its third source (see jsonformats). The mapped key paths form a tree
- * (json_state.node), so a key is compared with the keys wanted at its place only. */
+ * (json_state.node) whose keys are found by a hash of (parent node, key) (json_state.slot): a key read is
+ * compared with at most the one or two wanted keys that share its hash, not with every key at its place. */
 #ifndef LOGETL_JSON_H
 #define LOGETL_JSON_H
 #ifdef __SSE2__
@@ -29,6 +30,7 @@
 enum { T_JSON = 11, T_JKEY = 12, T_JDERIVE = 13 };
 #define JSON_MAX_DEPTH 128       /* deeper nesting is refused as not JSON (Python's recursion is deeper) */
 #define JSON_MAX_SEGS 16
+#define JSON_SLOTS 4096          /* power of two, more than twice the nodes: a probe seldom goes past one slot */
 
 typedef struct json_state {
     int n_fields;
@@ -38,8 +40,9 @@ typedef struct json_state {
     unsigned char src[64][3]; int nsrc[64];         /* a derived field's sources */
     /* the key paths as a tree: node 0 the line's object; a node's children the keys inside it, each with the
      * fields whose path ends there (leaves) and all the fields at or below it (under) */
-    struct { const unsigned char *key; uint32_t len; int child, sibling; uint64_t leaves, under; } node[1 + 64 * JSON_MAX_SEGS];
+    struct { const unsigned char *key; uint32_t len; int child, sibling, parent; uint64_t leaves, under; } node[1 + 64 * JSON_MAX_SEGS];
     int n_nodes;
+    uint16_t slot[JSON_SLOTS];                      /* open addressing by j_hash: a node's index, 0 empty */
     unsigned char *buf; size_t cap, used;           /* scratch */
     int fixed;                                      /* buf is the caller's: never grown */
     int keep;                                       /* values stay for the batch: used is not reset per line */
@@ -52,6 +55,32 @@ typedef struct {
     uint64_t decoded;        /* fields whose value was decoded (only those may hold TAB, CR or LF) */
     const unsigned char *err;
 } jctx;
+
+/* The slot where the key k (len > 0) under the node `parent` is first looked for: its length and three of
+ * its bytes (first, middle, last) tell apart the keys that logs write side by side (RequestHost,
+ * RequestPath, RequestPort ...). */
+static inline uint32_t j_hash(int parent, const unsigned char *k, size_t len) {
+    uint32_t h = (uint32_t)parent * 0x9E3779B1u ^ (uint32_t)len * 0x85EBCA77u;
+    h ^= ((uint32_t)k[0] | (uint32_t)k[len - 1] << 8 | (uint32_t)k[len >> 1] << 16) * 0xC2B2AE3Du;
+    h ^= h >> 15;
+    return h & (JSON_SLOTS - 1);
+}
+
+/* The child of `node` whose key is k, or 0. */
+static inline int j_child(const json_state *js, int node, const unsigned char *k, size_t len) {
+    if (!len) return 0;   /* no key wanted is empty */
+    for (uint32_t h = j_hash(node, k, len);; h = (h + 1) & (JSON_SLOTS - 1)) {
+        int ch = js->slot[h];
+        if (!ch) return 0;
+        if (js->node[ch].parent == node && js->node[ch].len == len) {
+            /* keys are short: a loop inline, not a call */
+            const unsigned char *w = js->node[ch].key;
+            size_t i = 0;
+            while (i < len && w[i] == k[i]) i++;
+            if (i == len) return ch;
+        }
+    }
+}
 
 /* Adds a JSON program's token to js (the program's field count is the caller's); 0 or -1 for a bad one. */
 static int json_add(json_state *js, int kind, const unsigned char *lit, ptrdiff_t lit_len, unsigned char stop) {
@@ -79,9 +108,12 @@ static int json_add(json_state *js, int kind, const unsigned char *lit, ptrdiff_
             if (!ch) {
                 ch = js->n_nodes++;
                 js->node[ch].key = js->seg[k][d]; js->node[ch].len = js->seglen[k][d];
-                js->node[ch].child = 0; js->node[ch].sibling = js->node[at].child;
+                js->node[ch].child = 0; js->node[ch].sibling = js->node[at].child; js->node[ch].parent = at;
                 js->node[ch].leaves = js->node[ch].under = 0;
                 js->node[at].child = ch;
+                uint32_t h = j_hash(at, js->seg[k][d], js->seglen[k][d]);
+                while (js->slot[h]) h = (h + 1) & (JSON_SLOTS - 1);
+                js->slot[h] = (uint16_t)ch;
             }
             js->node[ch].under |= 1ULL << k;
             at = ch;
@@ -133,7 +165,8 @@ static inline int j_hex(unsigned char c) {
 
 /* A string's end: p is after its opening '"'; the closing '"', or NULL (a control character, a bad escape,
  * no end). *esc: whether it holds a backslash. */
-static const unsigned char *j_string(const unsigned char *p, const unsigned char *e, int *esc) {
+static inline __attribute__((always_inline)) const unsigned char *j_string(const unsigned char *p,
+                                                                         const unsigned char *e, int *esc) {
     *esc = 0;
     for (;;) {
 #ifdef __SSE2__
@@ -144,7 +177,7 @@ static const unsigned char *j_string(const unsigned char *p, const unsigned char
                                                     _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
                                        _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1F)), v));
             unsigned m = (unsigned)_mm_movemask_epi8(hit);
-            if (m) { p += __builtin_ctz(m); break; }
+            if (m) { p += __builtin_ctz(m); goto found; }
             p += 16;
         }
 #endif
@@ -157,6 +190,9 @@ static const unsigned char *j_string(const unsigned char *p, const unsigned char
             p += 8;
         }
         if (p >= e) return NULL;
+#ifdef __SSE2__
+    found:;
+#endif
         unsigned char c = *p;
         if (c == '"') return p;
         if (c < 0x20) return NULL;
@@ -326,7 +362,7 @@ static const unsigned char *j_object(jctx *c, const unsigned char *p, int node, 
         const unsigned char *q = j_string(p + 1, e, &esc);
         if (!q) { c->err = p; return NULL; }
         int hit = -1;
-        if (node >= 0) {
+        if (node >= 0 && js->node[node].child) {
             const unsigned char *k = p + 1;
             size_t klen = (size_t)(q - k), mark = js->used;
             if (esc) {     /* an escaped key is compared decoded; its scratch is given back at once */
@@ -335,11 +371,8 @@ static const unsigned char *j_object(jctx *c, const unsigned char *p, int node, 
                 ptrdiff_t n = j_decode(k, q, o);
                 k = o; klen = n < 0 ? (size_t)-1 : (size_t)n;
             }
-            for (int ch = js->node[node].child; ch; ch = js->node[ch].sibling)
-                if (js->node[ch].len == klen && js->node[ch].key[0] == k[0] && memcmp(js->node[ch].key, k, klen) == 0) {
-                    hit = ch;
-                    break;
-                }
+            int ch = klen == (size_t)-1 ? 0 : j_child(js, node, k, klen);
+            if (ch) hit = ch;
             js->used = mark;
         }
         p = j_ws(q + 1, e);

@@ -275,7 +275,9 @@ __all__ += ["timestamp", "from_epoch", "epoch", "trunc", "trunc_local", "day_of_
 def timestamp(time, clock=None) -> Timestamp:
     """The UTC instant of a log time field, a timestamp: ``17/May/2015:10:05:03 +0200`` (Apache, nginx, S3)
     is ``2015-05-17T08:05:03Z``; ``2018-07-02T22:23:00.186641Z`` (ALB, ELB) is ``2018-07-02T22:23:00Z``;
-    ``06/Feb/2009:12:14:14.655`` (HAProxy, no zone: read as UTC) is ``2009-02-06T12:14:14Z``. With two
+    ``06/Feb/2009:12:14:14.655`` (HAProxy, no zone: read as UTC) is ``2009-02-06T12:14:14Z``;
+    ``2024-01-02T03:04:05+01:00`` (RFC 3339, Traefik) is ``2024-01-02T02:04:05Z``; ``1646861401.5241024``
+    (a Unix epoch, Caddy's ``ts``) is ``2022-03-09T21:30:01Z``. With two
     fields, a date and a time in UTC (CloudFront's ``timestamp("date", "time")``): ``2019-12-04`` and
     ``21:02:31`` are ``2019-12-04T21:02:31Z``. A fraction of a second is dropped; null when the time is not
     valid (the calendar's rule of ``day``). See ``logetl.expressions.Timestamp``."""

@@ -22,6 +22,22 @@ haproxy     06/Feb/2009:12:14:14                null                     HAProxy
 cloudfront  2019-12-04 and 21:02:31             2019-12-04T21:02:31Z     AWS's example
 cloudfront  2020-02-29 and 00:00:00             2020-02-29T00:00:00Z     a leap day
 cloudfront  2019-13-04 and 21:02:31             null                     no month 13
+caddy       ts 1646861401.5241024               2022-03-09T21:30:01Z     Caddy's example, a Unix epoch
+caddy       ts 1646861401.9999999               2022-03-09T21:30:01Z     dropped, not rounded
+caddy       ts 0                                1970-01-01T00:00:00Z     epoch 0
+caddy       ts 253402300799.5                   9999-12-31T23:59:59Z     the last second of year 9999
+caddy       ts 253402300800                     null                     year 10000
+caddy       ts -1.5                             null                     negative
+caddy       ts 1.6468614015241024e9             null                     an exponent (Caddy writes none)
+traefik     2025-02-28T12:11:34.10912886Z       2025-02-28T12:11:34Z     Traefik's StartUTC
+traefik     2021-03-04T10:20:30.123456789Z      2021-03-04T10:20:30Z     nine digits of fraction
+traefik     2024-01-02T03:04:05+01:00           2024-01-02T02:04:05Z     StartLocal: the offset taken off
+traefik     2024-01-01T00:30:00.999+01:00       2023-12-31T23:30:00Z     back across a year
+traefik     2024-01-02T03:04:05-05:30           2024-01-02T08:34:05Z     a negative offset with minutes
+traefik     0001-01-01T00:30:00+01:00           null                     before year 0001 in UTC
+traefik     2024-01-02T03:04:05+24:00           null                     no offset of 24 hours
+traefik     2024-01-02T03:04:05+0100            null                     RFC 3339 writes the colon
+traefik     2023-02-29T00:00:00+01:00           null                     no 29 February in 2023
 ==========  ==================================  =======================  =====================================
 """
 from __future__ import annotations
@@ -35,6 +51,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import parts
+from test_json_formats import CADDY_DOC, TRAEFIK_DOC
 from vendor_lines import ALB_HTTP, CLOUDFRONT_LINE, ELB_HTTP, HAPROXY_LINE, S3_LINE
 
 import logetl.api as L
@@ -45,6 +62,13 @@ def _replace(line: bytes, old: str, new: str) -> bytes:
     assert old.encode() in line
     return line.replace(old.encode(), new.encode(), 1)
 
+
+#: Caddy's ``ts`` and Traefik's ``StartLocal`` (field ``start_local``) of the JSON cases
+CADDY_TS = ("1646861401.5241024", "1646861401.9999999", "0", "253402300799.5", "253402300800", "-1.5",
+            "1.6468614015241024e9")
+TRAEFIK_LOCAL = ("2025-02-28T12:11:34.10912886Z", "2021-03-04T10:20:30.123456789Z", "2024-01-02T03:04:05+01:00",
+                 "2024-01-01T00:30:00.999+01:00", "2024-01-02T03:04:05-05:30", "0001-01-01T00:30:00+01:00",
+                 "2024-01-02T03:04:05+24:00", "2024-01-02T03:04:05+0100", "2023-02-29T00:00:00+01:00")
 
 #: preset -> (the lines, the expected instants in order: text or None for null)
 CASES = {
@@ -65,6 +89,13 @@ CASES = {
     "cloudfront": ([_replace(CLOUDFRONT_LINE, "2019-12-04\t21:02:31", t) for t in (
         "2019-12-04\t21:02:31", "2020-02-29\t00:00:00", "2019-13-04\t21:02:31")],
         ["2019-12-04T21:02:31Z", "2020-02-29T00:00:00Z", None]),
+    "caddy": ([_replace(CADDY_DOC, "1646861401.5241024", t) for t in CADDY_TS],
+              ["2022-03-09T21:30:01Z", "2022-03-09T21:30:01Z", "1970-01-01T00:00:00Z", "9999-12-31T23:59:59Z",
+               None, None, None]),
+    "traefik": ([_replace(TRAEFIK_DOC, '"2025-02-28T12:11:34.10912886Z","StartUTC"', f'"{t}","StartUTC"')
+                 for t in TRAEFIK_LOCAL],
+                ["2025-02-28T12:11:34Z", "2021-03-04T10:20:30Z", "2024-01-02T02:04:05Z", "2023-12-31T23:30:00Z",
+                 "2024-01-02T08:34:05Z", None, None, None, None]),
 }
 
 
@@ -89,6 +120,52 @@ def run(spec: str, engine: str, tmp_path, instant) -> bytes:
 def test_timestamp_of_the_time_field(engine, spec, tmp_path):
     want = "".join(f"{t or ''}\t{epoch(t)}\n" for t in CASES[spec][1])
     assert run(spec, engine, tmp_path, L.timestamp("time")).decode() == want
+
+
+def test_timestamp_of_caddys_epoch(engine, tmp_path):
+    want = "".join(f"{t or ''}\t{epoch(t)}\n" for t in CASES["caddy"][1])
+    assert run("caddy", engine, tmp_path, L.timestamp("time")).decode() == want
+
+
+def test_timestamp_of_traefiks_rfc3339_times(engine, tmp_path):
+    """``StartLocal`` (field ``start_local``) in each case; ``time`` (``StartUTC``) is Traefik's example."""
+    want = "".join(f"{t or ''}\t{epoch(t)}\n" for t in CASES["traefik"][1])
+    assert run("traefik", engine, tmp_path, L.timestamp("start_local")).decode() == want
+    utc = "2025-02-28T12:11:34Z"
+    (tmp_path / "utc").mkdir()
+    assert run("traefik", engine, tmp_path / "utc", L.timestamp("time")).decode() == f"{utc}\t{epoch(utc)}\n" * 9
+
+
+def test_hour_and_day_of_caddys_time(engine, tmp_path):
+    """``L.hour_of_day`` and ``L.trunc`` of the instant; ``L.day`` reads the access-log layout only (null)."""
+    from logetl.job import run_flow
+
+    log = tmp_path / "caddy.log"
+    log.write_bytes(b"".join(line + b"\n" for line in CASES["caddy"][0][:5]))
+    ts = L.timestamp("time")
+    out = (L.read("caddy").derive(h=L.hour_of_day(ts), d=L.trunc(ts, "day"), written=L.day("time"))
+           .select("h", "d", "written").write("out"))
+    run_flow(L.Flow("caddy_hours", [out]), str(log), {"out": str(tmp_path / "out")}, engine=engine)
+    assert parts(tmp_path / "out").decode() == ("21\t2022-03-09T00:00:00Z\t\n" * 2 + "0\t1970-01-01T00:00:00Z\t\n"
+                                                 + "23\t9999-12-31T00:00:00Z\t\n" + "\t\t\n")
+
+
+def test_the_json_cases_agree_with_the_standard_library():
+    """The instants of the table worked out by hand again by ``datetime`` (fraction dropped)."""
+    utc = dt.timezone.utc
+    for ts, want in zip(CADDY_TS, CASES["caddy"][1]):
+        try:
+            got = dt.datetime.fromtimestamp(int(ts.split(".")[0]), utc) if re.fullmatch(r"[0-9.]+", ts) else None
+        except (ValueError, OverflowError):
+            got = None
+        assert (got.strftime("%Y-%m-%dT%H:%M:%SZ") if got else None) == want, ts
+    for text, want in zip(TRAEFIK_LOCAL, CASES["traefik"][1]):
+        try:
+            clock = dt.datetime.fromisoformat(re.sub(r"\.[0-9]+", "", text))
+            got = clock.astimezone(utc).strftime("%Y-%m-%dT%H:%M:%SZ") if re.search(r"(Z|[+-]..:..)$", text) else None
+        except (ValueError, OverflowError):
+            got = None
+        assert got == want, text
 
 
 def test_timestamp_of_cloudfronts_date_and_time(engine, tmp_path):

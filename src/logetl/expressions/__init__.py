@@ -41,7 +41,7 @@ from logetl.expressions.urls import (  # noqa: F401
     DECODED_ESCAPE, Method, Path, QueryParam, QueryString, REQUEST_LINE, SCHEME, URL_EMPTY_PATH, URL_HOST,
     URL_PATH, URL_QUERY, UTF8_HEX, UrlDecode, UrlHost)
 from logetl.expressions.times import (  # noqa: F401
-    Day, DayOfWeek, Epoch, FromEpoch, Hour, HourOfDay, ISO_TIME_VALID, LOCAL_WIDTH, LOG_TIME_PATTERN, LOG_TIME_VALID,
+    Day, DayOfWeek, EPOCH_VALID, Epoch, FromEpoch, Hour, HourOfDay, ISO_OFFSET_VALID, ISO_TIME_VALID, LOCAL_WIDTH, LOG_TIME_PATTERN, LOG_TIME_VALID,
     MAX_EPOCH, MIN_EPOCH, MONTHS, MS_TIME_VALID, TIMESTAMP, TIME_UNITS, Timestamp, Trunc, TruncLocal, _LogTime, _TimePart, _log_time_valid,
     _unit)
 from logetl.expressions.aggregates import (  # noqa: F401
@@ -52,9 +52,9 @@ from logetl.expressions.aggregates import (  # noqa: F401
 __all__ = [
     'Aggregate', 'And', 'Arithmetic', 'Avg', 'BOOLEAN', 'CASTS', 'Case', 'Coalesce', 'Col', 'Compare', 'Compiler',
     'Concat', 'Contains', 'Count', 'CountDistinct', 'Crc32', 'DECODED_ESCAPE', 'Hash64', 'Day', 'DayOfWeek', 'EndsWith',
-    'Epoch', 'Expr', 'ExpressionError', 'Extract', 'FIELD_NAME', 'FIELD_NAME_RULE', 'FLOAT', 'FLOAT_INTEGRAL',
+    'EPOCH_VALID', 'Epoch', 'Expr', 'ExpressionError', 'Extract', 'FIELD_NAME', 'FIELD_NAME_RULE', 'FLOAT', 'FLOAT_INTEGRAL',
     'FLOAT_LIMIT', 'FLOAT_MIN_NORMAL', 'FLOAT_PATTERN', 'First', 'FromEpoch', 'Hour', 'HourOfDay', 'INTEGER',
-    'INT_DIGITS', 'INT_PATTERN', 'IsIn', 'IsNull', 'ISO_TIME_VALID', 'LOCAL_WIDTH', 'LOG_TIME_PATTERN', 'LOG_TIME_VALID', 'MS_TIME_VALID', 'Last',
+    'INT_DIGITS', 'INT_PATTERN', 'IsIn', 'IsNull', 'ISO_OFFSET_VALID', 'ISO_TIME_VALID', 'LOCAL_WIDTH', 'LOG_TIME_PATTERN', 'LOG_TIME_VALID', 'MS_TIME_VALID', 'Last',
     'Lit', 'Lower', 'MAX_EPOCH', 'MIN_EPOCH', 'MONTHS', 'Matches', 'Max', 'Median', 'Method', 'Min', 'NUMBERS',
     'Not', 'Or', 'Path', 'Percentile', 'QueryParam', 'QueryString', 'REQUEST_LINE', 'ROUND_DIGITS', 'Round',
     'SCHEME', 'STRING', 'SplitPart', 'StartsWith', 'Substring', 'Sum', 'TIMESTAMP', 'TIME_UNITS', 'Timestamp',

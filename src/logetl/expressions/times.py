@@ -34,13 +34,14 @@ def _log_time_valid(end: str = _ZONE) -> str:
             + r")|31/(?:" + thirty_one + r"))/" + _YEAR + r"|29/Feb/" + _LEAP + r"):" + _CLOCK + end)
 
 
-def _iso_time_valid() -> str:
+def _iso_time_valid(zone: str = "Z") -> str:
     """A valid UTC time of ISO 8601 as AWS load balancers write it, ``yyyy-mm-ddTHH:MM:SS[.fraction]Z``
-    (one to nine digits of fraction), the calendar folded in as in ``_log_time_valid``."""
+    (one to nine digits of fraction), the calendar folded in as in ``_log_time_valid``. ``zone``: what
+    follows the clock (RFC 3339's offset)."""
     day = r"(?:0[1-9]|1[0-9]|2[0-8])"
     date = (r"(?:" + _YEAR + r"-(?:(?:0[13578]|1[02])-(?:" + day + r"|29|30|31)|(?:0[469]|11)-(?:" + day
             + r"|29|30)|02-" + day + r")|" + _LEAP + r"-02-29)")
-    return r"^" + date + r"T" + _CLOCK + r"(?:\.[0-9]{1,9})?Z$"
+    return r"^" + date + r"T" + _CLOCK + r"(?:\.[0-9]{1,9})?" + zone + "$"
 
 
 LOG_TIME_VALID = _log_time_valid()
@@ -48,6 +49,12 @@ LOG_TIME_VALID = _log_time_valid()
 MS_TIME_VALID = _log_time_valid(r"\.[0-9]{3}$")
 #: ALB's and ELB's time (and a CloudFront date and time joined by ``timestamp(date, time)``)
 ISO_TIME_VALID = _iso_time_valid()
+#: RFC 3339 with an offset, ``yyyy-mm-ddTHH:MM:SS[.fraction]±hh:mm`` (Traefik's ``time`` and ``StartLocal``;
+#: the offset's ``hh`` 00-23 and ``mm`` 00-59, as the Apache layout's zone)
+ISO_OFFSET_VALID = _iso_time_valid(r"[+-](?:[01][0-9]|2[0-3]):[0-5][0-9]")
+#: a Unix epoch in seconds as Caddy writes ``ts``: digits (no sign, no leading zero), an optional fraction;
+#: at most twelve digits (MAX_EPOCH's), the range checked apart
+EPOCH_VALID = r"^(?:0|[1-9][0-9]{0,11})(?:\.[0-9]+)?$"
 
 
 class _LogTime(Expr):
@@ -113,7 +120,12 @@ class Timestamp(Expr):
 
     - ``dd/Mon/yyyy:HH:MM:SS ±hhmm`` (Apache, nginx, S3): the time as written minus its zone
       (``10:05:03 +0200`` is ``08:05:03Z``; across a day, month or year when the zone says so);
-    - ``yyyy-mm-ddTHH:MM:SS[.fraction]Z`` (ALB, ELB; one to nine digits of fraction): that instant;
+    - ``yyyy-mm-ddTHH:MM:SS[.fraction]Z`` (ALB, ELB, Traefik's ``StartUTC``; one to nine digits of
+      fraction): that instant;
+    - ``yyyy-mm-ddTHH:MM:SS[.fraction]±hh:mm`` (RFC 3339 with an offset: Traefik's ``time`` and
+      ``StartLocal``): the clock minus the offset;
+    - a Unix epoch in seconds, ``digits[.fraction]`` (Caddy's ``ts``, e.g. ``1646861401.5241024``): no
+      sign, no exponent, no leading zero, at most ``MAX_EPOCH``;
     - ``dd/Mon/yyyy:HH:MM:SS.mmm`` (HAProxy, which writes no zone): the clock read as UTC;
     - with two arguments, a date ``yyyy-mm-dd`` and a time ``HH:MM:SS[.fraction]`` (CloudFront's two
       columns, in UTC): that instant.
@@ -121,7 +133,8 @@ class Timestamp(Expr):
     A timestamp holds whole seconds: a fraction is dropped (the instant's second is kept). Null unless the
     time is valid (a real day of that month and year, proleptic Gregorian calendar; year 0001-9999, ``HH``
     00-23, ``MM`` and ``SS`` 00-59; for the first layout the zone's rule of ``_LogTime``; nothing before or
-    after) and its instant falls in years 0001-9999 in UTC (``01/Jan/0001:00:30:00 +0100`` is null)."""
+    after) and its instant falls in years 0001-9999 in UTC (``01/Jan/0001:00:30:00 +0100`` is null; so is
+    a negative epoch)."""
 
     def __init__(self, arg: Expr, time: Expr | None = None):
         if time is None:

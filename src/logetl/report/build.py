@@ -29,6 +29,11 @@ PAGE = "index.html"
 WORK = ".report-panels"
 
 
+#: the formats whose ``time`` is not an access-log time, and what it is (the report's days and hours are the
+#: access-log time's as written: these logs would have every request failed)
+OTHER_TIMES = {"caddy": "a Unix epoch (ts)", "traefik": "RFC 3339 (StartUTC)"}
+
+
 class ReportError(UsageError):
     """A report option that cannot be used; the message names it."""
 
@@ -137,6 +142,10 @@ def build(input_path: str, out_dir: str, fmt: formats.LogFormat, *, who: str = "
         raise ReportError(f"--who {who} reads the log twice: give it a file, directory or glob, not standard input")
     check_date("--from", date_from)
     check_date("--until", date_until)
+    if fmt.name in OTHER_TIMES:
+        raise ReportError(f"the {fmt.describe()} writes its time as {OTHER_TIMES[fmt.name]}: the report reads days "
+                          "and hours of an access-log time dd/Mon/yyyy:HH:MM:SS +zzzz (nginx_json's time_local "
+                          "is one); in a flow, L.timestamp(\"time\") reads it")
     if geoip is not None:
         geo.check(geoip)           # a bad database is refused before the log is read
     filters = {"where": parse_where(where, fmt) if where else None, "date_from": date_from,

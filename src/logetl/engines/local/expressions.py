@@ -436,8 +436,9 @@ def _instants(series):
     """The UTC instants of a Series of log times: null unless the time is valid and its instant falls in
     years 0001-9999. Series by Series, so that each step runs once (an expression used twice in one eager
     projection is computed twice); Polars' parser takes the zone (``%z``: -2359 to +2359) and converts.
-    The layouts without a zone (ISO 8601 ``...Z``, HAProxy's milliseconds) are read only when some time of
-    the Series is not of the zoned one, each once its own regex (the calendar folded in) has passed."""
+    The other layouts (ISO 8601 ``...Z`` and ``...±hh:mm``, HAProxy's milliseconds, a Unix epoch) are read
+    only when some time of the Series is not of the zoned one, each once its own regex (the calendar folded
+    in) has passed."""
     pl = _pl()
     valid = series.str.contains(E.LOG_TIME_VALID)
     parsed = series.str.strptime(pl.Datetime("us", "UTC"), "%d/%b/%Y:%H:%M:%S %z", strict=False)
@@ -448,7 +449,24 @@ def _instants(series):
                                      (E.MS_TIME_VALID, 20, "%d/%b/%Y:%H:%M:%S")):
             clock = series.str.slice(0, width).str.strptime(pl.Datetime("us"), layout, strict=False)
             result = result.when(series.str.contains(regex)).then(clock.dt.replace_time_zone("UTC"))
+        result = _offset_and_epoch(series, result)
     return pl.select(result).to_series()
+
+
+def _offset_and_epoch(series, result):
+    """``result`` (a when-chain) with RFC 3339's offset layout (the clock read as UTC, minus the offset:
+    ``±hh:mm`` the last six characters) and a Unix epoch (its integer digits), each where its regex
+    passes and its instant falls in years 0001-9999."""
+    pl = _pl()
+    clock = series.str.slice(0, 19).str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False)
+    off = series.str.slice(-6)
+    sign = pl.when(off.str.slice(0, 1) == "-").then(-1).otherwise(1)
+    offset = sign * (off.str.slice(1, 2).cast(pl.Int64, strict=False) * 3600
+                     + off.str.slice(4, 2).cast(pl.Int64, strict=False) * 60)
+    zoned = clock.dt.epoch("s") - offset
+    result = result.when(series.str.contains(E.ISO_OFFSET_VALID)).then(_in_range(zoned))
+    seconds = series.str.extract(r"^([0-9]+)", 1).cast(pl.Int64, strict=False)
+    return result.when(series.str.contains(E.EPOCH_VALID)).then(_in_range(seconds))
 
 
 def _in_range(seconds):

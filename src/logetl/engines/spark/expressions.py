@@ -26,6 +26,8 @@ LOG_TIME_REGEX = E.portable_regex(E.LOG_TIME_PATTERN)
 #: the layouts of a log time without a zone (``Timestamp``), the calendar folded in
 ISO_TIME_REGEX = E.portable_regex(E.ISO_TIME_VALID)
 MS_TIME_REGEX = E.portable_regex(E.MS_TIME_VALID)
+ISO_OFFSET_REGEX = E.portable_regex(E.ISO_OFFSET_VALID)
+EPOCH_REGEX = E.portable_regex(E.EPOCH_VALID)
 
 
 def _F():
@@ -497,7 +499,8 @@ def _instant(seconds):
 def _timestamp(c, e):
     """A log time's instant: of the zoned layout its clock minus the zone; of the layouts without a zone
     (ISO 8601 ``...Z`` and HAProxy's ``.mmm``, each recognised by its regex, the calendar folded in), the
-    clock read in UTC (a fraction dropped). Every ``make_timestamp`` runs only where its layout is valid."""
+    clock read in UTC (a fraction dropped); of RFC 3339's ``...±hh:mm`` that clock minus the offset; of a
+    Unix epoch its integer digits. Every ``make_timestamp`` runs only where its layout is valid."""
     F = _F()
     clock, offset = _clock(c, e)
     t = c(e.args[0])
@@ -507,8 +510,14 @@ def _timestamp(c, e):
                            num(t.substr(15, 2)), num(t.substr(18, 2)), F.lit("UTC"))
     ms = F.make_timestamp(num(t.substr(8, 4)), months[t.substr(4, 3)], num(t.substr(1, 2)), num(t.substr(13, 2)),
                           num(t.substr(16, 2)), num(t.substr(19, 2)), F.lit("UTC"))
+    # RFC 3339's offset: the last six characters, ``±hh:mm``
+    sign = F.when(F.substring(t, -6, 1) == "-", F.lit(-1)).otherwise(F.lit(1))
+    zone = sign * (F.substring(t, -5, 2).try_cast("long") * 3600 + F.substring(t, -2, 2).try_cast("long") * 60)
+    zoned = _instant(F.unix_seconds(iso) - zone)
+    epoch = _instant(F.regexp_extract(t, "^([0-9]+)", 1).try_cast("long"))
     return (F.when(clock.isNotNull(), _instant(F.unix_seconds(clock) - offset))
-            .when(t.rlike(ISO_TIME_REGEX), iso).when(t.rlike(MS_TIME_REGEX), ms))
+            .when(t.rlike(ISO_TIME_REGEX), iso).when(t.rlike(MS_TIME_REGEX), ms)
+            .when(t.rlike(ISO_OFFSET_REGEX), zoned).when(t.rlike(EPOCH_REGEX), epoch))
 
 
 def _time_of(c, e):
