@@ -177,6 +177,7 @@ def test_a_refusal_is_not_retried_and_attempts_end(store):
         assert (len(gone.requests), len(down.requests)) == (1, 3)
 
 
+@pytest.mark.timing
 def test_delivery_never_blocks_the_request_and_pending_ones_survive_a_restart(tmp_path):
     store = Store(f"sqlite:///{tmp_path}/m.db")
     port = free_port()

@@ -462,6 +462,7 @@ def test_one_users_slow_webhooks_do_not_delay_another_users_alert(store):
         assert most_at_once(every) == 4 and most_at_once(at_shared) == 2
 
 
+@pytest.mark.timing
 def test_a_backlog_of_one_users_deliveries_hides_no_one_elses(store):
     """1,500 of alice's deliveries are due at a slow endpoint (a long outage, many runs): bob's alert, due
     after all of them, still goes at once."""

@@ -99,6 +99,7 @@ def test_remote_monitor_receives_documents_with_the_keys_owner(tmp_path, store):
     assert run["owner"] == "alice" and run["status"] == "SUCCESSFUL" and run["records_written"] == 10
 
 
+@pytest.mark.timing
 def test_a_monitor_that_is_down_never_fails_or_slows_the_run_and_gets_the_documents_later(tmp_path, store):
     port = free_port()           # nothing listens here yet
     env = {"LOGETL_MONITOR_URL": f"http://127.0.0.1:{port}", "LOGETL_HOME": str(tmp_path / "h")}
@@ -123,6 +124,7 @@ def test_a_monitor_that_is_down_never_fails_or_slows_the_run_and_gets_the_docume
     assert store.list_runs()[1] == 2
 
 
+@pytest.mark.timing
 def test_a_slow_monitor_does_not_slow_the_run(tmp_path):
     """A server that accepts connections and never answers: the run still ends at once."""
     listener = socket.socket()
@@ -223,6 +225,7 @@ def test_serving_every_run_off_loopback_without_keys_is_refused(tmp_path):
     assert b"refusing to serve every run to anyone on 0.0.0.0" in p.stderr
 
 
+@pytest.mark.timing
 def test_the_monitor_command_serves(tmp_path):
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "logetl", "monitor", "--port", str(port), "--db",

@@ -510,6 +510,7 @@ class RawServer:
             c.close()
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("grace", [0.0, 1.0])
 @pytest.mark.parametrize("answer_after", [None, 3.0], ids=["never-answers", "answers-after-3s"])
 def test_a_runs_end_waits_at_most_the_grace(tmp_path, monkeypatch, capsys, grace, answer_after):
@@ -528,6 +529,7 @@ def test_a_runs_end_waits_at_most_the_grace(tmp_path, monkeypatch, capsys, grace
         server.close()
 
 
+@pytest.mark.timing
 def test_the_process_does_not_wait_for_a_monitor_that_never_answers(tmp_path):
     server = RawServer(None)
     try:

@@ -87,6 +87,7 @@ def test_pipe_sql_outside_the_spark_subset_exits_2_in_one_line_on_the_command_li
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.timing
 def test_a_local_run_stopped_mid_query_ends_at_once_with_one_line(sample, tmp_path):
     """A query that would run for hours (a three-way product of the sample); once DuckDB runs it (its
     spill directory made), SIGINT ends the process within seconds, exit 130, and nothing is published."""
