@@ -6,7 +6,8 @@ State. Every output (and the trap) holds ``_INCREMENTAL``, a JSON record of the 
 per input file its identity (path, device and inode, and a SHA-256 fingerprint of its first ``fp_len``
 uncompressed bytes) and ``offset``, the uncompressed bytes consumed through its last complete line; the
 output's part files and the records they hold; and ``previous``, the same record of the run before
-(without its own ``previous``). The record is written into the output's staging directory with the parts,
+(without its own ``previous``), and ``totals``, the line counters of every run the output holds (lines
+read, malformed lines, the records each filter left out; ``run_totals``). The record is written into the output's staging directory with the parts,
 so it is published with them in one step: an output's state and its parts always agree. A run with nothing
 new that decompressed a compressed file to its end for nothing adds it to ``read_compressed`` (the run, its
 inputs and the parts stay), so that later runs do not decompress it again (``record_read``).

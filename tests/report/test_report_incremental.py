@@ -229,3 +229,21 @@ def test_spark_full_report_equals_the_local_incremental_one(tmp_path, sample, sp
     assert got == build(str(logs / "access.log*"), str(out), formats.resolve(None, None), who="humans",
                         incremental=True, run_options=QUIET)
     assert (out / "report.json").read_bytes() == (tmp_path / "spark" / "report.json").read_bytes()
+
+
+def test_a_state_of_other_definitions_is_refused_in_one_line_and_rebuilt(tmp_path):
+    """A state that another version of the report's flow made (its definition's hash differs) counts
+    otherwise: refused, and --rebuild starts it afresh."""
+    log = tmp_path / "access.log"
+    log.write_bytes(sample_parts(10)[0])
+    out = tmp_path / "report"
+    incremental(str(log), out)
+    marker = out / ".report-state" / "visits" / "_INCREMENTAL"
+    state = json.loads(marker.read_text())
+    state["flow"]["definition"] = "0123456789abcdef"
+    marker.write_text(json.dumps(state))
+    p = logetl("report", "--input", str(log), "--output", str(out), "--incremental", env={"LOGETL_MONITOR": "off"})
+    assert (p.returncode, p.stderr.decode()) == (
+        2, f"Error: the report's state in {out / '.report-state'} was made by another version of the report's "
+           "definitions: --rebuild reads every line again\n")
+    assert incremental(str(log), out, "--rebuild") == full(str(log), tmp_path / "full")

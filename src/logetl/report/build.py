@@ -200,6 +200,9 @@ def _incremental(input_path: str, out_dir: str, fmt, who: str, filters: dict, me
         run = run_flow(flow, input_path, outputs, overwrite=rebuild, work_dir=os.path.join(work, ".work"),
                        output_format="jsonl", incremental=PER_RUN, **options)
     except IncrementalError as exc:
+        if "another flow" in str(exc):      # made by a logetl whose report counts otherwise
+            raise ReportError(f"the report's state in {state_dir} was made by another version of the report's "
+                              "definitions: --rebuild reads every line again") from None
         raise ReportError(f"{exc} (the report's state: --rebuild reads every line again)") from None
     tables = {tap: read_rows(path) for tap, path in outputs.items()}
     classifier = Classifier()
