@@ -413,8 +413,8 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
     if isinstance(output_paths, dict):
         output_paths = {tap: _path(p) for tap, p in output_paths.items()}
     _check_options(input_path, output_paths,
-                   {"overwrite": overwrite, "quiet": quiet, "incremental": bool(incremental) if incremental in (
-                       True, False, "per-run") else incremental,
+                   {"overwrite": overwrite, "quiet": quiet,
+                    "incremental": True if isinstance(incremental, str) and incremental == "per-run" else incremental,
                     **({"monitor": monitor} if monitor is not None else {})},
                    {"trap": trap, "work_dir": work_dir, "checkpoint_dir": checkpoint_dir},
                    {"application": application}, tags)
