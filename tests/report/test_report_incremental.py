@@ -59,8 +59,10 @@ def rotate(logs) -> None:
 
 
 @pytest.mark.shared
-@pytest.mark.parametrize("args", [[], ["--who", "humans"], ["--who", "crawlers", *FILTERS]],
-                         ids=["all", "humans", "crawlers-filtered"])
+@pytest.mark.parametrize("args", [
+    pytest.param([], id="all"),
+    pytest.param(["--who", "humans"], id="humans", marks=pytest.mark.slow),     # 8 runs of the report each
+    pytest.param(["--who", "crawlers", *FILTERS], id="crawlers-filtered", marks=pytest.mark.slow)])
 def test_each_run_over_new_lines_gives_the_bytes_of_a_run_over_every_line(tmp_path, sample, args):
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -85,7 +87,7 @@ def test_each_run_over_new_lines_gives_the_bytes_of_a_run_over_every_line(tmp_pa
 
 
 @pytest.mark.shared
-def test_who_and_geoip_may_change_between_runs_and_the_state_holds_the_distinct_keys(tmp_path, sample):
+def test_who_may_change_between_runs_and_the_state_holds_the_distinct_keys(tmp_path, sample):
     """The state keeps every side: a run with another --who over the same state gives that side's full
     report. Its tables hold one row per visitor (and per key and visitor) of each run, not one per line."""
     logs = tmp_path / "logs"
