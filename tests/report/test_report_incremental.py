@@ -249,3 +249,21 @@ def test_a_state_of_other_definitions_is_refused_in_one_line_and_rebuilt(tmp_pat
         2, f"Error: the report's state in {out / '.report-state'} was made by another version of the report's "
            "definitions: --rebuild reads every line again\n")
     assert incremental(str(log), out, "--rebuild") == full(str(log), tmp_path / "full")
+
+
+def test_geoip_may_be_added_to_a_state_made_without_it(tmp_path, sample):
+    """The state keeps every host: a later run with --geoip gives the countries and networks of every line."""
+    from reportpage_data import make_mmdb, require_writer
+
+    require_writer()
+    db = make_mmdb(tmp_path / "city.mmdb")
+    log = tmp_path / "access.log"
+    first, second = sample_parts(2, lines=600)
+    log.write_bytes(first)
+    out = tmp_path / "report"
+    incremental(str(log), out)
+    with open(log, "ab") as f:
+        f.write(second)
+    got = incremental(str(log), out, "--geoip", db)
+    assert got == full(str(log), tmp_path / "full", "--geoip", db)
+    assert json.loads(got)["countries"]
