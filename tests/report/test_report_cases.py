@@ -128,7 +128,8 @@ def test_filters_apply_before_every_panel(tmp_path, sample):
     (["--who", "humans", "--input", "-"], "--who humans reads the log twice: give it a file, directory or "
                                           "glob, not standard input"),
     (["--output-format", "csv"], "--output-format is not an option of report (it writes report.json)"),
-    (["--incremental"], "--incremental is not an option of report (it writes report.json)"),
+    (["--rebuild"], "--rebuild starts the state of --incremental afresh: give --incremental too"),
+    (["--incremental", "--input", "-"], "--incremental reads files: standard input cannot be read again"),
 ])
 def test_a_bad_option_is_one_line(tmp_path, args, line):
     log = tmp_path / "access.log"
