@@ -459,9 +459,11 @@ def run(flow_file, input_path, outputs, checkpoint_dir, trap, overwrite, quiet, 
                    '\'path(request).starts_with("/blog/")\'.')
 @click.option("--geoip", metavar="FILE.mmdb", default=None,
               help="A MaxMind-format database: adds the countries and ASNs panels.")
+@click.option("--rebuild", is_flag=True, default=False,
+              help="With --incremental: start the report's state afresh, reading every line.")
 @_engine_options
 def report(input_path, out_dir, who, date_from, date_until, where, geoip, trap, overwrite, quiet, work_dir,
-           **opts):
+           rebuild, **opts):
     """Write a traffic report of access logs: DIR/report.json (every panel's data) and DIR/index.html.
 
     Visitors per day, requested paths, 404s, hosts, operating systems, browsers, hours of the day,
@@ -472,27 +474,31 @@ def report(input_path, out_dir, who, date_from, date_until, where, geoip, trap, 
     Examples:
       logetl report --input access.log --output report/
       logetl report --input 'logs/access.log*' --output report/ --who humans --from 2015-05-18
+      logetl report --input 'logs/access.log*' --output report/ --incremental
     """
     _report(input_path, out_dir, who, date_from, date_until, where, geoip, trap, overwrite, quiet, work_dir,
-            opts)
+            opts, rebuild)
 
 
 # the run options report has no use for (it writes report.json, never output directories): refused in one
 # line when given, and left out of its --help
 for _param in report.params:
-    if _param.name in ("output_format", "header", "incremental", "work_dir"):
+    if _param.name in ("output_format", "header", "work_dir"):
         _param.hidden = True
+    if _param.name == "incremental":
+        _param.help = ("Read only the lines that are new since the last --incremental report in DIR, whose "
+                       "aggregates DIR/.report-state keeps; the report equals one over every line.")
 
 
 def _report(input_path, out_dir, who, date_from, date_until, where, geoip, trap, overwrite, quiet, work_dir,
-            opts):
+            opts, rebuild=False):
     from logetl import formats
     from logetl.console import ConsoleReporter
     from logetl.job import engine_options_for
     from logetl.report.build import build
 
     for option, given in (("--output-format", opts["output_format"]), ("--header", opts["header"]),
-                          ("--incremental", opts["incremental"] or None), ("--work-dir", work_dir)):
+                          ("--work-dir", work_dir)):
         if given is not None:
             raise UserError(f"{option} is not an option of report (it writes report.json)")
     if opts["hdfs"] and opts["engine"] == "local":
@@ -508,7 +514,8 @@ def _report(input_path, out_dir, who, date_from, date_until, where, geoip, trap,
     try:
         with errors.ended_by_signals():
             result = build(input_path, out_dir, fmt, who=who, where=where, date_from=date_from,
-                           date_until=date_until, geoip=geoip, overwrite=overwrite, run_options=run_options)
+                           date_until=date_until, geoip=geoip, overwrite=overwrite, run_options=run_options,
+                           incremental=opts["incremental"], rebuild=rebuild)
             errors.command_done()
     except errors.UsageError:
         raise

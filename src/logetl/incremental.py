@@ -6,7 +6,8 @@ State. Every output (and the trap) holds ``_INCREMENTAL``, a JSON record of the 
 per input file its identity (path, device and inode, and a SHA-256 fingerprint of its first ``fp_len``
 uncompressed bytes) and ``offset``, the uncompressed bytes consumed through its last complete line; the
 output's part files and the records they hold; and ``previous``, the same record of the run before
-(without its own ``previous``). The record is written into the output's staging directory with the parts,
+(without its own ``previous``), and ``totals``, the line counters of every run the output holds (lines
+read, malformed lines, the records each filter left out; ``run_totals``). The record is written into the output's staging directory with the parts,
 so it is published with them in one step: an output's state and its parts always agree. A run with nothing
 new that decompressed a compressed file to its end for nothing adds it to ``read_compressed`` (the run, its
 inputs and the parts stay), so that later runs do not decompress it again (``record_read``).
@@ -58,12 +59,18 @@ class IncrementalError(UsageError):
     """A flow, engine or output that cannot run incrementally; the message says why."""
 
 
-def refuse(flow: assembly.Flow, engine: str, input_path: str) -> None:
-    """Refuses, before anything runs, what cannot run incrementally."""
+#: ``run_flow(incremental=PER_RUN)``: each run's operators that need all of the data (``group_by``) see only
+#: that run's new lines, and its caller merges the runs' parts (the report's state, ``report.persist``)
+PER_RUN = "per-run"
+
+
+def refuse(flow: assembly.Flow, engine: str, input_path: str, per_run: bool = False) -> None:
+    """Refuses, before anything runs, what cannot run incrementally. ``per_run``: the caller merges what
+    each run wrote (``PER_RUN``), so operators that need all of the data are allowed."""
     if engine != "local":
         raise IncrementalError("--incremental runs on the local engine")
     for node in flow.nodes:
-        if node.traits.needs_all_data:   # a flow of nodes that need only their records runs on new lines
+        if node.traits.needs_all_data and not per_run:   # a flow of nodes that need only their records runs on new lines
             raise IncrementalError(f"--incremental: operator {node.name!r} ({node.kind}) needs all of the data, "
                                    "not only the new lines")
     if input_path == inputs.STDIN:
@@ -211,7 +218,7 @@ def _runs(first: int, last: int) -> str:
 
 def _kept(state: dict) -> dict:
     """What the next run's state keeps of ``state`` as its ``previous``."""
-    return {k: state[k] for k in ("run", "trap", "inputs", "parts", "records") if k in state}
+    return {k: state[k] for k in ("run", "trap", "inputs", "parts", "records", "totals") if k in state}
 
 
 def _base(outputs: dict[str, Output]) -> tuple[dict, list[str]]:
@@ -492,6 +499,7 @@ def _copies_at_original(plan: Plan) -> None:
 # --- commit ---------------------------------------------------------------------------------------------
 
 _AT_FDCWD = -100
+_NO_TOTALS = {"lines_read": 0, "malformed": 0, "left_out": {}}   # before the first run
 _RENAME_EXCHANGE = 2
 
 
@@ -553,10 +561,30 @@ def _publish(out: Output, staging: str, links: list[str], state: dict) -> None:
         os.rename(staging, out.path)
 
 
-def commit_output(out: Output, staging: str, plan: Plan, records: int) -> None:
+def run_totals(run) -> dict | None:
+    """A run's line counters (``FlowRun``): lines read, malformed lines, records each filter left out; None
+    when they are not known."""
+    if run.lines_read is None:
+        return None
+    return {"lines_read": run.lines_read, "malformed": sum(run.malformed.values()), "left_out": run.left_out()}
+
+
+def add_totals(before: dict | None, run: dict | None) -> dict | None:
+    """The counters of the runs an output holds: ``before`` (its base state's) plus this run's."""
+    if before is None or run is None:
+        return None
+    left = dict(before["left_out"])
+    for name, n in run["left_out"].items():
+        left[name] = left.get(name, 0) + n
+    return {"lines_read": before["lines_read"] + run["lines_read"],
+            "malformed": before["malformed"] + run["malformed"], "left_out": dict(sorted(left.items()))}
+
+
+def commit_output(out: Output, staging: str, plan: Plan, records: int, totals: dict | None = None) -> None:
     """Publishes one output: its staging directory (already holding the run's parts and ``_SUCCESS``) gets
     hard links to the base parts and the new state, then replaces the output in one exchange. ``records``:
-    how many the run wrote to it.
+    how many the run wrote to it; ``totals``: the run's line counters (``run_totals``), added to those of
+    the runs before in the state's ``totals`` (committed with the parts, so counted exactly once).
 
     A part without records adds nothing to the concatenation, so it is left out (a Parquet part without rows
     is not 0 bytes: it holds the schema, hence the count). An output that holds no records keeps one empty
@@ -575,6 +603,8 @@ def commit_output(out: Output, staging: str, plan: Plan, records: int) -> None:
     held = out.previous.get("records")      # None: counted by no run before (a state of an earlier logetl)
     state = {"flow": plan.flow, "run": plan.run, "trap": plan.trap, "inputs": plan.entries,
              "parts": sorted(out.base_parts + keep), "records": None if held is None else held + records,
+             "totals": add_totals(out.previous.get("totals", _NO_TOTALS if not out.previous.get("run") else None),
+                                  totals),
              "previous": {"flow": plan.flow, **out.previous}}
     _publish(out, staging, out.base_parts, state)
 
@@ -633,6 +663,8 @@ def commit(ctx, plan: Plan, notice) -> None:
         return
     finish_state(plan)
     trapped = sum(ctx.run.malformed.values())
+    totals = run_totals(ctx.run)
     for out in ctx.state.staged():
         kept = plan.outputs[out.path]
-        commit_output(kept, out.staging, plan, trapped if kept.tap == TRAP else ctx.run.written.get(kept.tap, 0))
+        commit_output(kept, out.staging, plan, trapped if kept.tap == TRAP else ctx.run.written.get(kept.tap, 0),
+                      totals)

@@ -397,11 +397,13 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
              checkpoint_dir: str | None = None, listener: FlowListener | None = None,
              engine_options: dict | None = None, application: str | None = None,
              tags: dict | None = None, monitor: bool | None = None, quiet: bool = False,
-             max_malformed: float | None = None, incremental: bool = False,
+             max_malformed: float | None = None, incremental: bool | str = False,
              output_format: str | None = None, header: bool | None = None) -> FlowRun:
     """Runs a flow. Unless ``monitor`` is false (or LOGETL_MONITOR=off), the run's documents go to the
     monitor (``logetl.monitor.reporter``). ``incremental``: read only the complete lines that are new since
-    the outputs' last run and add their records as new parts (``logetl.incremental``). ``output_format``:
+    the outputs' last run and add their records as new parts (``logetl.incremental``; ``incremental.PER_RUN``:
+    the same, and operators that need all of the data see each run's new lines, whose parts the caller
+    merges). ``output_format``:
     every sink writes it (``tsv``, ``csv``, ``parquet``, ``jsonl``; as ``--output-format``). ``header``: every TSV
     and CSV sink starts its part files with the field names (True) or not (False; as ``--header`` /
     ``--no-header``; None: each sink's own choice, else its format's default). ``engine_options``: see
@@ -411,7 +413,8 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
     if isinstance(output_paths, dict):
         output_paths = {tap: _path(p) for tap, p in output_paths.items()}
     _check_options(input_path, output_paths,
-                   {"overwrite": overwrite, "quiet": quiet, "incremental": incremental,
+                   {"overwrite": overwrite, "quiet": quiet,
+                    "incremental": True if isinstance(incremental, str) and incremental == "per-run" else incremental,
                     **({"monitor": monitor} if monitor is not None else {})},
                    {"trap": trap, "work_dir": work_dir, "checkpoint_dir": checkpoint_dir},
                    {"application": application}, tags)
@@ -447,7 +450,7 @@ def run_flow(flow: assembly.Flow, input_path: str, output_paths: dict[str, str],
     if incremental:
         from logetl.incremental import refuse
 
-        refuse(flow, engine, input_path)
+        refuse(flow, engine, input_path, per_run=incremental == "per-run")
     runner = get_engine(engine)(**engine_options)
     run = None
     locks = OutputLocks()

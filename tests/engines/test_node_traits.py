@@ -84,6 +84,8 @@ def test_incremental_runs_every_node_that_needs_only_its_records():
                                       "not only the new lines")
         else:
             incremental.refuse(flow, "local", "in.log")
+        # a caller that merges each run's outputs (the report's state) runs every node on the new lines
+        incremental.refuse(flow, "local", "in.log", per_run=True)
 
 
 def test_the_spark_one_pass_planner_takes_every_per_record_node():

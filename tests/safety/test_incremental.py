@@ -297,6 +297,11 @@ def test_an_output_one_run_ahead_is_rolled_back_and_rebuilt_and_two_runs_apart_i
         assert concatenation(tmp_path / mine) == read(tmp_path / theirs / "part-00000")
         assert json.loads(read(tmp_path / mine / "_INCREMENTAL"))["parts"] == [
             "part-000001-00000", "part-000002-00000"]
+    # the line counters of the runs each output holds: run 2's counted once, though o1 had committed it
+    totals = [json.loads(read(tmp_path / o / "_INCREMENTAL"))["totals"] for o in OUTS]
+    assert totals[0] == totals[1] == totals[2]
+    assert totals[0]["lines_read"] == read(log.path()).count(b"\n")
+    assert totals[0]["malformed"] == concatenation(tmp_path / "trap").count(b"\n") > 0
     log.append(100)
     _branch(tmp_path)                                            # run 3
     shutil.rmtree(tmp_path / "o2")

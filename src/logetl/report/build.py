@@ -20,7 +20,7 @@ from logetl import formats
 from logetl.errors import UsageError
 from logetl.report import geoip as geo
 from logetl.report import html
-from logetl.report import panels
+from logetl.report import panels, persist
 from logetl.report.classify import Classifier
 
 WHO = ("all", "humans", "crawlers")
@@ -130,10 +130,13 @@ def _engine(options: dict):
 
 def build(input_path: str, out_dir: str, fmt: formats.LogFormat, *, who: str = "all", where: str | None = None,
           date_from: str | None = None, date_until: str | None = None, geoip: str | None = None,
-          overwrite: bool = False, run_options: dict | None = None) -> dict:
+          overwrite: bool = False, run_options: dict | None = None, incremental: bool = False,
+          rebuild: bool = False) -> dict:
     """Writes ``out_dir/report.json`` (and ``index.html`` when ``logetl.report.html`` is installed) for the
     log(s) at ``input_path``; returns the report. ``run_options``: ``job.run_flow``'s options (engine, trap,
-    listener, monitor, ...)."""
+    listener, monitor, ...). ``incremental``: read only the lines that are new since the last incremental
+    report in ``out_dir``, whose aggregates its state keeps (``persist``); ``rebuild``: start that state
+    afresh, reading every line."""
     from logetl.job import run_flow
 
     if who not in WHO:
@@ -151,6 +154,12 @@ def build(input_path: str, out_dir: str, fmt: formats.LogFormat, *, who: str = "
     filters = {"where": parse_where(where, fmt) if where else None, "date_from": date_from,
                "date_until": date_until}
     options = dict(run_options or {})
+    if rebuild and not incremental:
+        raise ReportError("--rebuild starts the state of --incremental afresh: give --incremental too")
+    if incremental:
+        return _incremental(input_path, out_dir, fmt, who, filters, persist.options_of(fmt, where, date_from,
+                                                                                       date_until),
+                            geoip, overwrite, rebuild, options)
     runner, fs = _engine(options)
     try:
         target = fs.join(out_dir, REPORT)
@@ -168,6 +177,79 @@ def build(input_path: str, out_dir: str, fmt: formats.LogFormat, *, who: str = "
         if runner is not None:
             runner.shutdown()
     return report
+
+
+def _incremental(input_path: str, out_dir: str, fmt, who: str, filters: dict, meaning: dict, geoip: str | None,
+                 overwrite: bool, rebuild: bool, options: dict) -> dict:
+    """``--incremental``: the state flow (``persist.state_flow``) run over the new lines adds their
+    aggregates to ``out_dir/.report-state``; the report is made from all of the state's, merged."""
+    from logetl.incremental import PER_RUN, IncrementalError
+    from logetl.job import run_flow
+
+    if options.get("engine", "local") != "local":
+        raise ReportError("--incremental runs on the local engine: it cannot go with --hdfs")
+    if input_path == "-":
+        raise ReportError("--incremental reads files: standard input cannot be read again")
+    state_dir = os.path.join(out_dir, persist.STATE)
+    target = os.path.join(out_dir, REPORT)
+    problem = _not_writable(out_dir)
+    if problem:
+        raise ReportError(f"--incremental: {problem}")
+    recorded = None if rebuild else persist.read_options(state_dir)
+    if recorded is None and os.path.exists(target) and not overwrite and not rebuild \
+            and not os.path.isdir(state_dir):
+        raise ReportError(f"{target} exists and was not made by --incremental: use --overwrite to replace it")
+    persist.check_options(recorded, meaning, state_dir)
+    if recorded is None:
+        persist.write_options(state_dir, meaning)
+    flow = persist.state_flow(fmt, **filters)
+    outputs = {s.tap: os.path.join(state_dir, s.tap) for s in flow.sinks}
+    work = os.path.join(out_dir, WORK)
+    try:
+        run = run_flow(flow, input_path, outputs, overwrite=rebuild, work_dir=os.path.join(work, ".work"),
+                       output_format="jsonl", incremental=PER_RUN, **options)
+    except IncrementalError as exc:
+        if "another flow" in str(exc):      # made by a logetl whose report counts otherwise
+            raise ReportError(f"the report's state in {state_dir} was made by another version of the report's "
+                              "definitions: --rebuild reads every line again") from None
+        raise ReportError(f"{exc} (the report's state: --rebuild reads every line again)") from None
+    tables = {tap: read_rows(path) for tap, path in outputs.items()}
+    classifier = Classifier()
+    crawler = (lambda agent: classifier.classify(agent).crawler is not None)  # noqa: E731
+    side = None if who == "all" else (crawler if who == "crawlers" else (lambda agent: not crawler(agent)))
+    rows, agents = persist.rows_of(persist.Merged.of(tables), _fields(fmt), side)
+    excluded = None if side is None else sum(r["hits"] for r in agents) - sum(r["hits"] for r in rows["agents"])
+    counted = persist.counters(persist.totals_of(outputs["visits"]), run.inputs, excluded)
+    report = assemble(rows, agents, classifier, counted, who)
+    if geoip is not None:
+        report.update(geo.panels(report["hosts"], geoip))
+    from logetl.io.fs import LOCAL
+
+    _write(LOCAL, target, json.dumps(report, ensure_ascii=False, indent=1) + "\n")
+    _write(LOCAL, os.path.join(out_dir, PAGE), html.render(report))
+    if os.path.isdir(work):
+        import shutil
+
+        shutil.rmtree(work)
+    return report
+
+
+def _fields(fmt) -> tuple[str, ...]:
+    """The fields of the records ``fmt`` parses."""
+    import logetl.api as L
+
+    return L.read(fmt).fields
+
+
+def _not_writable(out_dir: str) -> str | None:
+    """Why the report's directory (and its state) cannot be written, or None."""
+    from logetl.io.fs import LOCAL
+
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        return f"{out_dir!r} is not a directory"
+    problem = LOCAL.non_directory_ancestor(os.path.join(out_dir, "x")) or LOCAL.writable_ancestor(
+        os.path.join(out_dir, persist.STATE, "x"))
+    return f"cannot make the report's state in {problem!r}" if problem else None
 
 
 def _panels(input_path: str, work: str, fmt, who: str, filters: dict, options: dict, fs, run_flow) -> dict:
