@@ -381,6 +381,7 @@ class HashPartitions:
         self.n_partitions = partitions
         self.parts, self.size = [], 0
         self.compacted = 0                  # the size of the last compaction's result
+        self.working = 0                    # what reducing its biggest batch took (see add)
         self.files: list | None = None      # per partition: [path, writer, file] once spilling
 
     def add(self, frame, reduced: bool = False) -> None:
@@ -395,10 +396,14 @@ class HashPartitions:
             return
         frame = owned(frame)
         self.parts.append(frame)
-        self.size += frame_bytes(frame)
-        # what the buffer really costs is its bytes and what reducing it takes beside them (below): that is
-        # what it holds of the budget, and it spills before reducing it would go past its share
-        if self.budget.hold(self, self.size * REDUCE_FACTOR) or self.size * REDUCE_FACTOR > self.budget.share(self):
+        nbytes = frame_bytes(frame)
+        self.size += nbytes
+        # what the buffer really costs is its bytes and what reducing it takes beside them (below), and
+        # what reducing each batch takes (the allocator keeps a batch's freed memory resident a while, so
+        # the groupings of one flow take theirs side by side): that is what it holds of the budget, and it
+        # spills before reducing it would go past its share
+        self.working = max(self.working, nbytes * REDUCE_FACTOR)
+        if self.budget.hold(self, self._holds()) or self._holds() > self.budget.share(self):
             self._start_spilling()
             return
         # compact (duplicates across batches) once the parts added since the last compaction are as big as
@@ -407,14 +412,17 @@ class HashPartitions:
             merged = owned(self.reduce(pl.concat(self.parts, rechunk=False)))
             self.parts, self.size = [merged], frame_bytes(merged)
             self.compacted = self.size
-            self.budget.hold(self, self.size * REDUCE_FACTOR)
+            self.budget.hold(self, self._holds())
+
+    def _holds(self) -> int:
+        return self.size * REDUCE_FACTOR + self.working
 
     def _start_spilling(self) -> None:
         self.files = [[self.spill.new_file("part"), None, None] for _ in range(self.n_partitions)]
         self.spill.runs += self.n_partitions
         self.spill.passes = max(self.spill.passes, 1)
         parts, self.parts, self.size = self.parts, [], 0
-        self.budget.hold(self, 0)
+        self.budget.hold(self, self.working)
         for frame in parts:
             self._write(frame)
 
