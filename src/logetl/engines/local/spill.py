@@ -47,6 +47,11 @@ MIN_BUFFERS = 128 * MiB
 BLOCK_BYTES = 2 * MiB          # rows per record batch of a run: about this many bytes
 SORT_BUFFER_PART = 4           # a sort buffers at most this part of its share before it writes a run
 PARTITIONS = 16
+#: what reducing a buffer of records (a Polars group_by or unique over it, and the compact copy of the
+#: result) takes at its peak, in multiples of the buffer's bytes: its keys' row encoding and hash table,
+#: the gathered result and its copy, beside the buffer itself (measured: 60 MB of partial states of a
+#: GroupBy of nearly unique paths took the process 250 MB higher while they were combined)
+REDUCE_FACTOR = 5
 
 
 class MemoryLimitExceeded(RunFailed):
@@ -375,6 +380,8 @@ class HashPartitions:
         self.hash_on, self.reduce = hash_on, reduce or (lambda frame: frame.unique(maintain_order=True))
         self.n_partitions = partitions
         self.parts, self.size = [], 0
+        self.compacted = 0                  # the size of the last compaction's result
+        self.working = 0                    # what reducing its biggest batch took (see add)
         self.files: list | None = None      # per partition: [path, writer, file] once spilling
 
     def add(self, frame, reduced: bool = False) -> None:
@@ -389,23 +396,33 @@ class HashPartitions:
             return
         frame = owned(frame)
         self.parts.append(frame)
-        self.size += frame_bytes(frame)
-        if self.size > 4 * BLOCK_BYTES and len(self.parts) > 8:   # compact: duplicates across batches
+        nbytes = frame_bytes(frame)
+        self.size += nbytes
+        # what the buffer really costs is its bytes and what reducing it takes beside them (below), and
+        # what reducing each batch takes (the allocator keeps a batch's freed memory resident a while, so
+        # the groupings of one flow take theirs side by side): that is what it holds of the budget, and it
+        # spills before reducing it would go past its share
+        self.working = max(self.working, nbytes * REDUCE_FACTOR)
+        if self.budget.hold(self, self._holds()) or self._holds() > self.budget.share(self):
+            self._start_spilling()
+            return
+        # compact (duplicates across batches) once the parts added since the last compaction are as big as
+        # its result: the work stays linear in the input whether or not the records reduce
+        if self.size > max(4 * BLOCK_BYTES, 2 * self.compacted) and len(self.parts) > 8:
             merged = owned(self.reduce(pl.concat(self.parts, rechunk=False)))
             self.parts, self.size = [merged], frame_bytes(merged)
-        # the compaction above holds the parts, their reduction and its compact copy at once (and Polars'
-        # hash table): measured, ~120 MB of parts took the process ~320 MB higher. Spilling at half the
-        # share, a GroupBy with a count_distinct took a 512M run to 873 MB (1.5M lines, two Tops beside
-        # it); at a quarter, to 462 MB
-        if self.budget.hold(self, self.size) or self.size * 4 > self.budget.share(self):
-            self._start_spilling()
+            self.compacted = self.size
+            self.budget.hold(self, self._holds())
+
+    def _holds(self) -> int:
+        return self.size * REDUCE_FACTOR + self.working
 
     def _start_spilling(self) -> None:
         self.files = [[self.spill.new_file("part"), None, None] for _ in range(self.n_partitions)]
         self.spill.runs += self.n_partitions
         self.spill.passes = max(self.spill.passes, 1)
         parts, self.parts, self.size = self.parts, [], 0
-        self.budget.hold(self, 0)
+        self.budget.hold(self, self.working)
         for frame in parts:
             self._write(frame)
 
@@ -451,12 +468,13 @@ class HashPartitions:
 
         pl = _pl()
         size, share = os.path.getsize(path), max(1, self.budget.share(self))
-        if not split or size * 2 <= share:
+        if not split or size * REDUCE_FACTOR <= share:
             with pa.OSFile(path, "rb") as f:
                 table = pa.ipc.open_file(f).read_all()
             yield self.reduce(pl.from_arrow(table))
             return
-        inner = HashPartitions(self.budget, self.spill, self.seed + 1, min(256, -(-size * 2 // share) + 1),
+        inner = HashPartitions(self.budget, self.spill, self.seed + 1,
+                               min(256, -(-size * REDUCE_FACTOR // share) + 1),
                                self.hash_on, self.reduce)
         inner._start_spilling()
         for block in _RunReader(path).rest():
