@@ -19,7 +19,9 @@
 enum { LINE_OK = 0, LINE_UTF8 = 1, LINE_NOMATCH = 2, LINE_TABCR = 3 };
 /* a line's status beyond the reasons: kept, dropped (a size of "-"), a header line of the format (counted
  * apart: a directive such as CloudFront's or W3C's "#Fields:", neither a record nor malformed) */
-enum { ST_KEPT = 0, ST_DASH = 4, ST_HEADER = 5 };
+enum { ST_KEPT = 0, ST_DASH = 4, ST_HEADER = 5, ST_OTHER = 6 };
+/* ST_OTHER: a line of the format that is not a request (HAProxy's TCP-mode lines and notices): a line the
+ * program does not match but one of its alternatives (T_ELSE) does, counted apart as ST_HEADER is. */
 
 /* Character classes of the expression, ASCII meanings, as a table filled once at import. */
 enum { C_SPACE = 1, C_DIGIT = 2, C_TWORD = 4 };   /* \s, \d, [\w:/] */
@@ -233,7 +235,10 @@ static int parse_tail(const unsigned char *q, const unsigned char *e, span t[2])
 enum { T_LIT = 0, T_UNTIL = 1, T_ESCAPED = 2, T_REST = 3, T_SPLIT = 4, T_NTH = 5, T_OPT = 6, T_MAYBE = 7,
        T_QOR = 8, T_PREFIX = 9, T_SKIP = 10,
        /* (11-13 are the JSON program's, _json.h) */
-       T_JOIN = 14, T_EMPTY = 15, T_DASH_EMPTY = 16 };
+       T_JOIN = 14, T_EMPTY = 15, T_DASH_EMPTY = 16, T_ELSE = 17 };
+/* T_ELSE ends the record's program and starts an alternative: the tokens after it, up to the next T_ELSE,
+ * are a layout of the format's lines that are not records (ST_OTHER), matched only on a line the record's
+ * program does not match; their fields are never written. */
 /* fuse (set by program_close): how many first bytes of the literal token after a field are known to be
  * there where the field ends (the byte it ends at, or its `until` literal), so the two are one step. */
 /* run (likewise): at a field ending at its first `stop` byte and fused with a literal, how many such steps
@@ -255,6 +260,8 @@ typedef struct {
                                     * record's TSV may then be longer than its line, by up to one TAB a field */
     struct json_state *json;       /* a JSON program's (_json.h), the caller's; NULL for a token program */
     int n_join;                    /* T_JOIN fields: each repeats text of the line (a TSV's room grows) */
+    int n_main;                    /* the record's tokens (before the first T_ELSE; set by program_close) */
+    int n_alt, alt_fields;         /* T_ELSE alternatives, and the fields of the one being added */
     int dash_empty;                /* T_DASH_EMPTY: a field of exactly "-" is empty */
 } program;
 
@@ -271,6 +278,19 @@ static inline int program_add(program *pg, int kind, const unsigned char *lit, p
         return 0;
     }
     if (pg->json) return -1;
+    if (kind == T_ELSE) {
+        if (pg->n_tokens == 0) return -1;
+        if (!pg->n_alt++) pg->n_main = pg->n_tokens;
+        pg->tokens[pg->n_tokens++] = (token){kind, lit, lit_len, stop};
+        pg->alt_fields = 0;
+        return 0;
+    }
+    if (pg->n_alt) {   /* an alternative's token: matched, its fields never written */
+        if (kind < T_LIT || kind > T_PREFIX || ((kind == T_MAYBE || kind == T_PREFIX) && lit_len < 1)) return -1;
+        if (kind != T_LIT && kind != T_OPT && ++pg->alt_fields > MAX_FIELDS) return -1;
+        pg->tokens[pg->n_tokens++] = (token){kind, lit, lit_len, stop};
+        return 0;
+    }
     if (kind < T_LIT || (kind > T_SKIP && kind < T_JOIN) || kind > T_DASH_EMPTY) return -1;
     if (kind == T_DASH_EMPTY) { pg->dash_empty = 1; return 0; }
     if (kind == T_JOIN && (lit_len != 2 || lit[0] > lit[1] || lit[1] >= pg->n_fields)) return -1;
@@ -292,6 +312,7 @@ static inline int program_add(program *pg, int kind, const unsigned char *lit, p
 static inline int program_close(program *pg, int size_index) {
     if (pg->n_fields > MAX_FIELDS || size_index >= pg->n_fields) return -1;
     pg->size_index = size_index;
+    if (!pg->n_alt) pg->n_main = pg->n_tokens;
     for (int i = 0; i + 1 < pg->n_tokens; i++) {
         token *t = &pg->tokens[i], *l = &pg->tokens[i + 1];
         t->fuse = 0;
@@ -337,7 +358,7 @@ static int parse_program_line(const program *pg, const unsigned char *p, const u
     if ((fl & LF_HIGH) && !valid_utf8(p, e)) return LINE_UTF8;
     const unsigned char *q = p;
     int k = 0;
-    const token *t = pg->tokens, *end = pg->tokens + pg->n_tokens;
+    const token *t = pg->tokens, *end = pg->tokens + pg->n_main;
     for (; t < end; t++) {
         const unsigned char *r;
         if (t->run) {   /* steps of a field to its `stop` byte and the literal after it (see token.run) */
@@ -467,16 +488,38 @@ static int parse_program_line(const program *pg, const unsigned char *p, const u
     return LINE_OK;
 }
 
+/* Whether one of pg's alternatives (T_ELSE) matches the line that its record's program does not: each is
+ * run as a program of its own (its fields in f, never written; a TAB or CR in them does not matter). */
+static int other_line(const program *pg, const unsigned char *p, const unsigned char *e, span *f) {
+    const token *end = pg->tokens + pg->n_tokens;
+    for (const token *a = pg->tokens + pg->n_main; a < end;) {
+        const token *b = a + 1;
+        int n_fields = 0;
+        for (; b < end && b->kind != T_ELSE; b++)
+            if (b->kind != T_LIT && b->kind != T_OPT) n_fields++;
+        program alt = *pg;
+        alt.tokens = (token *)(a + 1);
+        alt.n_tokens = alt.n_main = (int)(b - a - 1);
+        alt.n_fields = n_fields;
+        alt.clean_literals = 1;
+        int r = parse_program_line(&alt, p, e, f);
+        if (r == LINE_OK || r == LINE_TABCR) return 1;
+        a = b;
+    }
+    return 0;
+}
 
 /* A line's status as the Spark paths give it (one raw line, its '\n' already gone; one trailing '\r'
  * cut here, as the contract says): 0 kept, 1/2/3 malformed (the LINE_ reasons), 4 dropped for a size of
- * "-" (only when the parse drops them: size_index >= 0); f holds the fields of a kept (or dropped) line.
+ * "-" (only when the parse drops them: size_index >= 0), 5 a header line, 6 a line that is not a request
+ * (ST_OTHER); f holds the fields of a kept (or dropped) line.
  * pg NULL: the original expression, with size_index 4 or -1, and its tail (f[5], f[6]) parsed when tail. */
 static inline int line_status(const program *pg, int size_index, int tail, const unsigned char *p,
                               const unsigned char *le, span *f) {
     const unsigned char *ce = (le > p && le[-1] == '\r') ? le - 1 : le;
     int reason = !pg ? parse_line(p, ce, f) : pg->json ? json_line(pg->json, p, ce, f, NULL)
                                                         : parse_program_line(pg, p, ce, f);
+    if (reason == LINE_NOMATCH && pg && pg->n_alt && other_line(pg, p, ce, f)) reason = ST_OTHER;
     if (reason == LINE_OK) {
         int si = pg ? pg->size_index : size_index;
         if (si >= 0 && f[si].e - f[si].s == 1 && f[si].s[0] == '-') reason = ST_DASH;

@@ -9,7 +9,7 @@
  *
  * parse_chunk(buf, final=False, columns=1, out=(0, 1, 2, 3, 4), size_index=4) scans whole lines of buf without holding the GIL
  * and returns
- *     (tsv, views, n_records, n_lines, n_dash, malformed, valid, n_header)
+ *     (tsv, views, n_records, n_lines, n_dash, malformed, valid, n_header, n_other)
  * tsv: the kept records as TSV of the fields out (0 ip, 1 time, 2 request, 3 response, 4 size; all five:
  * "ip\ttime\trequest\tresponse\tsize\n"), input order; a record whose size is "-" is dropped whatever out;
  * views: one Arrow string-view array per field of out (field-major, 16 bytes a record) over tsv, so columns
@@ -23,7 +23,7 @@
  * 3 = TAB or CR inside a field; start/end delimit the raw line (without its '\n') in buf.
  * A trailing piece without '\n' is a line only when final is true; otherwise it must be empty.
  * n_header: the header lines of the format (a program whose first token is T_SKIP), neither records nor
- * malformed. *
+ * malformed; n_other: the lines that are not requests (a program's T_ELSE alternatives), likewise. *
  * size_index: 4 drops a record whose size is "-" (counted in n_dash), -1 keeps it; out may name the fields of
  * the combined layout's tail after the expression (5 referer, 6 user agent: parse_tail in _kernel.h), null
  * where the tail is not well-formed: valid is then an Arrow validity bitmap of the records (1: the tail's
@@ -55,7 +55,7 @@ typedef struct {
     char *fd[MAX_FIELDS]; Py_ssize_t fl[MAX_FIELDS], fc[MAX_FIELDS];   /* columns 2: each field's values,
                                                        their length and the room for them */
     bad_line *bad; Py_ssize_t n_bad, cap_bad;
-    Py_ssize_t n_lines, n_dash, n_header;
+    Py_ssize_t n_lines, n_dash, n_header, n_other;
     unsigned char plus[MAX_FIELDS]; int any_plus;      /* written fields whose '+' are written as spaces */
     int size_index;                                    /* the original expression's: 4 drops a size "-", -1 not */
     int tail;                                          /* the original expression's tail fields are written */
@@ -104,6 +104,8 @@ static void scan(const unsigned char *buf, Py_ssize_t n, int final, scan_state *
         int reason = line_status(pg, st->size_index, st->tail, p, le, f);
         if (reason == ST_HEADER) {
             st->n_header++;
+        } else if (reason == ST_OTHER) {
+            st->n_other++;
         } else if (reason != LINE_OK && reason != ST_DASH) {
             if (st->n_bad == st->cap_bad) {
                 Py_ssize_t cap = st->cap_bad ? st->cap_bad * 2 : 64;
@@ -294,7 +296,8 @@ static PyObject *run_scan(Py_buffer *inp, int final, int columns, const program 
     } else {
         valid = Py_None; Py_INCREF(valid);
     }
-    result = Py_BuildValue("(OOnnnOOn)", tsv, views, st.n_rec, st.n_lines, st.n_dash, bad, valid, st.n_header);
+    result = Py_BuildValue("(OOnnnOOnn)", tsv, views, st.n_rec, st.n_lines, st.n_dash, bad, valid, st.n_header,
+                           st.n_other);
 done:
     for (int k = 0; k < n_out; k++) Py_XDECREF(data[k]);
     Py_XDECREF(tsv); Py_XDECREF(views); Py_XDECREF(bad); Py_XDECREF(valid);
@@ -758,7 +761,7 @@ fail:
 
 static PyMethodDef methods[] = {
     {"parse_chunk", parse_chunk, METH_VARARGS,
-     "parse_chunk(buf, final=False, columns=1, out=(0, 1, 2, 3, 4), size_index=4) -> (tsv, views, n_records, n_lines, n_dash, malformed, valid, n_header)"},
+     "parse_chunk(buf, final=False, columns=1, out=(0, 1, 2, 3, 4), size_index=4) -> (tsv, views, n_records, n_lines, n_dash, malformed, valid, n_header, n_other)"},
     {"parse_format", parse_format, METH_VARARGS,
      "parse_format(buf, final, columns, program, out, size_index) -> same as parse_chunk"},
     {"parse_segments", parse_segments, METH_VARARGS,

@@ -148,6 +148,8 @@ def summary(run: FlowRun, outputs: dict[str, str]) -> str:
         rows.append(f"  warning: {run.warning}")
     if run.header_lines:   # (a log format with header lines: CloudFront's, W3C's directives)
         rows.append(("header lines", f"{run.header_lines:>14,}", ""))
+    if run.non_http_lines:   # (HAProxy's TCP-mode lines and notices)
+        rows.append(("non-HTTP lines", f"{run.non_http_lines:>14,}", ""))
     dropped = run.dropped_size_dash
     rows.append(("dropped (size '-')", f"{'not counted' if dropped is None else format(dropped, ','):>14}", ""))
     for op, n in run.left_out().items():

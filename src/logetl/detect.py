@@ -58,7 +58,7 @@ def _takes(fmt: formats.LogFormat, raw: bytes, *cols) -> bool:
         return False     # any JSON object is a record of every JSON format: its keys tell which it is
     try:
         fields = fmt.parse_line(raw, *cols)
-    except formats.Header:
+    except (formats.Header, formats.NotRequest):   # (a line of the format that is no record)
         return True
     except contract.Malformed:
         return False

@@ -216,6 +216,22 @@ VENDOR = {
 JSON_NAMES = ("caddy", "traefik", "nginx_json")
 #: the vendor presets whose lines may be header lines, and how those start
 VENDOR_HEADERS = {"cloudfront": "#"}
+#: how HAProxy's own messages start (after the syslog prefix, when there is one): its notices and alerts
+#: (``Proxy http-in started.``, ``Server static/srv1 is DOWN, reason: ...``, ``backend static has no server
+#: available!``, ``Health check for server ...``), the connection lines of a proxy without a log format
+#: (``Connect from 10.0.1.2:33312 to 10.0.3.31:8012 (www/HTTP)``), and its messages as written on standard
+#: error (``[WARNING]  (1) : ...``)
+HAPROXY_NOTICES = ("Proxy ", "Server ", "Backup Server ", "backend ", "Health check for ", "Agent check for ",
+                   "Pausing ", "Resuming ", "Stopping ", "Connect from ", "[NOTICE] ", "[WARNING] ", "[ALERT] ")
+#: the vendor presets' lines that are not requests (counted apart as ``non_http_lines``, neither records nor
+#: malformed), as layouts of their own: HAProxy's TCP-mode lines (``option tcplog``) and its notices
+VENDOR_OTHERS = {
+    "haproxy": ("{syslog:prefix}{ip}:{client_port:port} [{time}] {frontend} {backend}/{server} "
+                "{time_queue}/{time_connect}/{time_total} {size} {termination_state} "
+                "{actconn}/{feconn}/{beconn}/{srv_conn}/{retries} {srv_queue}/{backend_queue}",
+                *(f"{{syslog:prefix}}{start}{{message}}" for start in HAPROXY_NOTICES),
+                *(f"{start}{{message}}" for start in HAPROXY_NOTICES)),
+}
 
 
 def _snake(name: str) -> str:
@@ -237,6 +253,9 @@ class LogFormat:
     tokens: tuple = ()
     fields: tuple[str, ...] = contract.FIELDS + contract.TAIL_FIELDS
     header: str = ""                       # a line starting with it is a header line (counted apart)
+    #: layouts of the format's lines that are not requests (``VENDOR_OTHERS``): a line that does not match
+    #: the format but one of these does is counted apart (``OTHER``)
+    others: tuple = ()
     #: the columns change within a log (``w3c``: each ``#Fields:`` line): see ``W3CFormat``
     segmented = False
 
@@ -304,7 +323,14 @@ class LogFormat:
 
     def scan(self, b: bytes, starts: list | None = None):
         """The reference matcher: the fields (bytes) of one line without its CR, or a ``Mismatch``, or
-        ``HEADER`` for a header line; ``starts``, when given, receives each field's byte offset."""
+        ``HEADER`` for a header line, or ``OTHER`` for a line that is not a request (``others``);
+        ``starts``, when given, receives each field's byte offset."""
+        got = self._scan(b, starts)
+        if isinstance(got, Mismatch) and any(not isinstance(o._scan(b), Mismatch) for o in self.others):
+            return OTHER
+        return got
+
+    def _scan(self, b: bytes, starts: list | None = None):
         starts = [] if starts is None else starts
         pos, n, vals, last = 0, len(b), [], None
         if self.header and b.startswith(self.header.encode("ascii")):
@@ -381,6 +407,8 @@ class LogFormat:
         vals = self.scan(raw)
         if vals is HEADER:
             raise Header()
+        if vals is OTHER:
+            raise NotRequest()
         if isinstance(vals, Mismatch):
             raise contract.Malformed(contract.NO_MATCH)
         if any(b"\t" in v or b"\r" in v for v in vals):
@@ -396,7 +424,7 @@ class LogFormat:
             raw = raw[:-1]
         starts: list = []
         m = self.scan(bytes(raw), starts)
-        if m is HEADER:
+        if m is HEADER or m is OTHER:
             return None
         if isinstance(m, Mismatch):
             return str(m)
@@ -440,11 +468,25 @@ class LogFormat:
                 prog.append((2, b"", ord('"')))
             else:
                 prog.append((1, tok.until.encode("ascii"), ord(tok.stop)))
+        for other in self.others:   # (the kernel's T_ELSE: an alternative, matched when the line is not a record)
+            prog.append((17, b"", 0))
+            prog.extend(other.native_program())
         return tuple(prog)
+
+    def others_regex(self) -> str | None:
+        """One regular expression (Spark's, anchored) that the lines ``others`` take match; None without."""
+        if not self.others:
+            return None
+        return "(?s)^(?:" + "|".join(f"(?:{o.regex()})" for o in self.others) + r")\z"
 
 
 class Header(Exception):
     """A header line of the format (CloudFront's ``#Version:``): not a record, not malformed."""
+
+
+class NotRequest(Exception):
+    """A line of the format that is not a request (HAProxy's TCP-mode lines and notices: ``LogFormat.others``):
+    not a record, not malformed, counted apart."""
 
 
 @dataclass(frozen=True)
@@ -491,6 +533,8 @@ def _w3c_format() -> W3CFormat:
 
 #: what ``LogFormat.scan`` gives for a header line
 HEADER = object()
+#: what ``LogFormat.scan`` gives for a line that is not a request (``LogFormat.others``)
+OTHER = object()
 
 
 def _preset_regex(tok: Field) -> str:
@@ -872,7 +916,13 @@ _VENDOR_ITEM = re.compile(r"\{(\?|[a-z_]+)(?::([a-z]+))?\}")
 
 def compile_vendor(name: str) -> LogFormat:
     """A vendor preset (``VENDOR``) as a token program."""
-    text = VENDOR[name]
+    fmt = _compile_template(VENDOR[name], name)
+    others = tuple(_compile_template(text, name) for text in VENDOR_OTHERS.get(name, ()))
+    return replace(fmt, header=VENDOR_HEADERS.get(name, ""), others=others)
+
+
+def _compile_template(text: str, name: str) -> LogFormat:
+    """A layout in the vendor presets' notation (``{field}``, ``{field:kind}``, ``{?}``) as a token program."""
     items: list = []
     pos = 0
     for m in _VENDOR_ITEM.finditer(text):
@@ -885,8 +935,7 @@ def compile_vendor(name: str) -> LogFormat:
                           None if kind in (None, "port") else kind))
         pos = m.end()
     items.append(("lit", text[pos:]))
-    fmt = _program(items, text, "preset", name, escaped_quotes=True)
-    return replace(fmt, header=VENDOR_HEADERS.get(name, ""))
+    return _program(items, text, "preset", name, escaped_quotes=True)
 
 
 def compile_format(spec: str | None) -> LogFormat:

@@ -52,6 +52,8 @@ class StepRun:
     dropped_size_dash: int = 0
     #: the header lines of the log format (CloudFront's, W3C's directives): neither records nor malformed
     header_lines: int = 0
+    #: the lines of the log format that are not requests (HAProxy's TCP-mode lines and notices): likewise
+    non_http_lines: int = 0
 
     def count(self, operator: str, key: str, n: int) -> None:
         c = self.counters.setdefault(operator, {"in": 0, "out": 0})
@@ -65,6 +67,7 @@ class StepRun:
         self.malformed = record.get("malformed", {})
         self.dropped_size_dash = record.get("dropped_size_dash", 0)
         self.header_lines = record.get("header_lines", 0)
+        self.non_http_lines = record.get("non_http_lines", 0)
 
     def to_dict(self) -> dict:
         return {
@@ -73,6 +76,7 @@ class StepRun:
             "lines_read": self.lines_read, "malformed": None if self.lines_read is None else self.malformed,
             "dropped_size_dash": None if self.lines_read is None else self.dropped_size_dash,
             "header_lines": None if self.lines_read is None else self.header_lines,
+            "non_http_lines": None if self.lines_read is None else self.non_http_lines,
         }
 
 
@@ -161,6 +165,10 @@ class FlowRun:
     @property
     def header_lines(self) -> int | None:
         return sum(s.header_lines for s in self.steps) if self.counted else None
+
+    @property
+    def non_http_lines(self) -> int | None:
+        return sum(s.non_http_lines for s in self.steps) if self.counted else None
 
     @property
     def malformed_share(self) -> float | None:

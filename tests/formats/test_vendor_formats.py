@@ -33,7 +33,13 @@ def by_regex(fmt, raw: bytes):
     if fmt.header and raw.startswith(fmt.header.encode()):
         return "header"
     raw = raw[:-1] if raw.endswith(b"\r") else raw      # one trailing CR is the line's end (a CRLF log), cut first
-    m = fmt.python_regex().fullmatch(raw.decode("utf-8"))
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return contract.INVALID_UTF8
+    m = fmt.python_regex().fullmatch(text)
+    if m is None and any(o.python_regex().fullmatch(text) for o in fmt.others):
+        return "non_http"      # (a line of the format that is not a request: its other layouts' expression)
     if m is None:
         return contract.NO_MATCH
     vals = tuple("".join(m.group(int(g)) or "" for g in ref.split("$")[1:]) for ref in fmt.group_refs())
@@ -47,17 +53,23 @@ def reference(fmt, raw: bytes):
         return fmt.parse_line(raw)
     except formats.Header:
         return "header"
+    except formats.NotRequest:
+        return "non_http"
     except contract.Malformed as exc:
         return exc.reason
 
 
 def kernel_fields(fmt, raw: bytes, native: bool):
-    """The kernel's answer for one line: the fields, a malformed reason, or "header" (counted apart)."""
+    """The kernel's answer for one line: the fields, a malformed reason, "header" or "non_http" (counted
+    apart)."""
     parse = kernel.Parser(fmt, fmt.fields, native=native, drop_dash=False).parse
     p = parse(raw + b"\n", True)
     if p.n_header:
-        assert (p.n_lines, p.n_header, p.n_records, p.n_dash, p.malformed) == (1, 1, 0, 0, [])
+        assert (p.n_lines, p.n_header, p.n_other, p.n_records, p.n_dash, p.malformed) == (1, 1, 0, 0, 0, [])
         return "header"
+    if p.n_other:
+        assert (p.n_lines, p.n_header, p.n_other, p.n_records, p.n_dash, p.malformed) == (1, 0, 1, 0, 0, [])
+        return "non_http"
     return parse_one(parse, raw)
 
 
@@ -181,7 +193,8 @@ def test_every_preset_on_every_spark_parse_path_gives_the_local_engines_bytes(sp
         assert records.count(b"\n") == sum(isinstance(e, dict) for _, _, e in cases), spec
         assert parts(tmp_path / f"{spec}-s") == records, spec
         assert parts(tmp_path / f"{spec}-st") == parts(tmp_path / f"{spec}-lt"), spec
-        reasons = Counter(e for _, _, e in cases if isinstance(e, str) and e != "header")
-        assert (got.lines_read, got.malformed, got.dropped_size_dash, got.header_lines) == \
-            (want.lines_read, want.malformed, want.dropped_size_dash, want.header_lines) == \
-            (len(cases), dict(reasons), 0, sum(e == "header" for _, _, e in cases)), spec
+        reasons = Counter(e for _, _, e in cases if isinstance(e, str) and e not in ("header", "non_http"))
+        assert (got.lines_read, got.malformed, got.dropped_size_dash, got.header_lines, got.non_http_lines) == \
+            (want.lines_read, want.malformed, want.dropped_size_dash, want.header_lines, want.non_http_lines) == \
+            (len(cases), dict(reasons), 0, sum(e == "header" for _, _, e in cases),
+             sum(e == "non_http" for _, _, e in cases)), spec

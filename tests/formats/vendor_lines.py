@@ -109,6 +109,9 @@ S3 = [
 
 HAPROXY_LINE = (b'Feb  6 12:14:14 localhost haproxy[14389]: 10.0.1.2:33317 [06/Feb/2009:12:14:14.655] http-in '
                 b'static/srv1 10/0/30/69/109 200 2750 - - ---- 1/1/1/1/0 0/0 {1wt.eu} {} "GET /index.html HTTP/1.1"')
+#: HAProxy's TCP log format (section 8.2.2 of its configuration manual)
+HAPROXY_TCP = (b"Feb  6 12:12:51 localhost haproxy[14387]: 10.0.1.2:33312 [06/Feb/2009:12:12:51.443] fnt "
+               b"bck/srv1 0/0/5007 212 -- 0/0/0/0/3 0/0")
 HAPROXY = [
     ("syslog", HAPROXY_LINE, {"syslog": "Feb  6 12:14:14 localhost haproxy[14389]", "ip": "10.0.1.2",
                               "client_port": "33317", "time": "06/Feb/2009:12:14:14.655", "frontend": "http-in",
@@ -126,10 +129,27 @@ HAPROXY = [
     ("ipv6-headers-with-spaces", HAPROXY_LINE.replace(b"10.0.1.2:33317", b"2001:db8::2:33317")
      .replace(b"{1wt.eu} {}", b"{1wt.eu|Mozilla/5.0 (X11: a)} {text/html}"),
      {"ip": "2001:db8::2", "request_headers": "1wt.eu|Mozilla/5.0 (X11: a)", "response_headers": "text/html"}),
-    # a TCP-mode log line and a notice in the same file: not HTTP requests
-    ("tcp-log", b'Feb  6 12:12:51 localhost haproxy[14387]: 10.0.1.2:33312 [06/Feb/2009:12:12:51.443] fnt '
-     b'bck/srv1 0/0/5007 212 -- 0/0/0/0/3 0/0', "no_match"),
-    ("notice", b"Feb  6 12:12:09 localhost haproxy[14385]: Proxy http-in started.", "no_match"),
+    # TCP-mode log lines (option tcplog) and HAProxy's notices in the same file: not HTTP requests, counted
+    # apart ("non_http"); lines of neither layout stay malformed
+    ("tcp-log", HAPROXY_TCP, "non_http"),
+    ("tcp-log-no-syslog", HAPROXY_TCP.split(b"]: ", 1)[1], "non_http"),
+    ("tcp-log-ipv6", HAPROXY_TCP.replace(b"10.0.1.2:33312", b"2001:db8::2:33312"), "non_http"),
+    ("notice", b"Feb  6 12:12:09 localhost haproxy[14385]: Proxy http-in started.", "non_http"),
+    ("notice-no-syslog", b"Proxy http-in started.", "non_http"),
+    ("server-down", b'Apr  4 09:14:22 lb1 haproxy[12345]: Server app/web01 is DOWN, reason: Layer4 connection '
+     b'problem, info: "Connection refused", check duration: 1ms, 0 active and 1 backup servers left. 0 sessions '
+     b'active, 0 requeued, 0 remaining in queue.', "non_http"),
+    ("server-down-no-syslog", b"Server app/web01 is DOWN, reason: Layer4 timeout, check duration: 2001ms.",
+     "non_http"),
+    ("no-server", b"Feb  6 12:12:10 localhost haproxy[14385]: backend static has no server available!", "non_http"),
+    ("health-check", b"Health check for server app/web01 failed, reason: Layer7 wrong status, code: 503", "non_http"),
+    ("connect-from", b"Feb  6 12:12:09 localhost haproxy[14385]: Connect from 10.0.1.2:33312 to 10.0.3.31:8012 "
+     b"(www/HTTP)", "non_http"),
+    ("stderr-warning", b"[WARNING]  (1) : Server app/web02 is UP, reason: Layer4 check passed.", "non_http"),
+    ("tcp-log-cut", HAPROXY_TCP.rsplit(b" ", 1)[0], "no_match"),
+    ("other-message", b"Feb  6 12:12:09 localhost haproxy[14385]: hello", "no_match"),
+    ("lower-case-notice", b"proxy http-in started.", "no_match"),
+    ("tcp-log-bad-utf8", HAPROXY_TCP.replace(b"fnt", b"f\xffnt"), "invalid_utf8"),
 ]
 
 CLOUDFRONT_FIELDS = (b"#Fields: date time x-edge-location sc-bytes c-ip cs-method cs(Host) cs-uri-stem sc-status "

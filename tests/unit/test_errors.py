@@ -26,6 +26,8 @@ INTERNAL = {
     "logetl.engines.spark.jvm.Unavailable": "why the kernel cannot run in the JVMs: caught, said as a notice",
     "logetl.cli._Shown": "a LogetlError as Click shows it (Click's own exception)",
     "logetl.formats.Header": "a header line's verdict inside the parse, counted apart, never raised out of a run",
+    "logetl.formats.NotRequest": "the verdict inside the parse on a line that is not a request, counted apart, "
+                                 "never raised out of a run",
     "logetl.errors.Terminated": "a KeyboardInterrupt by design: everything that handles Ctrl-C handles it",
     "logetl.jsonformats.NotJson": "why a line is not a JSON object, for its malformed-line sample: never raised out "
                                   "of a run",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from logetl import contract
-from logetl.formats import Header
+from logetl.formats import Header, NotRequest
 
 try:
     from logetl._scan import export_columns as _export
@@ -44,6 +44,7 @@ class Parsed:
     valid: bytes | None = None     # native: the validity bitmap of the records for the fields ``nullable``
     nullable: tuple = ()           # the positions (among the fields emitted) of fields that may be null
     n_header: int = 0              # header lines of the format (CloudFront's, W3C's directives): counted apart
+    n_other: int = 0               # lines of the format that are not requests (HAProxy's TCP lines, notices)
 
     @property
     def n_null(self) -> int:
@@ -119,7 +120,7 @@ def parse_python(data, final: bool, columns: bool = True, parser: "Parser | None
     tail = lines.pop()
     if final and tail:
         lines.append(tail)
-    rows, bad, dash, header, pos = [], [], 0, 0, 0
+    rows, bad, dash, header, other, pos = [], [], 0, 0, 0, 0
     codes = {name: code for code, name in REASON_NAMES.items()}
     for i, raw in enumerate(lines):
         start, pos = pos, pos + len(raw) + 1
@@ -127,6 +128,9 @@ def parse_python(data, final: bool, columns: bool = True, parser: "Parser | None
             fields = parser.format.parse_line(raw) if parser else contract.parse_line(raw)
         except Header:   # a header line of the format: neither a record nor malformed, counted apart
             header += 1
+            continue
+        except NotRequest:   # likewise a line of the format that is not a request
+            other += 1
             continue
         except contract.Malformed as exc:
             bad.append((i, start, start + len(raw), codes[exc.reason]))
@@ -143,7 +147,7 @@ def parse_python(data, final: bool, columns: bool = True, parser: "Parser | None
             dash += 1
     tsv = "".join("\t".join(v or "" for v in r) + "\n" for r in rows).encode("utf-8")   # null: empty
     return Parsed(data, tsv, len(rows), len(lines), dash, bad, rows=rows,
-                  n_fields=len(parser.out) if parser else 5, n_header=header)
+                  n_fields=len(parser.out) if parser else 5, n_header=header, n_other=other)
 
 
 _ALL = tuple(range(len(contract.FIELDS)))
@@ -164,17 +168,18 @@ def parse(data, final: bool, columns: int = VIEWS, out: tuple[int, ...] = _ALL, 
                       drop_dash=drop_dash).parse(data, final, columns)
     if columns == STRINGS and not _STRINGS_BUILT:
         columns = VIEWS
-    tsv, cols, n, n_lines, n_dash, bad, valid, _ = _native(data, final, int(columns), out, 4 if drop_dash else -1)
+    tsv, cols, n, n_lines, n_dash, bad, valid, _, _ = _native(data, final, int(columns), out, 4 if drop_dash else -1)
     nullable = tuple(k for k, i in enumerate(out) if i >= len(contract.FIELDS))
     return _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, len(out), valid, nullable)
 
 
-def _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, width, valid=None, nullable=(), n_header=0) -> Parsed:
+def _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, width, valid=None, nullable=(), n_header=0,
+            n_other=0) -> Parsed:
     if columns == STRINGS:
         return Parsed(data, tsv, n, n_lines, n_dash, bad, strings=cols, n_fields=width, valid=valid,
-                      nullable=nullable, n_header=n_header)
+                      nullable=nullable, n_header=n_header, n_other=n_other)
     return Parsed(data, tsv, n, n_lines, n_dash, bad, views=cols, n_fields=width, valid=valid, nullable=nullable,
-                  n_header=n_header)
+                  n_header=n_header, n_other=n_other)
 
 
 class Parser:
@@ -219,9 +224,10 @@ class Parser:
         if columns == STRINGS and not _STRINGS_BUILT:
             columns = VIEWS
         native = tuple((start, *self._segment_program(cols)) for start, cols in segs)
-        tsv, cols, n, n_lines, n_dash, bad, _, n_header = _native_segments(data, final, int(columns), native,
+        tsv, cols, n, n_lines, n_dash, bad, _, n_header, n_other = _native_segments(data, final, int(columns), native,
                                                                            self.plus, int(self.drop_dash))
-        return _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, len(self.out), n_header=n_header)
+        return _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, len(self.out), n_header=n_header,
+                       n_other=n_other)
 
     def _parse_from_python(self, data, final: bool, segs: list) -> Parsed:
         """``parse_from`` without the kernel: the reference matcher line by line."""
@@ -264,6 +270,8 @@ class Parser:
             return parse_python(data, final, columns, self)
         if columns == STRINGS and not _STRINGS_BUILT:
             columns = VIEWS
-        tsv, cols, n, n_lines, n_dash, bad, _, n_header = _native_format(data, final, int(columns), self._program,
+        tsv, cols, n, n_lines, n_dash, bad, _, n_header, n_other = _native_format(data, final, int(columns),
+                                                                                  self._program,
                                                                          self.out, self.size_index)
-        return _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, len(self.out), n_header=n_header)
+        return _parsed(data, tsv, n, n_lines, n_dash, bad, cols, columns, len(self.out), n_header=n_header,
+                       n_other=n_other)

@@ -144,6 +144,7 @@ class ParseOp(Op):
         st.count(self.node.name, "in", parsed.n_lines)
         st.dropped_size_dash += parsed.n_dash
         st.header_lines += parsed.n_header
+        st.non_http_lines += parsed.n_other
         if parsed.malformed and not isinstance(path, FileGroup):
             samples = self.ctx.run.malformed_samples
             data = parsed.data

@@ -269,6 +269,7 @@ class SparkEngine(SessionSteps, ParsePaths, OnePass, Sinks, Engine):
                 state.malformed[r] = state.malformed.get(r, 0) + n
         state.dropped_size_dash += int(metrics.get("dash") or 0)
         state.header_lines += int(metrics.get("header") or 0)
+        state.non_http_lines += int(metrics.get("other") or 0)
         state.count(node.name, "in", lines)
         state.count(node.name, "out", int(metrics.get("kept") or 0))
 

@@ -26,7 +26,7 @@ STATUS = "_status"
 #: among them, so a step can write them aside for its samples in the same pass (a bounded few per task)
 SAMPLE = "_sample"
 SAMPLES = 5
-KEPT, DASH, HEADER = 0, 4, 5
+KEPT, DASH, HEADER, OTHER = 0, 4, 5, 6
 #: the index of a line's input file (the engine's column, given with each line and given back)
 INPUT = "_input"
 #: a segmented parse (``w3c``): the index of the program of a line (a third column of the lines)
@@ -177,7 +177,7 @@ def probe_in(python: str) -> tuple[str, str]:
 #: ``join_batches``'s rows: the output a row is written to (-1: the batch's counters, written nowhere)
 TAG = "__logetl_output"
 #: the counters of a batch, on its counters row: lines, the malformed reasons 1/2/3, size ``-``, kept, header
-COUNTERS = ("lines", "reason1", "reason2", "reason3", "dash", "kept", "header")
+COUNTERS = ("lines", "reason1", "reason2", "reason3", "dash", "kept", "header", "other")
 
 
 def joined_schema() -> str:
@@ -252,6 +252,6 @@ def join_batches(spec: tuple, sinks: tuple, trap: bool, batches):
         columns = [pa.array(tags + [-1], pa.int32()), pa.array(values + [None], binary),
                    pa.array(codes + [None], pa.int8()), pa.array(inputs + [None], pa.int32())]
         row = [batch.num_rows, by_code.get(1, 0), by_code.get(2, 0), by_code.get(3, 0), by_code.get(DASH, 0), kept,
-               by_code.get(HEADER, 0)]
+               by_code.get(HEADER, 0), by_code.get(OTHER, 0)]
         columns += [pa.array([None] * n + [c], pa.int64()) for c in row]
         yield pa.RecordBatch.from_arrays(columns, names=[TAG, "value", STATUS, INPUT, *COUNTERS])

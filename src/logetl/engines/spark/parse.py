@@ -6,7 +6,7 @@ from functools import partial
 
 from logetl import __version__, assembly, contract, settings
 from logetl.engines.base import EngineUnavailable, StepContext
-from logetl.engines.spark.native import DASH, HEADER, INPUT, KEPT, SAMPLE, STATUS
+from logetl.engines.spark.native import DASH, HEADER, INPUT, KEPT, OTHER, SAMPLE, STATUS
 from logetl.engines.spark.signals import between_java_calls, stopping
 from logetl.io.fs import hadoop_local_path
 from logetl.io.inputs import InputReadError
@@ -19,9 +19,9 @@ SPARK_PATTERN = "(?s)" + contract.PATTERN
 
 
 #: the status of a line longer than ``LOGETL_MAX_LINE`` (after 1-3, the reasons of ``contract.REASONS``,
-#: 4, a size of ``-``, and 5, a header line of the format), and the byte (hex) put before it so that the kernel
-#: calls it malformed (``_marked``)
-TOO_LONG, MARK = 6, "FF"
+#: 4, a size of ``-``, 5, a header line of the format, and 6, a line of it that is not a request), and the byte
+#: (hex) put before it so that the kernel calls it malformed (``_marked``)
+TOO_LONG, MARK = 7, "FF"
 
 
 def malformed_status(status):
@@ -281,7 +281,7 @@ class ParsePaths:
         checked = self._unmarked(checked).withColumn(ORDER, F.monotonically_increasing_id())
         # _status: 0 kept, 1 2 3 the reasons of contract.REASONS (in their order), 4 dropped (size "-"): a
         # small integer, cheap to count, to cache and to filter on; the reason's name only for malformed lines;
-        # 5 a header line of the format; 6 a line too long (``_unmarked``)
+        # 5 a header line of the format; 6 a line of it that is not a request; 7 a line too long (``_unmarked``)
         status = F.col(STATUS)
         obs = Observation(f"parse_{node.name}")
         checked = checked.observe(
@@ -289,7 +289,7 @@ class ParsePaths:
             *[F.count_if(status == code).alias(r) for code, r in enumerate(contract.REASONS, 1)],
             F.count_if(status == TOO_LONG).alias(contract.TOO_LONG),
             F.count_if(status == DASH).alias("dash"), F.count_if(status == KEPT).alias("kept"),
-            F.count_if(status == HEADER).alias("header"))
+            F.count_if(status == HEADER).alias("header"), F.count_if(status == OTHER).alias("other"))
         observations.append((node, obs))
         return checked, fields
 
@@ -587,6 +587,8 @@ class ParsePaths:
         status = F.when(~F.expr("is_valid_utf8(value)"), F.lit(1))
         if fmt.header:   # a header line of the format: counted apart, as the kernel counts it
             status = status.when(line.startswith(fmt.header), F.lit(HEADER))
+        if fmt.others:   # a line that is not a request (HAProxy's TCP lines, notices): as the kernel counts it
+            status = status.when(~line.rlike(pattern) & line.rlike(fmt.others_regex()), F.lit(OTHER))
         status = (status.when(~line.rlike(pattern), F.lit(2))
                   .when((F.instr(F.col("_tsv"), "\r") > 0) | (tabs != n_fields - 1), F.lit(3))
                   .when(is_dash, F.lit(DASH)).otherwise(F.lit(KEPT)))

@@ -143,6 +143,7 @@ class OnePass:
         rows = rows.observe(counted, F.sum("lines").alias("lines"),
                             *[F.sum(f"reason{code}").alias(r) for code, r in enumerate(contract.REASONS, 1)],
                             F.sum("dash").alias("dash"), kept.alias("kept"), F.sum("header").alias("header"),
+                            F.sum("other").alias("other"),
                             *[kept.alias(f"n{i}") for i in range(len(nodes))])   # every record reaches every node
         samples_tag = len(sinks) + 1
         tag, text = F.col(TAG), F.col("value").cast("string")

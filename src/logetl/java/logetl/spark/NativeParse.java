@@ -38,7 +38,7 @@ public final class NativeParse {
     static final int BATCH_BYTES = 8 << 20;
     /** The first malformed lines of each partition are flagged (or sent) as samples. */
     static final int SAMPLES = 5;
-    static final byte KEPT = 0, DASH = 4, HEADER = 5;
+    static final byte KEPT = 0, DASH = 4, HEADER = 5, OTHER = 6;
     private static final byte[] EMPTY = new byte[0];
 
     private NativeParse() {}
@@ -318,9 +318,9 @@ public final class NativeParse {
 
         /** Adds the rows of one parsed batch to {@code rows}; returns the samples left in the partition. */
         int emit(Batch b, List<Row> rows, int samples) {
-            long[] counts = new long[6];   // reasons 1, 2, 3, dash, kept, header
+            long[] counts = new long[7];   // reasons 1, 2, 3, dash, kept, header, other
             for (int i = 0; i < b.n; i++)
-                counts[b.status[i] == KEPT ? 4 : b.status[i] == HEADER ? 5 : b.status[i] - 1]++;
+                counts[b.status[i] == KEPT ? 4 : b.status[i] == HEADER ? 5 : b.status[i] == OTHER ? 6 : b.status[i] - 1]++;
             int width = spec.out.length;
             if (counts[4] > 0) {
                 byte[][] made = new byte[sinks.length][];
@@ -360,7 +360,7 @@ public final class NativeParse {
                 }
             }
             rows.add(row(-1, null, null, null, new long[] {b.n, counts[0], counts[1], counts[2], counts[3],
-                                                           counts[4], counts[5]}));
+                                                           counts[4], counts[5], counts[6]}));
             return samples;
         }
 
@@ -394,12 +394,12 @@ public final class NativeParse {
 
         /** A row of {@code spark_native.joined_schema()}: tag, value (binary), status, input, the counters. */
         static Row row(int tag, byte[] value, Byte status, Integer input, long[] counters) {
-            Object[] values = new Object[11];
+            Object[] values = new Object[12];
             values[0] = tag;
             values[1] = value;
             values[2] = status;
             values[3] = input;
-            for (int c = 0; c < 7; c++) values[4 + c] = counters == null ? null : counters[c];
+            for (int c = 0; c < 8; c++) values[4 + c] = counters == null ? null : counters[c];
             return RowFactory.create(values);
         }
     }
