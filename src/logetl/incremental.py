@@ -499,7 +499,7 @@ def _copies_at_original(plan: Plan) -> None:
 # --- commit ---------------------------------------------------------------------------------------------
 
 _AT_FDCWD = -100
-_NO_TOTALS = {"lines_read": 0, "malformed": 0, "left_out": {}}   # before the first run
+_NO_TOTALS = {"lines_read": 0, "malformed": 0, "apart": 0, "left_out": {}}   # before the first run
 _RENAME_EXCHANGE = 2
 
 
@@ -562,11 +562,12 @@ def _publish(out: Output, staging: str, links: list[str], state: dict) -> None:
 
 
 def run_totals(run) -> dict | None:
-    """A run's line counters (``FlowRun``): lines read, malformed lines, records each filter left out; None
-    when they are not known."""
+    """A run's line counters (``FlowRun``): lines read, malformed lines, lines counted apart (header lines,
+    non-HTTP lines), records each filter left out; None when they are not known."""
     if run.lines_read is None:
         return None
-    return {"lines_read": run.lines_read, "malformed": sum(run.malformed.values()), "left_out": run.left_out()}
+    return {"lines_read": run.lines_read, "malformed": sum(run.malformed.values()),
+            "apart": run.header_lines + run.non_http_lines, "left_out": run.left_out()}
 
 
 def add_totals(before: dict | None, run: dict | None) -> dict | None:
@@ -577,7 +578,8 @@ def add_totals(before: dict | None, run: dict | None) -> dict | None:
     for name, n in run["left_out"].items():
         left[name] = left.get(name, 0) + n
     return {"lines_read": before["lines_read"] + run["lines_read"],
-            "malformed": before["malformed"] + run["malformed"], "left_out": dict(sorted(left.items()))}
+            "malformed": before["malformed"] + run["malformed"],
+            "apart": before.get("apart", 0) + run.get("apart", 0), "left_out": dict(sorted(left.items()))}
 
 
 def commit_output(out: Output, staging: str, plan: Plan, records: int, totals: dict | None = None) -> None:

@@ -128,12 +128,6 @@ def test_filters_apply_before_every_panel(tmp_path, sample):
     (["--who", "humans", "--input", "-"], "--who humans reads the log twice: give it a file, directory or "
                                           "glob, not standard input"),
     (["--output-format", "csv"], "--output-format is not an option of report (it writes report.json)"),
-    (["--format", "caddy"], "the caddy format (JSON lines) writes its time as a Unix epoch (ts): the report reads "
-                            "days and hours of an access-log time dd/Mon/yyyy:HH:MM:SS +zzzz (nginx_json's "
-                            "time_local is one); in a flow, L.timestamp(\"time\") reads it"),
-    (["--format", "traefik"], "the traefik format (JSON lines) writes its time as RFC 3339 (StartUTC): the report "
-                              "reads days and hours of an access-log time dd/Mon/yyyy:HH:MM:SS +zzzz "
-                              "(nginx_json's time_local is one); in a flow, L.timestamp(\"time\") reads it"),
     (["--rebuild"], "--rebuild starts the state of --incremental afresh: give --incremental too"),
     (["--incremental", "--input", "-"], "--incremental reads files: standard input cannot be read again"),
 ])

@@ -29,11 +29,6 @@ PAGE = "index.html"
 WORK = ".report-panels"
 
 
-#: the formats whose ``time`` is not an access-log time, and what it is (the report's days and hours are the
-#: access-log time's as written: these logs would have every request failed)
-OTHER_TIMES = {"caddy": "a Unix epoch (ts)", "traefik": "RFC 3339 (StartUTC)"}
-
-
 class ReportError(UsageError):
     """A report option that cannot be used; the message names it."""
 
@@ -145,10 +140,6 @@ def build(input_path: str, out_dir: str, fmt: formats.LogFormat, *, who: str = "
         raise ReportError(f"--who {who} reads the log twice: give it a file, directory or glob, not standard input")
     check_date("--from", date_from)
     check_date("--until", date_until)
-    if fmt.name in OTHER_TIMES:
-        raise ReportError(f"the {fmt.describe()} writes its time as {OTHER_TIMES[fmt.name]}: the report reads days "
-                          "and hours of an access-log time dd/Mon/yyyy:HH:MM:SS +zzzz (nginx_json's time_local "
-                          "is one); in a flow, L.timestamp(\"time\") reads it")
     if geoip is not None:
         geo.check(geoip)           # a bad database is refused before the log is read
     filters = {"where": parse_where(where, fmt) if where else None, "date_from": date_from,
@@ -318,9 +309,13 @@ def assemble(rows: dict[str, list[dict]], agents: list[dict], classifier: Classi
     left_out = run.left_out()
     invalid_time = left_out.get("valid_time", 0)
     g = rows["general"][0] if rows["general"] else {"hits": 0, "visitors": 0, "bytes": 0, "start": None, "end": None}
+    # a header line (CloudFront's, W3C's directives) or a non-HTTP line (HAProxy's TCP-mode lines and
+    # notices) is no request, neither a valid nor a failed one
+    apart = getattr(run, "header_lines", 0) + getattr(run, "non_http_lines", 0) + getattr(run, "apart", 0)
+    requests = (run.lines_read or 0) - apart
     general = {
-        "total_requests": run.lines_read or 0,
-        "valid_requests": (run.lines_read or 0) - malformed - invalid_time,
+        "total_requests": requests,
+        "valid_requests": requests - malformed - invalid_time,
         "failed_requests": malformed + invalid_time,
         "excluded_hits": sum(v for k, v in left_out.items() if k != "valid_time" and k != "not_found"
                              and k != "with_referer"),

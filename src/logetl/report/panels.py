@@ -6,14 +6,17 @@ Definitions (GoAccess's, where it has them; the guide ``docs/guides/report.md`` 
 
 - a **request** (hit) is a parsed record whose time is valid; a malformed line, or a record whose time is
   not a valid ``dd/Mon/yyyy:HH:MM:SS ±zzzz``, is a *failed request*;
-- a record's **day** and **hour** are read as written in the log (no time-zone conversion);
+- a record's **day** and **hour** are read as written in the log (no time-zone conversion); for the
+  presets whose vendors write another layout (``UTC_TIMES``: ALB, ELB, CloudFront, W3C, Caddy, Traefik,
+  HAProxy), those of its instant in UTC, the zone they write (HAProxy's clock as written);
 - its **bytes** are its size, a size of ``-`` counting 0;
 - a **visitor** is one client (``ip``), day and user agent (as written; none when the format has no user
   agent). As GoAccess counts them by default, requests answered with a 4xx status count no visitor (they
   are hits and bytes all the same): a panel's ``visitors`` is the number of distinct visitors among its
   records with a status outside 400-499;
 - ``requests`` and ``not_found`` are keyed by the request's target as written (``GET /a?b=1 HTTP/1.1`` is
-  ``/a?b=1``; the whole request field when it is not a ``METHOD TARGET PROTOCOL`` line), ``not_found``
+  ``/a?b=1``; the whole request field when it is not a ``METHOD TARGET PROTOCOL`` line; the path and its
+  query when the format writes them apart), ``not_found``
   being the requests answered 404;
 - ``referring_sites`` by the host of the referer URL (requests without one are left out of that panel).
 """
@@ -28,21 +31,61 @@ KEYED = ("visitors", "requests", "not_found", "hosts", "visit_time", "referring_
 NEEDS = {"referring_sites": "referer"}
 
 
-def _expressions(fields: tuple[str, ...]) -> dict:
+#: the presets whose time is not an access-log time ``dd/Mon/yyyy:HH:MM:SS ±zzzz``: their days and hours are
+#: those of ``L.timestamp``'s instant, in UTC, the zone these vendors write (HAProxy writes none: its clock
+#: as written). CloudFront and W3C write the date and the time in two columns.
+UTC_TIMES = {"alb": ("time",), "elb": ("time",), "haproxy": ("time",), "caddy": ("time",),
+             "traefik": ("time",), "cloudfront": ("date", "time"), "w3c": ("date", "time_of_day")}
+#: the fields of the log the panels read; the others are left out before the panels' own fields are made,
+#: so that a format's field of the same name (ALB's ``target``) cannot clash with them
+READ = ("ip", "time", "date", "time_of_day", "request", "path", "query", "response", "size", "referer",
+        "user_agent")
+
+
+def _day_and_hour(fmt) -> tuple:
+    """The record's day (``YYYY-MM-DD``) and hour of day (0-23): of the access-log time as written, or of the
+    instant of a vendor's time (``UTC_TIMES``); for a JSON mapping, whichever of the two reads its time."""
+    as_written = (L.day(L.col("time")), L.hour_of_day(L.col("time")))
+    columns = UTC_TIMES.get(fmt.name, ("time",))
+    instant = L.timestamp(*(L.col(c) for c in columns))
+    utc = (instant.to_string().substring(1, 10), L.hour_of_day(instant))
+    if fmt.name in UTC_TIMES:
+        return utc
+    if fmt.name == "json":         # a mapping: its time may be written in any of timestamp's layouts
+        return L.coalesce(as_written[0], utc[0]), L.coalesce(as_written[1], utc[1])
+    return as_written
+
+
+def _target(fields: tuple[str, ...]):
+    """The request's target as written: of the request line (``GET /a?b=1 HTTP/1.1`` is ``/a?b=1``; the
+    whole field when it is not such a line), or the path and its query (``/a?b=1``) when the format writes
+    them apart (CloudFront, W3C: no request line, or one without the query)."""
+    if "path" in fields:
+        path = L.coalesce(L.col("path"), L.lit(""))
+        if "query" not in fields:
+            return path
+        query = L.col("query")
+        return (L.when(query.is_null() | (query == "") | (query == "-")).then(path)
+                .otherwise(L.concat(path, L.lit("?"), query)))
+    if "request" in fields:
+        request = L.col("request")
+        return L.when(L.method(request).is_not_null()).then(request.split_part(" ", 2)).otherwise(request)
+    return L.lit("-")
+
+
+def _expressions(fmt, fields: tuple[str, ...]) -> dict:
     """The derived fields every panel reads: day, hour, bytes, the visitor key, the request target."""
     agent = L.coalesce(L.col("user_agent"), L.lit("")) if "user_agent" in fields else L.lit("")
     size = L.coalesce(L.col("size").to_int(), L.lit(0)) if "size" in fields else L.lit(0)
-    request = L.col("request")
-    target = (L.when(L.method(request).is_not_null()).then(request.split_part(" ", 2))
-              .otherwise(request)) if "request" in fields else L.lit("-")
     status = L.col("response") if "response" in fields else L.lit("-")
+    day, hour = _day_and_hour(fmt)
     return {
-        "day": L.day(L.col("time")),
-        "hour": L.hour_of_day(L.col("time")),
+        "day": day,
+        "hour": hour,
         "bytes": size,
         "agent": agent,
         "status": status,
-        "target": target,
+        "target": _target(fields),
     }
 
 
@@ -57,7 +100,10 @@ def base(fmt, where=None, date_from: str | None = None, date_until: str | None =
     fields = records.fields
     if where is not None:
         records = records.filter(where, name="where")
-    derived = _expressions(fields)
+    if set(fields) - set(READ):
+        fields = tuple(f for f in fields if f in READ)
+        records = records.select(*fields, name="report_read")
+    derived = _expressions(fmt, fields)
     records = records.derive(name="report_fields", **derived)
     records = records.filter(L.col("day").is_not_null(), name="valid_time")
     if date_from is not None:

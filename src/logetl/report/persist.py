@@ -167,6 +167,7 @@ class Counted:
     malformed: dict
     dropped: dict
     inputs: list[dict]
+    apart: int = 0      # header lines and non-HTTP lines: neither requests nor failed ones
 
     def left_out(self) -> dict[str, int]:
         return dict(self.dropped)
@@ -182,7 +183,8 @@ def counters(totals: dict | None, inputs: list[dict], excluded: int | None) -> C
     dropped = dict(totals["left_out"])
     if excluded is not None:
         dropped["who"] = excluded
-    return Counted(totals["lines_read"], {"malformed": totals["malformed"]}, dropped, inputs)
+    return Counted(totals["lines_read"], {"malformed": totals["malformed"]}, dropped, inputs,
+                   totals.get("apart", 0))
 
 
 def read_options(state_dir: str) -> dict | None:
