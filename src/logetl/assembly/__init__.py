@@ -19,11 +19,12 @@ treat one record at a time), ``holding`` (the blocking nodes and ``HashJoin``) a
 """
 from __future__ import annotations
 
+# the API reference lists the nodes in this order: by module, each module's in the order of a flow
 from logetl.assembly.base import AssemblyError, MissingField, Pipe
-from logetl.assembly.ends import HEADERS, SINK_FORMATS, UNPARTITIONED, DropSizeDash, Parse, Sink, Source
-from logetl.assembly.records import Checkpoint, Derive, Filter, Rename, Select
-from logetl.assembly.holding import MAX_COUNT, GroupBy, HashJoin, Limit, Sort, Sql, Top, Unique, Visits
-from logetl.assembly.flow import Flow, Step
+from logetl.assembly.ends import Source, Parse, DropSizeDash, Sink, UNPARTITIONED, SINK_FORMATS, HEADERS
+from logetl.assembly.records import Filter, Select, Rename, Derive, Checkpoint
+from logetl.assembly.holding import Unique, GroupBy, HashJoin, Sort, MAX_COUNT, Limit, Top, Visits, Sql
+from logetl.assembly.flow import Step, Flow
 
 #: the public names (the API reference documents each)
 __all__ = [
