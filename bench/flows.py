@@ -198,7 +198,7 @@ def reference(log: str) -> bytes:
     kept = log + ".status_by_hour.tsv"
     if os.path.exists(kept) and os.path.getmtime(kept) >= os.path.getmtime(log):
         return result_bytes(kept)
-    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
     import independent
 
     with open(log, "rb") as f:

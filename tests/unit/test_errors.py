@@ -65,7 +65,7 @@ def test_every_error_class_of_logetl_derives_from_logetl_error():
 
 EXIT_CODES = {
     "logetl.errors.UsageError": 2, "logetl.errors.EnvError": 2, "logetl.errors.RunFailed": 1,
-    "logetl.assembly.AssemblyError": 2, "logetl.assembly.MissingField": 2,
+    "logetl.assembly.base.AssemblyError": 2, "logetl.assembly.base.MissingField": 2,
     "logetl.expressions.base.ExpressionError": 2, "logetl.expressions.base.UnknownName": 2,
     "logetl.formats.FormatError": 2, "logetl.flowfile.FlowFileError": 2, "logetl.job.JobError": 2,
     "logetl.incremental.IncrementalError": 2, "logetl.workdir.WorkDirError": 2, "logetl.workdir.OutputsHeld": 1,
@@ -90,7 +90,7 @@ def test_each_error_class_has_its_exit_code():
 
 
 @pytest.mark.parametrize("name,also", [
-    ("logetl.assembly.AssemblyError", ValueError), ("logetl.assembly.MissingField", ValueError),
+    ("logetl.assembly.base.AssemblyError", ValueError), ("logetl.assembly.base.MissingField", ValueError),
     ("logetl.expressions.base.ExpressionError", ValueError), ("logetl.expressions.base.UnknownName", AttributeError),
     ("logetl.io.inputs.InputReadError", ValueError), ("logetl.engines.base.InjectedFailure", RuntimeError),
     ("logetl.monitor.documents.DocumentError", ValueError), ("logetl.monitor.outbound.WebhookRefused", ValueError),
@@ -99,7 +99,7 @@ def test_an_error_that_was_a_builtin_error_still_is(name, also):
     """Callers that catch ``ValueError`` (or ``hasattr``'s ``AttributeError``) keep working."""
     cls = _exception_classes()[name]
     assert issubclass(cls, also) and issubclass(cls, LogetlError)
-    error = cls("a message é") if name != "logetl.assembly.MissingField" else cls("a message é", "ip")
+    error = cls("a message é") if name != "logetl.assembly.base.MissingField" else cls("a message é", "ip")
     assert (str(error), error.message) == ("a message é", "a message é")
 
 

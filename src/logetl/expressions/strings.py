@@ -86,25 +86,7 @@ def portable_regex(pattern: str, sized: bool = True) -> str:
             out.append(pattern[i:i + 2])
             i, quantifiable = i + 2, True
         elif c == "[":
-            j = i + 1
-            if j < n and pattern[j] == "^":
-                j += 1
-            if j < n and pattern[j] == "]":
-                fail("a class starting with ] is not portable (escape it)")
-            start = j
-            while j < n and pattern[j] != "]":
-                if pattern[j] == "\\":
-                    if j + 1 >= n or pattern[j + 1] not in _ESCAPABLE:
-                        fail(f"escape \\{pattern[j + 1:j + 2]} in a class is not portable")
-                    j += 2
-                    continue
-                if pattern[j] == "[" or pattern.startswith("&&", j):
-                    fail("nested classes, POSIX classes and && are not portable")
-                j += 1
-            if j >= n:
-                fail("unterminated class")
-            if j == start:
-                fail("empty class")
+            j = _class_end(pattern, i, fail)
             out.append(pattern[i:j + 1])
             i, quantifiable = j + 1, True
         elif c == "(":
@@ -128,14 +110,10 @@ def portable_regex(pattern: str, sized: bool = True) -> str:
             if not quantifiable:
                 fail("nothing to repeat")
             if c == "{":
-                m = re.match(r"\{(\d+)(,(\d*))?\}", pattern[i:])
-                if not m or (m.group(3) and int(m.group(3)) < int(m.group(1))):
-                    fail("a bad {n,m} quantifier")
-                if int(m.group(1)) > 1000 or (m.group(3) and int(m.group(3)) > 1000):
-                    fail("repetition counts above 1000 are not portable")
+                counts = _counted_repetition(pattern, i, fail)
                 counted = True
-                out.append(m.group(0))
-                i += len(m.group(0))
+                out.append(counts)
+                i += len(counts)
             else:
                 out.append(c)
                 i += 1
@@ -167,6 +145,42 @@ def portable_regex(pattern: str, sized: bool = True) -> str:
         if too_large:
             raise ExpressionError(f"regex {pattern!r}: {too_large}")
     return compiled
+
+
+def _class_end(pattern: str, i: int, fail) -> int:
+    """The offset of the ``]`` closing the class that starts at ``pattern[i]``, its contents checked
+    against the portable subset (``fail`` names what is not)."""
+    n, j = len(pattern), i + 1
+    if j < n and pattern[j] == "^":
+        j += 1
+    if j < n and pattern[j] == "]":
+        fail("a class starting with ] is not portable (escape it)")
+    start = j
+    while j < n and pattern[j] != "]":
+        if pattern[j] == "\\":
+            if j + 1 >= n or pattern[j + 1] not in _ESCAPABLE:
+                fail(f"escape \\{pattern[j + 1:j + 2]} in a class is not portable")
+            j += 2
+            continue
+        if pattern[j] == "[" or pattern.startswith("&&", j):
+            fail("nested classes, POSIX classes and && are not portable")
+        j += 1
+    if j >= n:
+        fail("unterminated class")
+    if j == start:
+        fail("empty class")
+    return j
+
+
+def _counted_repetition(pattern: str, i: int, fail) -> str:
+    """The quantifier ``{n}``, ``{n,}`` or ``{n,m}`` at ``pattern[i]``, checked (``fail`` names what is not
+    portable)."""
+    m = re.match(r"\{(\d+)(,(\d*))?\}", pattern[i:])
+    if not m or (m.group(3) and int(m.group(3)) < int(m.group(1))):
+        fail("a bad {n,m} quantifier")
+    if int(m.group(1)) > 1000 or (m.group(3) and int(m.group(3)) > 1000):
+        fail("repetition counts above 1000 are not portable")
+    return m.group(0)
 
 
 #: how deep groups may nest: Rust's regex crate (Polars') refuses 250 levels of nesting (Java takes more)
