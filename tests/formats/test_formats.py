@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from conftest import HERE, ROOT, logetl, parts, read
 from format_cases import APACHE_ISSUE, CASES, NGINX_FIELDS, NGINX_ISSUE
 from test_contract import parse_one
-from logetl import contract, formats
+from logetl import contract, formatfiles, formats
 from logetl.engines import kernel
 from logetl.job import run_program
 from logetl.listener import SUCCESSFUL
@@ -85,19 +85,19 @@ def test_bad_formats_name_the_directive_and_position(spec, needles):
 
 def test_format_files():
     with pytest.raises(formats.FormatError, match="3 formats.*vhost_combined, combined, common"):
-        formats.read_format_file(fixture("apache2.conf"))
-    f = formats.read_format_file(fixture("apache2.conf") + "#vhost_combined")
+        formatfiles.read_format_file(fixture("apache2.conf"))
+    f = formatfiles.read_format_file(fixture("apache2.conf") + "#vhost_combined")
     assert f.fields[:3] == ("vhost", "port", "ip") and "bytes_sent" in f.fields
     with pytest.raises(formats.FormatError, match="no format named 'nope'"):
-        formats.read_format_file(fixture("apache2.conf") + "#nope")
-    n = formats.read_format_file(fixture("nginx.conf"))       # a directive over three lines
+        formatfiles.read_format_file(fixture("apache2.conf") + "#nope")
+    n = formatfiles.read_format_file(fixture("nginx.conf"))       # a directive over three lines
     assert n.text == NGINX_ISSUE and n.fields == formats.compile_format(NGINX_ISSUE).fields
-    j = formats.read_format_file(fixture("nginx_json.conf"))  # escape=json: backslash escapes
+    j = formatfiles.read_format_file(fixture("nginx_json.conf"))  # escape=json: backslash escapes
     assert [t.escaped for t in j.tokens if isinstance(t, formats.Field) and t.kind == "quoted"] == [True, True]
     with pytest.raises(formats.FormatError, match="cannot go together"):
         formats.resolve("common", fixture("nginx.conf"))
     with pytest.raises(formats.FormatError, match="no LogFormat"):
-        formats.read_format_file(fixture("common.log"))
+        formatfiles.read_format_file(fixture("common.log"))
 
 
 def refusal(spec: str) -> str:
@@ -147,7 +147,7 @@ def test_a_duplicate_nginx_log_format_name_is_refused(tmp_path):
     want = f"{path}:4: duplicate log_format name 'main' (first defined at line 2); nginx refuses it too"
     for spec in (path, path + "#main", path + "#other"):
         with pytest.raises(formats.FormatError) as exc:
-            formats.read_format_file(spec)
+            formatfiles.read_format_file(spec)
         assert str(exc.value) == want
 
 
@@ -157,14 +157,14 @@ def test_an_apache_nickname_defined_again_takes_the_last_definition(tmp_path):
     path = conf(tmp_path, 'LogFormat "%h %l %u %t \\"%r\\" %>s %b" common\n'
                           'LogFormat "%h %t \\"%r\\" %>s %b" agent\n'
                           'LogFormat "%h %u %t \\"%r\\" %>s %b" Common\n')
-    assert formats.read_format_file(path + "#common").text == '%h %u %t "%r" %>s %b'
-    assert formats.read_format_file(path + "#COMMON").text == '%h %u %t "%r" %>s %b'
+    assert formatfiles.read_format_file(path + "#common").text == '%h %u %t "%r" %>s %b'
+    assert formatfiles.read_format_file(path + "#COMMON").text == '%h %u %t "%r" %>s %b'
     with pytest.raises(formats.FormatError) as exc:
-        formats.read_format_file(path)
+        formatfiles.read_format_file(path)
     assert str(exc.value) == f"format file {path!r} holds 2 formats (Common, agent): choose one with " \
                              f"--format-file '{path}#NAME'"
     once = conf(tmp_path, 'LogFormat "%h %r" common\nLogFormat "%h %u %r" common\n', "once.conf")
-    assert formats.read_format_file(once).text == "%h %u %r"      # one nickname: no #NAME needed
+    assert formatfiles.read_format_file(once).text == "%h %u %r"      # one nickname: no #NAME needed
 
 
 @pytest.mark.parametrize("text", [
@@ -176,14 +176,14 @@ def test_an_apache_line_ending_in_a_backslash_continues(tmp_path, text):
     """Apache joins a line ending in a backslash with the next (the backslash and line break removed);
     logetl took the backslash for the nickname or met an unterminated quote."""
     path = conf(tmp_path, "# continued\n" + text + 'LogFormat "%h" other\n')
-    f = formats.read_format_file(path + "#common")
+    f = formatfiles.read_format_file(path + "#common")
     assert f.text == '%h %l %u %t "%r" %>s %b'
     assert f.fields == ("ip", "ident", "user", "time", "request", "response", "size")
 
 
 def test_a_backslash_ending_the_file_ends_the_line(tmp_path):
     path = conf(tmp_path, 'LogFormat "%h %r" common \\')
-    assert formats.read_format_file(path + "#common").text == "%h %r"
+    assert formatfiles.read_format_file(path + "#common").text == "%h %r"
 
 
 def test_a_port_after_a_separator_splits_at_its_last_occurrence():
