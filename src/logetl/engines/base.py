@@ -14,7 +14,7 @@ from logetl import assembly, settings
 from logetl.expressions import Expr
 from logetl.io.fs import LOCAL, hadoop_local_path
 from logetl.io.outputs import StagedOutput, discard_own_staging
-from logetl.errors import EnvError, RunFailed, UsageError, out_of_space_reason, stop_reason
+from logetl.errors import EnvError, RunFailed, UsageError, out_of_space_reason, signals_held, stop_reason
 from logetl.listener import (
     FAILED, RUNNING, SKIPPED, STOPPED, SUCCESSFUL, FlowListener, FlowRun, StepRun)
 from logetl.workdir import Resume, WorkDir
@@ -421,9 +421,12 @@ class Engine:
         this flow's (a kill from here on leaves the retired directory, named after the flow). The outputs
         are let go first: what is left to do, removing the retired directory, any run may do."""
         try:
-            if taps.locks is not None:
-                taps.locks.release()
-            taps.work.finish()
+            # a stop now changes nothing of the result: it waits the moments the removal takes, so that a
+            # run that succeeds leaves its outputs alone, not half its working directory
+            with signals_held():
+                if taps.locks is not None:
+                    taps.locks.release()
+                taps.work.finish()
         except (OSError, KeyboardInterrupt):
             pass   # what is left is retired or recognisably logetl's: the next run removes it
 
