@@ -67,7 +67,8 @@ class _Group(_OptionsOnce, click.Group):
     def main(self, *args, **kwargs):
         _occupy_closed_std_fds()
         given = kwargs.get("args", args[0] if args else None)
-        with errors.signals_of_command(errors.said_when_stopped(sys.argv[1:] if given is None else given)):
+        self.said = errors.said_when_stopped(sys.argv[1:] if given is None else given)
+        with errors.signals_of_command(self.said):
             return super().main(*args, **kwargs)
 
     def invoke(self, ctx):
@@ -77,7 +78,9 @@ class _Group(_OptionsOnce, click.Group):
             try:
                 return self._invoke(ctx)
             except KeyboardInterrupt as exc:
-                _stopped(exc, errors.said_when_stopped([ctx.invoked_subcommand or ""]))
+                # (before Click has named the subcommand, what the command line names)
+                _stopped(exc, errors.said_when_stopped([ctx.invoked_subcommand]) if ctx.invoked_subcommand
+                         else getattr(self, "said", ""))
 
     def _invoke(self, ctx):
         """Every ``LogetlError`` as one line; anything else as one line naming it as internal."""

@@ -213,8 +213,8 @@ def test_a_batch_ends_at_8_mb_of_lines_whatever_its_count(spark_session):
     rows = jvm_joined(spark_session, spec, lines, [0] * 4, 10_000, ((0, 1, 2, 3, 4),))
     counters = [r[4:] for r in rows if r[0] == -1]
     # batches: [ok, long] (8 MB reached after the long line), then [ok, ok]
-    assert counters == [(2, 0, 1, 0, 0, 1, 0), (2, 0, 0, 0, 0, 2, 0)]
-    assert len(COUNTERS) == 7
+    assert counters == [(2, 0, 1, 0, 0, 1, 0, 0), (2, 0, 0, 0, 0, 2, 0, 0)]
+    assert len(COUNTERS) == 8
     assert [r[1] for r in rows if r[0] == 2] == [long]   # the sample: the long line, whole
 
 

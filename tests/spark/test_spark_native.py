@@ -154,7 +154,7 @@ def test_joined_lines_are_the_line_kernels_on_the_corpus(large):
         assert trap == b"".join(line + b"\n" for _, line in malformed)
         assert samples == malformed[:5]
         assert counters == {"lines": len(lines), "kept": reference.tsv.count(b"\n"), "dash": reference.n_dash,
-                            "header": reference.n_header,
+                            "header": reference.n_header, "other": reference.n_other,
                             **{f"reason{c}": sum(code == c for code, _ in malformed) for c in (1, 2, 3)}}
 
 
