@@ -1,4 +1,4 @@
-"""A seeded generator of realistic Apache combined-format access-log lines, about 0.6M a second of CPU time.
+"""A seeded generator of realistic Apache combined-format access-log lines, about a million a second.
 
 Clients repeat with a heavy-headed distribution, like real traffic (a few crawlers and heavy users, a long
 tail, new clients arriving as the log goes on); about a quarter of requests are for ``/images/``; sizes are
