@@ -64,14 +64,20 @@ def split_lines(data: bytes) -> list[bytes]:
     return lines
 
 
-def parse_line(raw: bytes) -> tuple[str, str, str, str, str]:
-    """Parse one raw line (without its ``\\n``) into the five fields, or raise ``Malformed``."""
+def line_text(raw: bytes) -> tuple[bytes, str]:
+    """A raw line (without its ``\\n``) as every format reads it: its bytes without a final CR, and their
+    text; ``Malformed(INVALID_UTF8)`` when they are not UTF-8."""
     if raw.endswith(b"\r"):
         raw = raw[:-1]
     try:
-        text = raw.decode("utf-8")
+        return raw, raw.decode("utf-8")
     except UnicodeDecodeError:
         raise Malformed(INVALID_UTF8) from None
+
+
+def parse_line(raw: bytes) -> tuple[str, str, str, str, str]:
+    """Parse one raw line (without its ``\\n``) into the five fields, or raise ``Malformed``."""
+    raw, text = line_text(raw)
     m = REGEX.fullmatch(text)
     if m is None:
         raise Malformed(NO_MATCH)

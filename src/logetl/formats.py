@@ -398,12 +398,7 @@ class LogFormat:
         if self.legacy:
             fields = contract.parse_line(raw)
             return fields + contract.parse_tail(raw, fields)
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise contract.Malformed(contract.INVALID_UTF8) from None
+        raw, _ = contract.line_text(raw)
         vals = self.scan(raw)
         if vals is HEADER:
             raise Header()

@@ -332,12 +332,7 @@ class JsonFormat(LogFormat):
         return [v.encode("utf-8") for v in vals]
 
     def parse_line(self, raw: bytes) -> tuple[str | None, ...]:
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise contract.Malformed(contract.INVALID_UTF8) from None
+        _, text = contract.line_text(raw)
         try:
             vals = read_fields(self.tokens, text)
         except NotJson:

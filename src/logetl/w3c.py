@@ -187,12 +187,7 @@ def parse_line(raw: bytes, cols: tuple[str, ...] | None = None) -> tuple[str, ..
     ``contract.Malformed``; ``formats.Header`` for a directive line."""
     from logetl.formats import Header
 
-    if raw.endswith(b"\r"):
-        raw = raw[:-1]
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise contract.Malformed(contract.INVALID_UTF8) from None
+    raw, _ = contract.line_text(raw)
     vals = scan(raw, columns(DEFAULT_FIELDS) if cols is None else cols)
     if vals == "header":
         raise Header()
