@@ -288,9 +288,12 @@ class WorkDir:
         fs = self.fs
         fs.makedirs(fs.parent(self.path))
         fresh = f"{self.path}.new-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        fs.makedirs(fresh)
-        fs.touch(fs.join(fresh, MARKER))
-        fs.rename(fresh, self.path)
+        # three calls that a stop must not part: a stopped run leaves the directory or nothing, never the
+        # half-made copy (a rerun would remove it, but a user would see it beside the outputs meanwhile)
+        with signals_held():
+            fs.makedirs(fresh)
+            fs.touch(fs.join(fresh, MARKER))
+            fs.rename(fresh, self.path)
 
     def _retire(self, path: str) -> None:
         trash = f"{self.path}.trash-{os.getpid()}-{uuid.uuid4().hex[:8]}"
