@@ -203,6 +203,16 @@ def case_crc32(p):
         "wide": lines("2677523213", "4153401609")}
 
 
+def case_crc32_null_empty(p):
+    """A null value's CRC-32 is null, the empty string's 0 (``zlib.crc32(b"")``): the third piece of R3's
+    request is there and empty, the others' are null; R7's size is the empty string."""
+    c = L.col
+    out = p.derive(t=L.crc32(c("request").split_part(",", 3)), s=L.crc32(c("size"))).select("size", "t", "s")
+    return [out.write("out")], {"out": lines(
+        "123\t\t2286445522", "12a\t\t221074186", "-5\t0\t926977075", "0\t\t4108050209", "7\t\t1790921346",
+        "1234567890123456789\t\t3547206425", "\t\t0", "-0\t\t1193965756", "99\t\t274208589")}
+
+
 def case_hash64(p):
     """Its numbers are the engine's own: the case shows what they are for (equal strings, equal hashes;
     distinct combinations counted) in bytes that hold on both engines."""

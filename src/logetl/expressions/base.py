@@ -166,8 +166,8 @@ def _values(values) -> tuple:
 class Compiler:
     """Compiles the expressions of one operator of one run through an engine's table (``table``: expression
     class -> function(compiler, expression)); ``compiler(expr)`` is the engine's value (a Polars
-    expression, a Spark Column). Per-run state, such as crc32's memo, lives in what a compilation makes,
-    never in the engine."""
+    expression, a Spark Column). Per-run state, where an expression needs any, lives in what a compilation
+    makes (one compiler per operator of a run), never in the engine."""
 
     table: dict = {}
 
