@@ -467,12 +467,6 @@ class LogFormat:
             for c in (b"\t", b"\r"):
                 if c in v:
                     return f"field {name!r} at byte {starts[self.fields.index(name)] + v.index(c)}: {c.decode()!r}"
-        for name, v, at in zip(self.fields, m, starts):
-            try:
-                if name in self.decode:
-                    percent_decode(v).decode("utf-8")
-            except UnicodeDecodeError:
-                return f"field {name!r} at byte {at}: its escapes decode to bytes that are not UTF-8"
         return None
 
     def size_index(self) -> int:
