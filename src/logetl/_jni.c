@@ -13,7 +13,8 @@
  *   spans:   filled for kept lines: field k of line i is data[spans[2 (i n_out + k)], spans[2 (i n_out + k) + 1])
  *   status:  filled: one byte a line, 0 kept, 1/2/3 malformed (invalid UTF-8, no match, TAB or CR), 4 dropped
  *   A JSON program (_json.h) writes the values it decodes after the lines, in data[offsets[n], length of data)
- *   (the Java side leaves room there: see NativeParse), and its spans may point there.
+ *   (the Java side leaves room there: see NativeParse), and its spans may point there; a program with
+ *   T_DECODE writes the decoded fields of a kept line over their own text, their spans shortened.
  * Kernel.version() -> the logetl version this library was built from. */
 #include <jni.h>
 #include <stdlib.h>
@@ -120,6 +121,12 @@ JNIEXPORT jint JNICALL Java_logetl_spark_Kernel_parse(JNIEnv *env, jclass cls, j
             status[i] = (jbyte)reason;
             if (reason >= LINE_UTF8 && reason <= LINE_TABCR) n_bad++;
             else if (reason == ST_KEPT) {
+                if (pgp && pgp->any_decode)   /* in place, each field once: the text only shrinks */
+                    for (int k = 0; k < pgp->n_fields; k++)
+                        if (pgp->decode[k]) {
+                            unsigned char *d = (unsigned char *)f[k].s;
+                            f[k].e = d + pct_decode(d, d, f[k].e);
+                        }
                 jint *sp = spans + 2 * (size_t)i * n_out;
                 for (jsize k = 0; k < n_out; k++) {
                     int null = !f[out[k]].s;   /* a tail field of a line without a well-formed tail */
@@ -129,8 +136,10 @@ JNIEXPORT jint JNICALL Java_logetl_spark_Kernel_parse(JNIEnv *env, jclass cls, j
             }
         }
     }
-    /* a JSON program wrote its values into data: kept (a JVM may have given a copy) */
-    if (data) (*env)->ReleasePrimitiveArrayCritical(env, data_a, (void *)data, pgp && pgp->json ? 0 : JNI_ABORT);
+    /* a JSON program wrote its values into data, a program decoding fields (T_DECODE) its kept lines' decoded
+     * fields over their text: kept (a JVM may have given a copy) */
+    if (data) (*env)->ReleasePrimitiveArrayCritical(env, data_a, (void *)data,
+                                                     pgp && (pgp->json || pgp->any_decode) ? 0 : JNI_ABORT);
     if (status) (*env)->ReleasePrimitiveArrayCritical(env, status_a, status, 0);
     if (spans) (*env)->ReleasePrimitiveArrayCritical(env, spans_a, spans, 0);
     if (offsets) (*env)->ReleasePrimitiveArrayCritical(env, offsets_a, offsets, JNI_ABORT);

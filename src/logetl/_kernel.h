@@ -231,11 +231,17 @@ static int parse_tail(const unsigned char *q, const unsigned char *e, span t[2])
  * is a field that takes no text of its own: the span from the start of field lit[0] to the end of field lit[1]
  * (two earlier fields, lit[0] <= lit[1]: W3C's "date time" as one field, beside each); T_EMPTY a field that is always
  * empty (a column the line's header lacks); T_DASH_EMPTY is no token but a mark of the program: a field
- * whose whole value is "-" is empty (W3C's empty value), after the size's "-" is looked at. */
+ * whose whole value is "-" is empty (W3C's empty value), after the size's "-" is looked at; T_DECODE is
+ * likewise a mark: the fields whose indexes are the bytes of lit are percent-decoded where they are written
+ * (pct_decode; CloudFront's URL-encoded values), and a line whose decoded fields are not UTF-8 is malformed
+ * (LINE_UTF8, as a line that is not UTF-8 is); T_SHAPE is a mark too: lit holds pairs (field index, shape),
+ * shape 'n' a number (an optional '+' or '-', then one digit or more) or 'w' a word (no space), and a line
+ * whose field is not of its shape does not match (LINE_NOMATCH: HAProxy's custom log formats); at the end of
+ * a T_ELSE alternative, the same for the alternative's fields. */
 enum { T_LIT = 0, T_UNTIL = 1, T_ESCAPED = 2, T_REST = 3, T_SPLIT = 4, T_NTH = 5, T_OPT = 6, T_MAYBE = 7,
        T_QOR = 8, T_PREFIX = 9, T_SKIP = 10,
        /* (11-13 are the JSON program's, _json.h) */
-       T_JOIN = 14, T_EMPTY = 15, T_DASH_EMPTY = 16, T_ELSE = 17 };
+       T_JOIN = 14, T_EMPTY = 15, T_DASH_EMPTY = 16, T_ELSE = 17, T_DECODE = 18, T_SHAPE = 19 };
 /* T_ELSE ends the record's program and starts an alternative: the tokens after it, up to the next T_ELSE,
  * are a layout of the format's lines that are not records (ST_OTHER), matched only on a line the record's
  * program does not match; their fields are never written. */
@@ -263,6 +269,8 @@ typedef struct {
     int n_main;                    /* the record's tokens (before the first T_ELSE; set by program_close) */
     int n_alt, alt_fields;         /* T_ELSE alternatives, and the fields of the one being added */
     int dash_empty;                /* T_DASH_EMPTY: a field of exactly "-" is empty */
+    unsigned char decode[MAX_FIELDS]; int any_decode;   /* T_DECODE: the fields percent-decoded */
+    const unsigned char *shapes; ptrdiff_t shapes_len;  /* T_SHAPE's pairs (field, shape) of the record */
 } program;
 
 #include "_json.h"
@@ -285,10 +293,27 @@ static inline int program_add(program *pg, int kind, const unsigned char *lit, p
         pg->alt_fields = 0;
         return 0;
     }
+    if (kind == T_SHAPE) {   /* after the fields it names: the record's, or (a token) its alternative's */
+        int n_fields = pg->n_alt ? pg->alt_fields : pg->n_fields;
+        if (lit_len % 2) return -1;
+        for (ptrdiff_t i = 0; i < lit_len; i += 2)
+            if (lit[i] >= n_fields || (lit[i + 1] != 'n' && lit[i + 1] != 'w')) return -1;
+        if (pg->n_alt) pg->tokens[pg->n_tokens++] = (token){kind, lit, lit_len, stop};
+        else { pg->shapes = lit; pg->shapes_len = lit_len; }
+        return 0;
+    }
     if (pg->n_alt) {   /* an alternative's token: matched, its fields never written */
         if (kind < T_LIT || kind > T_PREFIX || ((kind == T_MAYBE || kind == T_PREFIX) && lit_len < 1)) return -1;
         if (kind != T_LIT && kind != T_OPT && ++pg->alt_fields > MAX_FIELDS) return -1;
         pg->tokens[pg->n_tokens++] = (token){kind, lit, lit_len, stop};
+        return 0;
+    }
+    if (kind == T_DECODE) {   /* after the fields it names (none joined: the JVM decodes in place) */
+        if (pg->n_join) return -1;
+        for (ptrdiff_t i = 0; i < lit_len; i++) {
+            if (lit[i] >= pg->n_fields || lit[i] >= MAX_FIELDS) return -1;
+            pg->decode[lit[i]] = 1; pg->any_decode = 1;
+        }
         return 0;
     }
     if (kind < T_LIT || (kind > T_SKIP && kind < T_JOIN) || kind > T_DASH_EMPTY) return -1;
@@ -488,6 +513,22 @@ static int parse_program_line(const program *pg, const unsigned char *p, const u
     return LINE_OK;
 }
 
+/* Whether the fields f have the shapes of T_SHAPE's n bytes of pairs sh (field index, 'n' or 'w'). */
+static int shapes_ok(const unsigned char *sh, ptrdiff_t n, const span *f) {
+    for (ptrdiff_t i = 0; i < n; i += 2) {
+        const unsigned char *q = f[sh[i]].s, *e = f[sh[i]].e;
+        if (sh[i + 1] == 'w') {
+            if (memchr(q, ' ', (size_t)(e - q))) return 0;
+            continue;
+        }
+        if (q < e && (*q == '+' || *q == '-')) q++;
+        if (q == e) return 0;
+        for (; q < e; q++)
+            if (!is_digit(*q)) return 0;
+    }
+    return 1;
+}
+
 /* Whether one of pg's alternatives (T_ELSE) matches the line that its record's program does not: each is
  * run as a program of its own (its fields in f, never written; a TAB or CR in them does not matter). */
 static int other_line(const program *pg, const unsigned char *p, const unsigned char *e, span *f) {
@@ -496,17 +537,68 @@ static int other_line(const program *pg, const unsigned char *p, const unsigned 
         const token *b = a + 1;
         int n_fields = 0;
         for (; b < end && b->kind != T_ELSE; b++)
-            if (b->kind != T_LIT && b->kind != T_OPT) n_fields++;
+            if (b->kind != T_LIT && b->kind != T_OPT && b->kind != T_SHAPE) n_fields++;
+        const token *sh = b[-1].kind == T_SHAPE ? b - 1 : NULL;   /* (the alternative's last token) */
         program alt = *pg;
         alt.tokens = (token *)(a + 1);
-        alt.n_tokens = alt.n_main = (int)(b - a - 1);
+        alt.n_tokens = alt.n_main = (int)((sh ? sh : b) - a - 1);
         alt.n_fields = n_fields;
         alt.clean_literals = 1;
         int r = parse_program_line(&alt, p, e, f);
-        if (r == LINE_OK || r == LINE_TABCR) return 1;
+        if ((r == LINE_OK || r == LINE_TABCR) && (!sh || shapes_ok(sh->lit, sh->lit_len, f))) return 1;
         a = b;
     }
     return 0;
+}
+
+/* Percent-decoding of a field (T_DECODE), as logetl's url_decode decodes: '%' and two hex digits whose byte
+ * is not a control character (20-7E, 80-FF) stand for that byte; any other '%' stays as written ("%4",
+ * "%ZZ", and "%09", "%0A", "%0D", "%7F": a field never holds a TAB, CR or LF); '+' is itself. pct_byte:
+ * the byte at q, its escape's step in *n (3, else 1). */
+static inline int hex_digit(unsigned char c) {
+    return c >= '0' && c <= '9' ? c - '0' : (c | 0x20) >= 'a' && (c | 0x20) <= 'f' ? (c | 0x20) - 'a' + 10 : -1;
+}
+static inline unsigned char pct_byte(const unsigned char *q, const unsigned char *e, int *n) {
+    *n = 1;
+    if (*q != '%' || e - q < 3) return *q;
+    int h = hex_digit(q[1]), l = hex_digit(q[2]);
+    if (h < 0 || l < 0) return '%';
+    unsigned char b = (unsigned char)(h << 4 | l);
+    if (b < 0x20 || b == 0x7F) return '%';
+    *n = 3;
+    return b;
+}
+
+/* [s, e) decoded into d (which may be s: the text only shrinks); the decoded length. */
+static ptrdiff_t pct_decode(unsigned char *d, const unsigned char *s, const unsigned char *e) {
+    const unsigned char *p = memchr(s, '%', (size_t)(e - s));
+    if (!p) { if (d != s) memmove(d, s, (size_t)(e - s)); return e - s; }
+    if (d != s) memmove(d, s, (size_t)(p - s));
+    unsigned char *o = d + (p - s);
+    for (int n; p < e; p += n) *o++ = pct_byte(p, e, &n);
+    return o - d;
+}
+
+/* Whether [s, e) (UTF-8 text) decoded is UTF-8, strictly as valid_utf8 says, byte by byte as decoded. */
+static int pct_decoded_utf8(const unsigned char *s, const unsigned char *e) {
+    const unsigned char *p = memchr(s, '%', (size_t)(e - s));
+    int need = 0;
+    unsigned char lo = 0x80, hi = 0xBF;
+    for (int n; p && p < e; p += n) {
+        unsigned char c = pct_byte(p, e, &n);
+        if (need) {
+            if (c < lo || c > hi) return 0;
+            lo = 0x80; hi = 0xBF; need--;
+        } else if (c >= 0x80) {
+            if (c < 0xC2 || c > 0xF4) return 0;
+            need = c < 0xE0 ? 1 : c < 0xF0 ? 2 : 3;
+            if (c == 0xE0) lo = 0xA0;
+            else if (c == 0xED) hi = 0x9F;
+            else if (c == 0xF0) lo = 0x90;
+            else if (c == 0xF4) hi = 0x8F;
+        }
+    }
+    return need == 0;
 }
 
 /* A line's status as the Spark paths give it (one raw line, its '\n' already gone; one trailing '\r'
@@ -519,7 +611,13 @@ static inline int line_status(const program *pg, int size_index, int tail, const
     const unsigned char *ce = (le > p && le[-1] == '\r') ? le - 1 : le;
     int reason = !pg ? parse_line(p, ce, f) : pg->json ? json_line(pg->json, p, ce, f, NULL)
                                                         : parse_program_line(pg, p, ce, f);
+    /* (a matched line's shapes before its TAB or CR, as the match itself comes first) */
+    if ((reason == LINE_OK || reason == LINE_TABCR) && pg && pg->shapes_len && !shapes_ok(pg->shapes, pg->shapes_len, f))
+        reason = LINE_NOMATCH;
     if (reason == LINE_NOMATCH && pg && pg->n_alt && other_line(pg, p, ce, f)) reason = ST_OTHER;
+    if (reason == LINE_OK && pg && pg->any_decode)
+        for (int k = 0; k < pg->n_fields; k++)
+            if (pg->decode[k] && !pct_decoded_utf8(f[k].s, f[k].e)) { reason = LINE_UTF8; break; }
     if (reason == LINE_OK) {
         int si = pg ? pg->size_index : size_index;
         if (si >= 0 && f[si].e - f[si].s == 1 && f[si].s[0] == '-') reason = ST_DASH;

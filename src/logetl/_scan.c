@@ -152,6 +152,10 @@ static void scan(const unsigned char *buf, Py_ssize_t n, int final, scan_state *
                     }
                     memcpy(st->fd[k] + st->fl[k], f[src].s, len);
                     if (st->any_plus && st->plus[k]) plus_to_space(st->fd[k] + st->fl[k], len);
+                    if (pg && pg->any_decode && pg->decode[src]) {
+                        unsigned char *d = (unsigned char *)st->fd[k] + st->fl[k];
+                        len = pct_decode(d, d, d + len);
+                    }
                     st->fl[k] += len;
                     int32_t end = (int32_t)st->fl[k];
                     memcpy(v + 4 * k, &end, 4);
@@ -165,6 +169,8 @@ static void scan(const unsigned char *buf, Py_ssize_t n, int final, scan_state *
                     Py_ssize_t len = f[src].e - f[src].s;
                     memcpy(o, f[src].s, len);
                     if (st->any_plus && st->plus[k]) plus_to_space(o, len);
+                    if (pg && pg->any_decode && pg->decode[src])
+                        len = pct_decode((unsigned char *)o, (unsigned char *)o, (unsigned char *)o + len);
                     if (st->columns) put_view(st->views + (k * st->cap_rec + st->n_rec) * 16, st->tsv, o, len);
                     o += len;
                     *o++ = k < n_out - 1 ? '\t' : '\n';
@@ -556,6 +562,10 @@ static PyObject *parse_arrow(PyObject *self, PyObject *args) {
                     int src = outs[k];
                     Py_ssize_t len = f[src].e - f[src].s;
                     memcpy(out[k] + pos[k], f[src].s, len);
+                    if (pgp && pgp->any_decode && pgp->decode[src]) {
+                        unsigned char *d = (unsigned char *)out[k] + pos[k];
+                        len = pct_decode(d, d, d + len);
+                    }
                     pos[k] += (int32_t)len;
                 }
                 offs[k][i + 1] = pos[k];

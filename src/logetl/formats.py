@@ -216,6 +216,29 @@ VENDOR = {
 JSON_NAMES = ("caddy", "traefik", "nginx_json")
 #: the vendor presets whose lines may be header lines, and how those start
 VENDOR_HEADERS = {"cloudfront": "#"}
+#: the vendor presets' fields written URL-encoded, percent-decoded by the parse (``LogFormat.decode``):
+#: CloudFront encodes every value's spaces, control and non-ASCII bytes and ``<>"#%{}|\^~[]`'``; these are
+#: its fields that can hold such characters (the others are numbers, addresses, codes and names)
+VENDOR_DECODE = {"cloudfront": ("path", "referer", "user_agent", "query", "cookie", "host_header",
+                                "forwarded_for", "content_type")}
+#: the shapes of the vendor presets' fields (``LogFormat.shapes``): ``n`` a number (an optional sign, then
+#: digits), ``w`` a word (no space). HAProxy's HTTP log format: its timers, status, bytes, connection counts
+#: and queues are numbers, and the backend before ``/`` a word, so that a line of a custom ``log-format``
+#: (another field before the timers, the frontend placed elsewhere) does not match instead of giving fields
+#: that are other ones; the same in its TCP layout (``VENDOR_OTHERS``), so that such a line is malformed,
+#: not counted apart as a line that is not a request
+VENDOR_SHAPES = {"haproxy": (("backend", "w"), *((f, "n") for f in (
+    "time_request", "time_queue", "time_connect", "time_response", "time_active", "time_total", "response", "size",
+    "actconn", "feconn", "beconn", "srv_conn", "retries", "srv_queue", "backend_queue")))}
+_SHAPES = {"n": (re.compile(rb"[-+]?[0-9]+"), "not a number"), "w": (re.compile(rb"[^ ]*"), "a space in it")}
+#: an escape ``decode`` decodes: ``%`` and two hex digits of a byte that is not a control character (as
+#: ``url_decode``: ``logetl.expressions.DECODED_ESCAPE``); any other ``%`` stays as written
+_ESCAPE = re.compile(rb"%([2-6][0-9A-Fa-f]|7[0-9A-Ea-e]|[89A-Fa-f][0-9A-Fa-f])")
+
+
+def percent_decode(value: bytes) -> bytes:
+    """``value`` with its escapes decoded (``_ESCAPE``; ``+`` is itself): the kernel's ``pct_decode``."""
+    return _ESCAPE.sub(lambda m: bytes((int(m.group(1), 16),)), value) if b"%" in value else value
 #: how HAProxy's own messages start (after the syslog prefix, when there is one): its notices and alerts
 #: (``Proxy http-in started.``, ``Server static/srv1 is DOWN, reason: ...``, ``backend static has no server
 #: available!``, ``Health check for server ...``), the connection lines of a proxy without a log format
@@ -256,6 +279,11 @@ class LogFormat:
     #: layouts of the format's lines that are not requests (``VENDOR_OTHERS``): a line that does not match
     #: the format but one of these does is counted apart (``OTHER``)
     others: tuple = ()
+    #: the fields percent-decoded where they are written (``VENDOR_DECODE``); a line whose decoded fields
+    #: are not UTF-8 is malformed (``invalid_utf8``), as a line that is not UTF-8 is
+    decode: tuple[str, ...] = ()
+    #: (field, shape) pairs (``VENDOR_SHAPES``): a line whose field is not of its shape does not match
+    shapes: tuple[tuple[str, str], ...] = ()
     #: the columns change within a log (``w3c``: each ``#Fields:`` line): see ``W3CFormat``
     segmented = False
 
@@ -277,9 +305,12 @@ class LogFormat:
         expression, whose five groups are its first five fields; with the tail's, ``contract.TAIL_PATTERN``)."""
         if self.legacy:
             return contract.PATTERN[1:-1]
-        out, opened = [], 0
+        out, opened, shapes = [], 0, dict(self.shapes)
         for tok in self.tokens:
-            if isinstance(tok, Literal):
+            if not isinstance(tok, (Literal, Opt)) and tok.name in shapes:   # (a plain token: see compile_vendor)
+                word = "".join(_esc(c) for c in (tok.stop or "") + " ")
+                out.append("([-+]?[0-9]+)" if shapes[tok.name] == "n" else f"([^{word}]*)")
+            elif isinstance(tok, Literal):
                 out.append("".join(_esc(c) for c in tok.text))
             elif isinstance(tok, Opt):
                 out.append("(?:")
@@ -390,6 +421,10 @@ class LogFormat:
             pos = k
         if pos != n:
             return Mismatch(pos, last, "text after the end of the format")
+        for name, shape in self.shapes:
+            k = self.fields.index(name)
+            if not _SHAPES[shape][0].fullmatch(vals[k]):
+                return Mismatch(starts[k], name, _SHAPES[shape][1])
         return vals
 
     def parse_line(self, raw: bytes) -> tuple[str | None, ...]:
@@ -408,7 +443,12 @@ class LogFormat:
             raise contract.Malformed(contract.NO_MATCH)
         if any(b"\t" in v or b"\r" in v for v in vals):
             raise contract.Malformed(contract.TAB_OR_CR)
-        return tuple(v.decode("utf-8") for v in vals)
+        if self.decode:
+            vals = [percent_decode(v) if f in self.decode else v for f, v in zip(self.fields, vals)]
+        try:
+            return tuple(v.decode("utf-8") for v in vals)
+        except UnicodeDecodeError:   # (a decoded field: the line itself is UTF-8)
+            raise contract.Malformed(contract.INVALID_UTF8) from None
 
     def why(self, raw: bytes) -> str | None:
         """For a malformed-line sample: where the line stops matching (None for the legacy expression,
@@ -463,6 +503,10 @@ class LogFormat:
                 prog.append((2, b"", ord('"')))
             else:
                 prog.append((1, tok.until.encode("ascii"), ord(tok.stop)))
+        if self.shapes:   # (the kernel's T_SHAPE: a mark, no token)
+            prog.append((19, b"".join(bytes((self.fields.index(f), ord(c))) for f, c in self.shapes), 0))
+        if self.decode:   # (the kernel's T_DECODE: a mark, no token)
+            prog.append((18, bytes(self.fields.index(f) for f in self.decode), 0))
         for other in self.others:   # (the kernel's T_ELSE: an alternative, matched when the line is not a record)
             prog.append((17, b"", 0))
             prog.extend(other.native_program())
@@ -911,9 +955,15 @@ _VENDOR_ITEM = re.compile(r"\{(\?|[a-z_]+)(?::([a-z]+))?\}")
 
 def compile_vendor(name: str) -> LogFormat:
     """A vendor preset (``VENDOR``) as a token program."""
-    fmt = _compile_template(VENDOR[name], name)
-    others = tuple(_compile_template(text, name) for text in VENDOR_OTHERS.get(name, ()))
-    return replace(fmt, header=VENDOR_HEADERS.get(name, ""), others=others)
+    def shaped(fmt: LogFormat) -> LogFormat:
+        shapes = tuple((f, c) for f, c in VENDOR_SHAPES.get(name, ()) if f in fmt.fields)
+        assert all(t.kind in (TOKEN, REST) and not t.until and not t.escaped for t in fmt.tokens   # (see regex)
+                   if not isinstance(t, (Literal, Opt)) and t.name in dict(shapes))
+        return replace(fmt, shapes=shapes)
+
+    fmt = shaped(_compile_template(VENDOR[name], name))
+    others = tuple(shaped(_compile_template(text, name)) for text in VENDOR_OTHERS.get(name, ()))
+    return replace(fmt, header=VENDOR_HEADERS.get(name, ""), others=others, decode=VENDOR_DECODE.get(name, ()))
 
 
 def _compile_template(text: str, name: str) -> LogFormat:

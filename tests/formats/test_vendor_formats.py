@@ -45,7 +45,11 @@ def by_regex(fmt, raw: bytes):
     vals = tuple("".join(m.group(int(g)) or "" for g in ref.split("$")[1:]) for ref in fmt.group_refs())
     if any("\t" in v or "\r" in v for v in vals):
         return contract.TAB_OR_CR
-    return vals
+    try:   # the fields the format percent-decodes (CloudFront's): null where not UTF-8, the line malformed
+        return tuple(formats.percent_decode(v.encode()).decode() if f in fmt.decode else v
+                     for f, v in zip(fmt.fields, vals))
+    except UnicodeDecodeError:
+        return contract.INVALID_UTF8
 
 
 def reference(fmt, raw: bytes):

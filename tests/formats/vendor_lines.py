@@ -112,6 +112,23 @@ HAPROXY_LINE = (b'Feb  6 12:14:14 localhost haproxy[14389]: 10.0.1.2:33317 [06/F
 #: HAProxy's TCP log format (section 8.2.2 of its configuration manual)
 HAPROXY_TCP = (b"Feb  6 12:12:51 localhost haproxy[14387]: 10.0.1.2:33312 [06/Feb/2009:12:12:51.443] fnt "
                b"bck/srv1 0/0/5007 212 -- 0/0/0/0/3 0/0")
+_HTTP = HAPROXY_LINE.split(b"]: ", 1)[1]
+#: lines of custom HAProxy log-formats (each read without the shapes of VENDOR_SHAPES would match, its fields
+#: shifted: the frontend in `backend`, a unique id in `time_request`, ...): which field stops matching
+HTTP_CUSTOM = {
+    # %ci:%cp [%tr] %[capture.req.hdr(0)] %ft %b/%s ...: a captured host before the frontend
+    "host-before-frontend": _HTTP.replace(b"] http-in ", b"] www.example.com http-in "),
+    # ... %b/%s %ID %TR/%Tw/...: a unique id before the timers
+    "unique-id-before-timers": _HTTP.replace(b"srv1 10/", b"srv1 7F000001:8296_4FCE6C4E_0001 10/"),
+    # ... %ST %B %U %CC ...: the bytes read after the bytes sent
+    "bytes-read-after-size": _HTTP.replace(b"200 2750 ", b"200 2750 312 "),
+    # ... %ST %B %tsc ...: no cookies
+    "no-cookies": _HTTP.replace(b" - - ----", b" ----"),
+    # the status and bytes before the timers
+    "status-before-timers": _HTTP.replace(b"10/0/30/69/109 200 2750", b"200 2750 10/0/30/69/109"),
+    # a TCP-mode line with a host before the frontend is no TCP-mode line either
+    "tcp-host-before-frontend": HAPROXY_TCP.replace(b"] fnt", b"] www.example.com fnt"),
+}
 HAPROXY = [
     ("syslog", HAPROXY_LINE, {"syslog": "Feb  6 12:14:14 localhost haproxy[14389]", "ip": "10.0.1.2",
                               "client_port": "33317", "time": "06/Feb/2009:12:14:14.655", "frontend": "http-in",
@@ -150,6 +167,13 @@ HAPROXY = [
     ("other-message", b"Feb  6 12:12:09 localhost haproxy[14385]: hello", "no_match"),
     ("lower-case-notice", b"proxy http-in started.", "no_match"),
     ("tcp-log-bad-utf8", HAPROXY_TCP.replace(b"fnt", b"f\xffnt"), "invalid_utf8"),
+    # lines of custom log-formats (HTTP_CUSTOM): malformed, neither records with fields that are other ones
+    # nor lines counted apart as TCP-mode lines
+    *((f"custom-{name}", raw, "no_match") for name, raw in HTTP_CUSTOM.items()),
+    ("plus-size-minus-status", HAPROXY_LINE.replace(b"200 2750", b"-1 +2750"), {"response": "-1", "size": "+2750"}),
+    # a TAB in a number is no number (no match, as the match comes before the TAB); in a word it is a TAB
+    ("tab-in-a-timer", HAPROXY_LINE.replace(b"10/0/30", b"1\t0/0/30"), "no_match"),
+    ("tab-in-the-server", HAPROXY_LINE.replace(b"srv1", b"sr\tv1"), "tab_or_cr_in_field"),
 ]
 
 CLOUDFRONT_FIELDS = (b"#Fields: date time x-edge-location sc-bytes c-ip cs-method cs(Host) cs-uri-stem sc-status "
@@ -170,8 +194,7 @@ CLOUDFRONT = [
     ("33-fields", CLOUDFRONT_LINE, {"date": "2019-12-04", "time": "21:02:31", "edge_location": "LAX1",
                                     "size": "392", "ip": "192.0.2.100", "method": "GET", "path": "/index.html",
                                     "response": "200", "referer": "-", "query": "-",
-                                    "user_agent": "Mozilla/5.0%20(Windows%20NT%2010.0;%20Win64;%20x64)%20"
-                                                  "AppleWebKit/537.36",
+                                    "user_agent": "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36",
                                     "edge_result_type": "Hit", "time_taken": "0.001", "client_port": "11040",
                                     "content_type": "text/html", "range_end": "-"}),
     # the layout of 2014 (24 fields, through cs-protocol-version) and an IPv6 client with a query string
@@ -180,7 +203,7 @@ CLOUDFRONT = [
     ("ipv6-query", CLOUDFRONT_LINE.replace(b"192.0.2.100", b"2001:db8::7").replace(b"/index.html\t200\t-\t",
                                                                                    b"/a\t304\t-\t")
      .replace(b"537.36\t-\t", b"537.36\tq=1&b=%20\t"), {"ip": "2001:db8::7", "path": "/a", "response": "304",
-                                                       "query": "q=1&b=%20"}),
+                                                       "query": "q=1&b= "}),
     # the last field ends the line, so a TAB in it is in a field; a CR anywhere but at the end is in one
     ("tab-in-the-last-field", CLOUDFRONT_LINE + b"\tx", "tab_or_cr_in_field"),
     ("cr-in-a-field", CLOUDFRONT_LINE.replace(b"LAX1", b"LA\rX1"), "tab_or_cr_in_field"),

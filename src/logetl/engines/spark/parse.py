@@ -2,7 +2,8 @@
 built-ins) and the input's reads: splits and packed small files."""
 from __future__ import annotations
 
-from functools import partial
+import operator
+from functools import partial, reduce
 
 from logetl import __version__, assembly, contract, settings
 from logetl.engines.base import EngineUnavailable, StepContext
@@ -589,15 +590,22 @@ class ParsePaths:
             status = status.when(line.startswith(fmt.header), F.lit(HEADER))
         if fmt.others:   # a line that is not a request (HAProxy's TCP lines, notices): as the kernel counts it
             status = status.when(~line.rlike(pattern) & line.rlike(fmt.others_regex()), F.lit(OTHER))
-        status = (status.when(~line.rlike(pattern), F.lit(2))
-                  .when((F.instr(F.col("_tsv"), "\r") > 0) | (tabs != n_fields - 1), F.lit(3))
-                  .when(is_dash, F.lit(DASH)).otherwise(F.lit(KEPT)))
-        checked = with_tsv.withColumn(STATUS, status.cast("tinyint"))
         fields = F.split(F.col("_tsv"), "\t")
+        # the fields the format percent-decodes (CloudFront's): as url_decode decodes, null when the decoded
+        # bytes are not UTF-8, and the line is then malformed as one that is not UTF-8 (the kernel's T_DECODE)
+        from logetl.engines.spark.expressions import _url_decode
+
+        decoded = {f: _url_decode(fields.getItem(fmt.fields.index(f)), False) for f in getattr(fmt, "decode", ())}
+        status = (status.when(~line.rlike(pattern), F.lit(2))
+                  .when((F.instr(F.col("_tsv"), "\r") > 0) | (tabs != n_fields - 1), F.lit(3)))
+        if decoded:
+            status = status.when(reduce(operator.or_, (v.isNull() for v in decoded.values())), F.lit(1))
+        status = status.when(is_dash, F.lit(DASH)).otherwise(F.lit(KEPT))
+        checked = with_tsv.withColumn(STATUS, status.cast("tinyint"))
         present = fields.getItem(7) != ""
 
         def field(f):
-            value = fields.getItem(fmt.fields.index(f))
+            value = decoded.get(f, fields.getItem(fmt.fields.index(f)))
             return F.when(present, value) if fmt.nullable(f) else value
         return checked, {f: field(f) for f in node.fields}
 
