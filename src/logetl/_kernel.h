@@ -131,7 +131,7 @@ static inline int line_flags(const unsigned char *p, const unsigned char *e) {
 static inline const unsigned char *find_lit(const unsigned char *p, const unsigned char *e,
                                             const unsigned char *l, ptrdiff_t n) {
     while (e - p >= n) {
-        const unsigned char *r = memchr(p, l[0], (size_t)(e - p - n + 1));
+        const unsigned char *r = find_byte(p, e - n + 1, l[0]);
         if (!r) return NULL;
         if (memcmp(r + 1, l + 1, (size_t)(n - 1)) == 0) return r;
         p = r + 1;
@@ -247,12 +247,17 @@ enum { T_LIT = 0, T_UNTIL = 1, T_ESCAPED = 2, T_REST = 3, T_SPLIT = 4, T_NTH = 5
  * program does not match; their fields are never written. */
 /* fuse (set by program_close): how many first bytes of the literal token after a field are known to be
  * there where the field ends (the byte it ends at, or its `until` literal), so the two are one step. */
-/* run (likewise): at a field ending at its first `stop` byte and fused with a literal, how many such steps
- * follow one another from it: they are scanned in one loop, without a branch on the kind of each token. A
- * step is two tokens (a field to its `stop`, the literal), or three (opt: a field to its `stop` or the
- * line's end, T_OPT, the literal), its length in `span`. */
+/* how (likewise): a field whose end is found by the step loop of parse_program_line itself (S_STOP: a field
+ * to its first `stop`; S_REST: to its first `stop` or the line's end; S_QUOTED: to its closing '"'; S_QOR:
+ * quoted or bare), S_NONE for the other tokens (match_token). Such a step takes with it what follows the
+ * field up to the next one: [T_OPT] [literal a] [T_OPT] [literal b] (opt_a, a, opt_b, b: a T_OPT where the
+ * line may end, literals of one byte or more), `span` tokens in all; a_fuse bytes of a are where the field
+ * ends. So most fields of a layout cost one step without a branch on the kind of each token. */
+enum { S_NONE = 0, S_STOP = 1, S_REST = 2, S_QUOTED = 3, S_QOR = 4 };
 typedef struct {
-    int kind; const unsigned char *lit; ptrdiff_t lit_len; unsigned char stop; ptrdiff_t fuse; int run, span, opt;
+    int kind; const unsigned char *lit; ptrdiff_t lit_len; unsigned char stop; ptrdiff_t fuse;
+    int how, span; unsigned char opt_a, opt_b;
+    const unsigned char *a, *b; ptrdiff_t a_len, a_fuse, b_len;
 } token;
 typedef struct {
     token *tokens; int n_tokens;
@@ -332,6 +337,27 @@ static inline int program_add(program *pg, int kind, const unsigned char *lit, p
     return 0;
 }
 
+/* Sets token i's step (token.how): its field's kind, then the T_OPT and literal tokens after it. */
+static inline void program_step(program *pg, int i) {
+    token *t = &pg->tokens[i], *n = pg->tokens + pg->n_tokens, *l = t + 1;
+    t->how = S_NONE; t->span = 1; t->opt_a = t->opt_b = 0; t->a = t->b = NULL; t->a_len = t->a_fuse = t->b_len = 0;
+    if (t->kind == T_UNTIL && t->lit_len == 0) t->how = S_STOP;
+    else if (t->kind == T_REST) t->how = S_REST;
+    else if (t->kind == T_ESCAPED) t->how = S_QUOTED;
+    else if (t->kind == T_QOR) t->how = S_QOR;
+    else return;
+    if (l < n && l->kind == T_OPT) t->opt_a = 1, l++;
+    if (l < n && l->kind == T_LIT && l->lit_len >= 1) {
+        t->a = l->lit; t->a_len = l->lit_len; l++;
+        /* the byte the field ends at, when it is not the line's end, is a's first */
+        if ((t->how == S_STOP || t->how == S_REST) && t->stop && t->a[0] == t->stop) t->a_fuse = 1;
+        if (t->how == S_QUOTED && t->a[0] == '"') t->a_fuse = 1;
+        if (l < n && l->kind == T_OPT) t->opt_b = 1, l++;
+        if (t->opt_b && l < n && l->kind == T_LIT && l->lit_len >= 1) t->b = l->lit, t->b_len = l->lit_len, l++;
+    }
+    t->span = (int)(l - t);
+}
+
 /* Once every token is added: 0 when the program's fields and size_index fit, else -1. Fuses each field
  * with the literal after it where the field's end already is that literal's start. */
 static inline int program_close(program *pg, int size_index) {
@@ -350,18 +376,7 @@ static inline int program_close(program *pg, int size_index) {
             t->fuse = 1;                                     /* ends at a '"' */
         }
     }
-    for (int i = pg->n_tokens - 1; i >= 0; i--) {
-        token *t = &pg->tokens[i];
-        t->run = t->span = t->opt = 0;
-        if (t->kind == T_UNTIL && t->lit_len == 0 && t->fuse == 1)
-            t->span = 2;
-        else if (t->kind == T_REST && t->stop && i + 2 < pg->n_tokens && pg->tokens[i + 1].kind == T_OPT
-                 && pg->tokens[i + 2].kind == T_LIT && pg->tokens[i + 2].lit_len >= 1
-                 && pg->tokens[i + 2].lit[0] == t->stop)
-            t->span = 3, t->opt = 1;
-        if (t->span)
-            t->run = 1 + (i + t->span < pg->n_tokens ? pg->tokens[i + t->span].run : 0);
-    }
+    for (int i = 0; i < pg->n_tokens; i++) program_step(pg, i);
     return 0;
 }
 
@@ -376,141 +391,208 @@ static inline int lit_eq(const unsigned char *a, const unsigned char *b, ptrdiff
     }
 }
 
-/* The token program on one line: fills f[0..n_fields) and returns LINE_OK or the reason. A field fused with
- * the literal after it (token.fuse) checks the rest of that literal and steps over it. */
-static int parse_program_line(const program *pg, const unsigned char *p, const unsigned char *e, span *f) {
-    int fl = line_flags(p, e);
-    if ((fl & LF_HIGH) && !valid_utf8(p, e)) return LINE_UTF8;
-    const unsigned char *q = p;
-    int k = 0;
-    const token *t = pg->tokens, *end = pg->tokens + pg->n_main;
-    for (; t < end; t++) {
-        const unsigned char *r;
-        if (t->run) {   /* steps of a field to its `stop` byte and the literal after it (see token.run) */
-            for (int n = t->run;; n--) {
-                const token *l = t + t->span - 1;
-                if (!(r = find_byte(q, e, t->stop))) {
-                    if (!t->opt) return LINE_NOMATCH;
-                    r = e;
-                }
-                f[k].s = q; f[k].e = r; k++;
-                if (r == e) {   /* (opt) the line ends here: the later fields are empty */
-                    for (; k < pg->n_fields; k++) f[k].s = f[k].e = e;
-                    q = e; t = end - 1;
-                    break;
-                }
-                if (l->lit_len > 1 && (e - r < l->lit_len || !lit_eq(r + 1, l->lit + 1, l->lit_len - 1)))
-                    return LINE_NOMATCH;
-                q = r + l->lit_len;
-                if (n == 1) { t = l; break; }
-                t = l + 1;
-            }
-            continue;
-        }
-        switch (t->kind) {
-        case T_LIT:   /* (most literals are one to three characters: compared inline, not by a call) */
-            if (e - q < t->lit_len || !lit_eq(q, t->lit, t->lit_len)) return LINE_NOMATCH;
-            q += t->lit_len;
-            continue;
-        case T_UNTIL:
-            r = t->lit_len ? find_lit(q, e, t->lit, t->lit_len) : find_byte(q, e, t->stop);
-            if (!r) return LINE_NOMATCH;
-            break;
-        case T_ESCAPED:
-            if (!(r = quoted_end(q, e))) return LINE_NOMATCH;
-            break;
-        case T_SPLIT: {   /* the separator's last occurrence before the port's end (see parse_format) */
-            const unsigned char *stop = e;
-            if (t->lit_len && !(stop = find_byte(q, e, t->lit[0]))) return LINE_NOMATCH;
-            r = stop;
-            while (r > q && r[-1] != t->stop) r--;
-            if (r == q) return LINE_NOMATCH;      /* no separator in [q, stop) */
-            r--;
-            break;
-        }
-        case T_NTH:
-            r = q;
-            if (t->lit_len && !t->lit[0]) {   /* a NUL first: leading `stop`s, then lit_len - 1 runs of them */
+/* The bytes equal to c among the 64 from p (fewer at the line's end e), as bits from the lowest. */
+static inline uint64_t stop_mask(const unsigned char *p, const unsigned char *e, unsigned char c) {
+    ptrdiff_t n = e - p < 64 ? e - p : 64, i = 0;
+    uint64_t m = 0;
+#ifdef LOGETL_SSE2
+    const __m128i v = _mm_set1_epi8((char)c);
+    for (; i + 16 <= n; i += 16)
+        m |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + i)), v)) << i;
+#endif
+    for (; i < n; i++) m |= (uint64_t)(p[i] == c) << i;
+    return m;
+}
+
+/* The `stop` bytes of a line 64 at a time: consecutive fields ending at the same byte find their ends by the
+ * bits of one mask (no branch on each field's length, no load for each field). base: the mask's first byte
+ * (NULL: none yet), m: its bits not yet passed, c: its byte. */
+typedef struct { const unsigned char *base; uint64_t m; unsigned char c; } stop_scan;
+
+/* The first c in [q, e), or NULL (as find_byte); q never before the last call's q. */
+static inline const unsigned char *next_stop(stop_scan *s, const unsigned char *q, const unsigned char *e,
+                                             unsigned char c) {
+    if (!s->base || c != s->c || q - s->base >= 64) { s->c = c; s->base = q; s->m = stop_mask(q, e, c); }
+    else s->m &= ~0ULL << (q - s->base);
+    while (!s->m) {
+        if (e - s->base <= 64) { s->base = NULL; return NULL; }
+        s->base += 64;
+        s->m = stop_mask(s->base, e, c);
+    }
+    return s->base + __builtin_ctzll(s->m);
+}
+
+/* What match_token gives besides a line's reason: go on with the next token, or the line ends here (T_OPT:
+ * the later fields are empty, set). */
+enum { M_NEXT = -1, M_END = -2 };
+
+/* One token of the program that is no step of the loop (token.how S_NONE) at *q: the field it makes (at
+ * f[*k]), *q past what it takes, *t past it (and the literal fused with it). */
+static int match_token(const program *pg, const token **tp, const unsigned char **qp, const unsigned char *e,
+                       span *f, int *kp) {
+    const token *t = *tp;
+    const unsigned char *q = *qp, *r;
+    int k = *kp;
+    switch (t->kind) {
+    case T_LIT:   /* (most literals are one to three characters: compared inline, not by a call) */
+        if (e - q < t->lit_len || !lit_eq(q, t->lit, t->lit_len)) return LINE_NOMATCH;
+        *qp = q + t->lit_len; *tp = t + 1;
+        return M_NEXT;
+    case T_UNTIL:
+        r = t->lit_len ? find_lit(q, e, t->lit, t->lit_len) : find_byte(q, e, t->stop);
+        if (!r) return LINE_NOMATCH;
+        break;
+    case T_SPLIT: {   /* the separator's last occurrence before the port's end (see parse_format) */
+        const unsigned char *stop = e;
+        if (t->lit_len && !(stop = find_byte(q, e, t->lit[0]))) return LINE_NOMATCH;
+        r = stop;
+        while (r > q && r[-1] != t->stop) r--;
+        if (r == q) return LINE_NOMATCH;      /* no separator in [q, stop) */
+        r--;
+        break;
+    }
+    case T_NTH:
+        r = q;
+        if (t->lit_len && !t->lit[0]) {   /* a NUL first: leading `stop`s, then lit_len - 1 runs of them */
+            while (r < e && *r == t->stop) r++;
+            for (ptrdiff_t j = 1; j < t->lit_len; j++) {
+                if (!(r = find_byte(r, e, t->stop))) return LINE_NOMATCH;
                 while (r < e && *r == t->stop) r++;
-                for (ptrdiff_t j = 1; j < t->lit_len; j++) {
-                    if (!(r = find_byte(r, e, t->stop))) return LINE_NOMATCH;
-                    while (r < e && *r == t->stop) r++;
-                }
-                if (!(r = find_byte(r, e, t->stop))) return LINE_NOMATCH;
-                break;
             }
-            for (ptrdiff_t j = 0; j <= t->lit_len; j++) {
-                if (j && (r = r + 1) > e) return LINE_NOMATCH;
-                if (!(r = find_byte(r, e, t->stop))) return LINE_NOMATCH;
-            }
+            if (!(r = find_byte(r, e, t->stop))) return LINE_NOMATCH;
             break;
-        case T_OPT:
-            if (q == e) {   /* the line ends here: the later fields are empty */
-                for (; k < pg->n_fields; k++) f[k].s = f[k].e = e;
-                t = end - 1;
-            }
-            continue;
-        case T_MAYBE:
-            f[k].s = f[k].e = q;
-            if (q < e && *q == t->lit[0] && (r = find_byte(q + 1, e, t->stop))
-                && e - (r + 1) >= t->lit_len - 1 && memcmp(r + 1, t->lit + 1, t->lit_len - 1) == 0) {
-                f[k].s = q + 1; f[k].e = r; q = r + 1 + (t->lit_len - 1);
-            }
-            k++;
-            continue;
-        case T_QOR:
+        }
+        for (ptrdiff_t j = 0; j <= t->lit_len; j++) {
+            if (j && (r = r + 1) > e) return LINE_NOMATCH;
+            if (!(r = find_byte(r, e, t->stop))) return LINE_NOMATCH;
+        }
+        break;
+    case T_OPT:   /* the line may end here: the later fields are then empty */
+        *tp = t + 1;
+        return q == e ? M_END : M_NEXT;
+    case T_MAYBE:
+        f[k].s = f[k].e = q;
+        if (q < e && *q == t->lit[0] && (r = find_byte(q + 1, e, t->stop))
+            && e - (r + 1) >= t->lit_len - 1 && memcmp(r + 1, t->lit + 1, t->lit_len - 1) == 0) {
+            f[k].s = q + 1; f[k].e = r; q = r + 1 + (t->lit_len - 1);
+        }
+        *qp = q; *kp = k + 1; *tp = t + 1;
+        return M_NEXT;
+    case T_PREFIX: {   /* lit before the first ' ' + stop: that limit is found first, lit only before it */
+        const unsigned char lim[2] = {' ', t->stop};
+        const unsigned char *b = find_lit(q, e, lim, 2);
+        const unsigned char *a = find_lit(q, b ? (e - b > t->lit_len ? b + t->lit_len : e) : e, t->lit, t->lit_len);
+        if (a && (!b || a < b)) { f[k].s = q; f[k].e = a; q = a + t->lit_len; }
+        else f[k].s = f[k].e = q;
+        *qp = q; *kp = k + 1; *tp = t + 1;
+        return M_NEXT;
+    }
+    case T_SKIP:
+        if (e - q >= t->lit_len && memcmp(q, t->lit, t->lit_len) == 0) return ST_HEADER;
+        *tp = t + 1;
+        return M_NEXT;
+    case T_JOIN:   /* no text of its own: two earlier fields and what stands between them */
+        f[k].s = f[t->lit[0]].s; f[k].e = f[t->lit[1]].e;
+        *kp = k + 1; *tp = t + 1;
+        return M_NEXT;
+    case T_EMPTY:
+        f[k].s = f[k].e = q;
+        *kp = k + 1; *tp = t + 1;
+        return M_NEXT;
+    default:   /* the step kinds (T_ESCAPED, T_REST, T_QOR) have their own code in match_program */
+        return LINE_NOMATCH;
+    }
+    f[k].s = q; f[k].e = r; *kp = k + 1; q = r;
+    if (t->fuse) {   /* the literal after the field: its first fuse bytes are at r already */
+        const token *l = t + 1;
+        if (e - r < l->lit_len || !lit_eq(r + t->fuse, l->lit + t->fuse, l->lit_len - t->fuse))
+            return LINE_NOMATCH;
+        q = r + l->lit_len;
+        t = l;
+    }
+    *qp = q; *tp = t + 1;
+    return M_NEXT;
+}
+
+/* The program's tokens over [p, e): fills f[0..*kp) and returns LINE_OK, or the reason (ST_HEADER). A step
+ * (token.how) finds its field's end, then checks what follows it up to the next field. */
+static int match_program(const program *pg, const unsigned char *p, const unsigned char *e, span *f, int *kp) {
+    const unsigned char *q = p, *r;
+    int k = 0;
+    stop_scan ss = {NULL, 0, 0};
+    for (const token *t = pg->tokens, *end = pg->tokens + pg->n_main; t < end;) {
+        switch (t->how) {
+        case S_STOP:
+            if (!(r = next_stop(&ss, q, e, t->stop))) return LINE_NOMATCH;
+            f[k].s = q; f[k].e = r; q = r;
+            break;
+        case S_REST:   /* to the end of the line, or a one-word field to its first `stop` (then q != e) */
+            if (!t->stop || !(r = next_stop(&ss, q, e, t->stop))) r = e;
+            f[k].s = q; f[k].e = r; q = r;
+            break;
+        case S_QUOTED:
+            if (!(r = quoted_end(q, e))) return LINE_NOMATCH;
+            f[k].s = q; f[k].e = r; q = r;
+            break;
+        case S_QOR:
             if (q < e && *q == '"') {
                 if (!(r = quoted_end(q + 1, e))) return LINE_NOMATCH;
                 f[k].s = q + 1; f[k].e = r; q = r + 1;
             } else {
-                if (!(r = find_byte(q, e, t->stop))) r = e;
+                if (!(r = next_stop(&ss, q, e, t->stop))) r = e;
                 f[k].s = q; f[k].e = r; q = r;
             }
-            k++;
-            continue;
-        case T_PREFIX: {   /* lit before the first ' ' + stop: that limit is found first, lit only before it */
-            const unsigned char lim[2] = {' ', t->stop};
-            const unsigned char *b = find_lit(q, e, lim, 2);
-            const unsigned char *a = find_lit(q, b ? (e - b > t->lit_len ? b + t->lit_len : e) : e, t->lit, t->lit_len);
-            if (a && (!b || a < b)) { f[k].s = q; f[k].e = a; q = a + t->lit_len; }
-            else f[k].s = f[k].e = q;
-            k++;
-            continue;
-        }
-        case T_SKIP:
-            if (e - q >= t->lit_len && memcmp(q, t->lit, t->lit_len) == 0) return ST_HEADER;
-            continue;
-        default:   /* T_REST: to the end of the line, or a one-word field to its first `stop` (then q != e) */
-            if (!t->stop || !(r = find_byte(q, e, t->stop))) r = e;
             break;
-        case T_JOIN:   /* no text of its own: two earlier fields and what stands between them */
-            f[k].s = f[t->lit[0]].s; f[k].e = f[t->lit[1]].e; k++;
-            continue;
-        case T_EMPTY:
-            f[k].s = f[k].e = q; k++;
+        default: {
+            int m = match_token(pg, &t, &q, e, f, &k);
+            if (m == M_END) goto line_end;
+            if (m != M_NEXT) return m;
             continue;
         }
-        f[k].s = q; f[k].e = r; k++; q = r;
-        if (t->fuse) {   /* the literal after the field: its first fuse bytes are at r already */
-            const token *l = t + 1;
-            if (e - r < l->lit_len || !lit_eq(r + t->fuse, l->lit + t->fuse, l->lit_len - t->fuse))
-                return LINE_NOMATCH;
-            q = r + l->lit_len;
-            t = l;
         }
+        k++;
+        if (t->opt_a && q == e) goto line_end;
+        if (t->a_len) {
+            if (e - q < t->a_len || !lit_eq(q + t->a_fuse, t->a + t->a_fuse, t->a_len - t->a_fuse)) return LINE_NOMATCH;
+            q += t->a_len;
+        }
+        if (t->opt_b && q == e) goto line_end;
+        if (t->b_len) {
+            if (e - q < t->b_len || !lit_eq(q, t->b, t->b_len)) return LINE_NOMATCH;
+            q += t->b_len;
+        }
+        t += t->span;
     }
-    if (q != e) return LINE_NOMATCH;
+    *kp = k;
+    return q == e ? LINE_OK : LINE_NOMATCH;
+line_end:   /* the line ends where it may (T_OPT): the later fields are empty */
+    for (; k < pg->n_fields; k++) f[k].s = f[k].e = e;
+    *kp = k;
+    return LINE_OK;
+}
+
+/* Whether one of the k fields of a matched line holds a TAB or CR (fl: the line's flags). */
+static inline int fields_tab_cr(const program *pg, int fl, const span *f, int k) {
     if (pg->clean_literals)   /* fields and literals tile the line: the line holds a TAB or CR iff a field does */
-        return (fl & (LF_TAB | LF_CR)) ? LINE_TABCR : LINE_OK;
+        return (fl & (LF_TAB | LF_CR)) != 0;
     /* literals hold a TAB (a tab-separated layout): a CR is looked for once in the line when no literal
      * holds one, a TAB in each field that does not end at its first TAB */
-    if (pg->cr_free_literals && (fl & LF_CR)) return LINE_TABCR;
+    if (pg->cr_free_literals && (fl & LF_CR)) return 1;
     for (int i = 0; i < k; i++) {
         ptrdiff_t len = f[i].e - f[i].s;
         if ((!pg->tab_free[i] && memchr(f[i].s, '\t', len)) || (!pg->cr_free_literals && memchr(f[i].s, '\r', len)))
-            return LINE_TABCR;
+            return 1;
     }
-    return LINE_OK;
+    return 0;
+}
+
+/* The token program on one line: fills f[0..n_fields) and returns LINE_OK or the reason. */
+static int parse_program_line(const program *pg, const unsigned char *p, const unsigned char *e, span *f) {
+    int fl = line_flags(p, e), k = 0;
+    if ((fl & LF_HIGH) && !valid_utf8(p, e)) return LINE_UTF8;
+    int reason = match_program(pg, p, e, f, &k);
+    if (reason != LINE_OK) return reason;
+    return fields_tab_cr(pg, fl, f, k) ? LINE_TABCR : LINE_OK;
 }
 
 /* Whether the fields f have the shapes of T_SHAPE's n bytes of pairs sh (field index, 'n' or 'w'). */

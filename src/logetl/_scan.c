@@ -188,17 +188,112 @@ static void scan(const unsigned char *buf, Py_ssize_t n, int final, scan_state *
 /* A piece of a chunk parsed with a program of its own (parse_segments): from byte start to the next's. */
 typedef struct { Py_ssize_t start; program pg; } segment;
 
+/* The TSV's buffer for a scan of `len` bytes: a bytes object with room for every record (trimmed at the end),
+ * None when there is no TSV (columns 2) or when a JSON program's TSV grows in st (malloc'd, made a bytes
+ * object at the end); NULL with an exception set. */
+static PyObject *tsv_buffer(scan_state *st, const Py_buffer *in, const program *pg, const segment *segs, int n_seg) {
+    if (st->columns == 2) {
+        /* no TSV: each field's values into a growing buffer of its own, copied into a bytes object of their
+         * exact size at the end. (Bytes objects with room for a whole chunk each, trimmed afterwards, left
+         * the heap so fragmented that Branch with Parquet held 386 MB instead of 206 MB.) */
+        Py_RETURN_NONE;
+    }
+    if (pg && pg->json) {   /* a bytes object made at the end, of the grown buffer */
+        st->tsv_cap = in->len + 64;
+        if (!(st->tsv = malloc(st->tsv_cap))) return PyErr_NoMemory();
+        Py_RETURN_NONE;
+    }
+    /* Each record's TSV is no longer than its line plus the '\n' it may lack, plus, when a field may take no
+     * text of the line, one TAB a field. */
+    Py_ssize_t room = in->len + 1;
+    int absent = pg && pg->may_be_absent, joins = pg ? pg->n_join : 0;
+    for (int i = 0; i < n_seg; i++) {   /* (a joined field repeats up to its line's length) */
+        absent |= segs[i].pg.may_be_absent;
+        if (segs[i].pg.n_join > joins) joins = segs[i].pg.n_join;
+    }
+    room *= 1 + joins;
+    if (absent) {
+        Py_ssize_t n_nl = 0;
+        for (const char *c = in->buf, *e = c + in->len; (c = memchr(c, '\n', e - c)); c++) n_nl++;
+        room += (n_nl + 1) * st->n_out;
+    }
+    PyObject *tsv = PyBytes_FromStringAndSize(NULL, room);
+    if (tsv) st->tsv = PyBytes_AS_STRING(tsv);
+    return tsv;
+}
+
+/* The scan of the whole buffer, or of each segment with its program and fields, one state: the records,
+ * counts and malformed lines follow on; a segment but the last ends at a line's start, so is whole lines.
+ * Without the GIL. */
+static void scan_buffer(scan_state *st, const Py_buffer *in, int final, const segment *segs, int n_seg) {
+    Py_BEGIN_ALLOW_THREADS
+    if (!n_seg) scan((const unsigned char *)in->buf, in->len, final, st);
+    for (int i = 0; i < n_seg && !st->oom; i++) {
+        Py_ssize_t a = segs[i].start, b = i + 1 < n_seg ? segs[i + 1].start : in->len, first = st->n_bad;
+        st->prog = &segs[i].pg;
+        memcpy(st->out, segs[i].pg.out, st->n_out * sizeof(int));
+        scan((const unsigned char *)in->buf + a, b - a, i + 1 < n_seg || final, st);
+        for (Py_ssize_t j = first; j < st->n_bad; j++) { st->bad[j].start += a; st->bad[j].end += a; }
+    }
+    Py_END_ALLOW_THREADS
+}
+
+/* columns 2: (offsets, values) of each field's Arrow string array; the values trimmed, the end offsets
+ * record-major -> field-major, from 0. */
+static PyObject *string_columns(const scan_state *st) {
+    int n_out = st->n_out;
+    PyObject *offs = PyBytes_FromStringAndSize(NULL, (st->n_rec + 1) * 4 * n_out);
+    PyObject *fields = offs ? PyTuple_New(n_out) : NULL;
+    if (!fields) { Py_XDECREF(offs); return NULL; }
+    for (int k = 0; k < n_out; k++) {
+        PyObject *d = PyBytes_FromStringAndSize(st->fd[k] ? st->fd[k] : "", st->fl[k]);
+        if (!d) { Py_DECREF(offs); Py_DECREF(fields); return NULL; }
+        PyTuple_SET_ITEM(fields, k, d);   /* the tuple owns it now */
+    }
+    int32_t *o = (int32_t *)PyBytes_AS_STRING(offs);
+    Py_BEGIN_ALLOW_THREADS     /* the offsets are this call's alone until it returns */
+    for (int k = 0; k < n_out; k++) {
+        *o++ = 0;
+        for (Py_ssize_t i = 0; i < st->n_rec; i++)
+            memcpy(o++, st->views + (i * n_out + k) * 4, 4);
+    }
+    Py_END_ALLOW_THREADS
+    return Py_BuildValue("(NN)", offs, fields);
+}
+
+/* The columns of the records as the scan's mode asks: None (0), string views over the TSV (1), strings (2). */
+static PyObject *scan_columns(const scan_state *st) {
+    if (!st->columns) Py_RETURN_NONE;
+    if (st->columns == 2) return string_columns(st);
+    PyObject *views = PyBytes_FromStringAndSize(NULL, st->n_rec * 16 * st->n_out);
+    if (!views) return NULL;
+    /* record-major -> field-major, so each field is one contiguous Arrow view buffer (the bytes object is this
+     * call's alone until it returns: copied without the GIL, which the other threads need) */
+    unsigned char *dst = (unsigned char *)PyBytes_AS_STRING(views);
+    Py_BEGIN_ALLOW_THREADS
+    for (int k = 0; k < st->n_out; k++)
+        memcpy(dst + k * st->n_rec * 16, st->views + k * st->cap_rec * 16, st->n_rec * 16);
+    Py_END_ALLOW_THREADS
+    return views;
+}
+
+/* The malformed lines as a list of (line, start, end, reason). */
+static PyObject *bad_lines(const scan_state *st) {
+    PyObject *bad = PyList_New(st->n_bad);
+    for (Py_ssize_t i = 0; bad && i < st->n_bad; i++) {
+        PyObject *t = Py_BuildValue("(nnni)", st->bad[i].line, st->bad[i].start, st->bad[i].end, st->bad[i].reason);
+        if (!t) { Py_DECREF(bad); return NULL; }
+        PyList_SET_ITEM(bad, i, t);
+    }
+    return bad;
+}
+
 static PyObject *run_scan(Py_buffer *inp, int final, int columns, const program *pg, const int *out, int n_out,
                           int size_index, const segment *segs, int n_seg, const unsigned char *plus) {
-    Py_buffer in = *inp;   /* released below through inp */
-    if (columns < 0 || columns > 2) {
+    if (columns < 0 || columns > 2 || inp->len > INT32_MAX - 2) {
         PyBuffer_Release(inp);
-        PyErr_SetString(PyExc_ValueError, "columns must be 0, 1 or 2");
-        return NULL;
-    }
-    if (in.len > INT32_MAX - 2) {
-        PyBuffer_Release(inp);
-        PyErr_SetString(PyExc_ValueError, "chunk larger than 2 GiB");
+        PyErr_SetString(PyExc_ValueError, columns < 0 || columns > 2 ? "columns must be 0, 1 or 2"
+                                                                     : "chunk larger than 2 GiB");
         return NULL;
     }
     scan_state st = {0};
@@ -211,92 +306,17 @@ static PyObject *run_scan(Py_buffer *inp, int final, int columns, const program 
         if (out[k] >= 5) st.tail = 1;
     for (int k = 0; k < n_out && plus; k++)
         if ((st.plus[k] = plus[k])) st.any_plus = 1;
-    PyObject *tsv = NULL, *data[MAX_FIELDS] = {NULL};
-    if (columns == 2) {
-        /* no TSV: each field's values into a growing buffer of its own, copied into a bytes object of their
-         * exact size at the end. (Bytes objects with room for a whole chunk each, trimmed afterwards, left
-         * the heap so fragmented that Branch with Parquet held 386 MB instead of 206 MB.) */
-        tsv = Py_None; Py_INCREF(tsv);
-    } else if (pg && pg->json) {   /* a bytes object made at the end, of the grown buffer */
-        st.tsv_cap = in.len + 64;
-        if (!(st.tsv = malloc(st.tsv_cap))) { PyBuffer_Release(inp); return PyErr_NoMemory(); }
-    } else {
-        /* Each record's TSV is no longer than its line plus the '\n' it may lack, plus, when a field may
-         * take no text of the line, one TAB a field. */
-        Py_ssize_t room = in.len + 1;
-        int absent = pg && pg->may_be_absent, joins = pg ? pg->n_join : 0;
-        for (int i = 0; i < n_seg; i++) {   /* (a joined field repeats up to its line's length) */
-            absent |= segs[i].pg.may_be_absent;
-            if (segs[i].pg.n_join > joins) joins = segs[i].pg.n_join;
-        }
-        room *= 1 + joins;
-        if (absent) {
-            Py_ssize_t n_nl = 0;
-            for (const char *c = in.buf, *e = c + in.len; (c = memchr(c, '\n', e - c)); c++) n_nl++;
-            room += (n_nl + 1) * n_out;
-        }
-        tsv = PyBytes_FromStringAndSize(NULL, room);
-        if (!tsv) { PyBuffer_Release(inp); return NULL; }
-        st.tsv = PyBytes_AS_STRING(tsv);
-    }
-    Py_BEGIN_ALLOW_THREADS
-    if (!n_seg) scan((const unsigned char *)in.buf, in.len, final, &st);
-    /* each segment with its program and fields, one state: the records, counts and malformed lines follow
-     * on; a segment but the last ends at a line's start, so is whole lines */
-    for (int i = 0; i < n_seg && !st.oom; i++) {
-        Py_ssize_t a = segs[i].start, b = i + 1 < n_seg ? segs[i + 1].start : in.len, first = st.n_bad;
-        st.prog = &segs[i].pg;
-        memcpy(st.out, segs[i].pg.out, n_out * sizeof(int));
-        scan((const unsigned char *)in.buf + a, b - a, i + 1 < n_seg || final, &st);
-        for (Py_ssize_t j = first; j < st.n_bad; j++) { st.bad[j].start += a; st.bad[j].end += a; }
-    }
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(inp);
     PyObject *views = NULL, *bad = NULL, *valid = NULL, *result = NULL;
+    PyObject *tsv = tsv_buffer(&st, inp, pg, segs, n_seg);
+    if (tsv) scan_buffer(&st, inp, final, segs, n_seg);
+    PyBuffer_Release(inp);
+    if (!tsv) goto done;
     if (st.oom) { PyErr_NoMemory(); goto done; }
     if (st.tsv_cap) {
+        Py_DECREF(tsv);
         if (!(tsv = PyBytes_FromStringAndSize(st.tsv, st.tsv_len))) goto done;
     } else if (columns != 2 && _PyBytes_Resize(&tsv, st.tsv_len) < 0) { tsv = NULL; goto done; }
-    if (!columns) { views = Py_None; Py_INCREF(views); }
-    else if (columns == 2) {   /* the values trimmed; the end offsets record-major -> field-major, from 0 */
-        PyObject *offs = PyBytes_FromStringAndSize(NULL, (st.n_rec + 1) * 4 * n_out);
-        PyObject *fields = offs ? PyTuple_New(n_out) : NULL;
-        if (!fields) { Py_XDECREF(offs); goto done; }
-        for (int k = 0; k < n_out; k++) {
-            if (!(data[k] = PyBytes_FromStringAndSize(st.fd[k] ? st.fd[k] : "", st.fl[k]))) {
-                Py_DECREF(offs); Py_DECREF(fields); goto done;
-            }
-            PyTuple_SET_ITEM(fields, k, data[k]);   /* the tuple owns it now */
-            data[k] = NULL;
-        }
-        int32_t *o = (int32_t *)PyBytes_AS_STRING(offs);
-        Py_BEGIN_ALLOW_THREADS     /* the offsets are this call's alone until it returns */
-        for (int k = 0; k < n_out; k++) {
-            *o++ = 0;
-            for (Py_ssize_t i = 0; i < st.n_rec; i++)
-                memcpy(o++, st.views + (i * n_out + k) * 4, 4);
-        }
-        Py_END_ALLOW_THREADS
-        views = Py_BuildValue("(NN)", offs, fields);
-        if (!views) goto done;
-    }
-    else {
-        if (!(views = PyBytes_FromStringAndSize(NULL, st.n_rec * 16 * n_out))) goto done;
-        /* record-major -> field-major, so each field is one contiguous Arrow view buffer (the bytes object
-         * is this call's alone until it returns: copied without the GIL, which the other threads need) */
-        unsigned char *dst = (unsigned char *)PyBytes_AS_STRING(views);
-        Py_BEGIN_ALLOW_THREADS
-        for (int k = 0; k < n_out; k++)
-            memcpy(dst + k * st.n_rec * 16, st.views + k * st.cap_rec * 16, st.n_rec * 16);
-        Py_END_ALLOW_THREADS
-    }
-    bad = PyList_New(st.n_bad);
-    if (!bad) goto done;
-    for (Py_ssize_t i = 0; i < st.n_bad; i++) {
-        PyObject *t = Py_BuildValue("(nnni)", st.bad[i].line, st.bad[i].start, st.bad[i].end, st.bad[i].reason);
-        if (!t) goto done;
-        PyList_SET_ITEM(bad, i, t);
-    }
+    if (!(views = scan_columns(&st)) || !(bad = bad_lines(&st))) goto done;
     if (st.tail && st.n_null) {   /* an Arrow validity bitmap of the records (None: no null) */
         if (!(valid = PyBytes_FromStringAndSize((const char *)st.valid, (st.n_rec + 7) / 8))) goto done;
     } else {
@@ -305,7 +325,6 @@ static PyObject *run_scan(Py_buffer *inp, int final, int columns, const program 
     result = Py_BuildValue("(OOnnnOOnn)", tsv, views, st.n_rec, st.n_lines, st.n_dash, bad, valid, st.n_header,
                            st.n_other);
 done:
-    for (int k = 0; k < n_out; k++) Py_XDECREF(data[k]);
     Py_XDECREF(tsv); Py_XDECREF(views); Py_XDECREF(bad); Py_XDECREF(valid);
     for (int k = 0; k < n_out; k++) free(st.fd[k]);
     free(st.views); free(st.bad); free(st.valid);
@@ -471,121 +490,143 @@ done:
  * of a kept line, "" for the others (the caller keeps only status 0); valid: when out names a tail field
  * of the original expression, an Arrow validity bitmap of the lines (0: a kept line whose tail is null),
  * else None. */
-static PyObject *parse_arrow(PyObject *self, PyObject *args) {
-    Py_buffer ob, db;
-    Py_ssize_t offset, length;
-    int wide, size_index = -1;
-    PyObject *prog_o, *out_o = Py_None;
-    if (!PyArg_ParseTuple(args, "y*y*nnpO|Oi", &ob, &db, &offset, &length, &wide, &prog_o, &out_o, &size_index))
-        return NULL;
-    program pg, *pgp = NULL;
-    PyObject *status = NULL, *fields = NULL, *valid = NULL, *result = NULL;
-    PyObject *bufs[2 * MAX_FIELDS] = {0};
-    Py_ssize_t width = wide ? 8 : 4, n_bad = 0;
-    int n_out = 5, legacy_out[MAX_FIELDS] = {0, 1, 2, 3, 4};
-    const int *outs = legacy_out;
+/* One batch of parse_arrow: its lines (offsets[offset .. offset + length] into data), the parse, and where
+ * each line's status and each field's values go. */
+typedef struct {
+    const void *offsets; int wide; Py_ssize_t offset, length; int64_t first, last;
+    const unsigned char *data;
+    const program *pg; int size_index, tail, n_out; const int *outs;
+    unsigned char *status, *valid;
+    int32_t *offs[MAX_FIELDS]; char *out[MAX_FIELDS]; int32_t pos[MAX_FIELDS];
+    Py_ssize_t n_bad;
+} arrow_batch;
+
+/* Each line of the batch parsed: its status, its fields (a kept line's) after the previous ones. 0, or -1
+ * when the offsets do not increase. Without the GIL. */
+static int arrow_lines(arrow_batch *b) {
+    int bad_offsets = 0;
+    Py_BEGIN_ALLOW_THREADS
+    span f[MAX_FIELDS];
+    for (Py_ssize_t i = 0; i < b->length; i++) {
+        int64_t s, e;
+        if (b->wide) { const int64_t *o = b->offsets; s = o[b->offset + i]; e = o[b->offset + i + 1]; }
+        else { const int32_t *o = b->offsets; s = o[b->offset + i]; e = o[b->offset + i + 1]; }
+        if (s < b->first || e < s || e > b->last) { bad_offsets = 1; break; }
+        int reason = line_status(b->pg, b->size_index, b->tail, b->data + s, b->data + e, f);
+        b->status[i] = (unsigned char)reason;
+        if (reason >= LINE_UTF8 && reason <= LINE_TABCR) b->n_bad++;
+        if (b->valid && !(reason == ST_KEPT && !f[5].s)) b->valid[i >> 3] |= (unsigned char)(1u << (i & 7));
+        for (int k = 0; k < b->n_out; k++) {
+            if (reason == ST_KEPT) {
+                int src = b->outs[k];
+                Py_ssize_t len = f[src].e - f[src].s;
+                memcpy(b->out[k] + b->pos[k], f[src].s, len);
+                if (b->pg && b->pg->any_decode && b->pg->decode[src]) {
+                    unsigned char *d = (unsigned char *)b->out[k] + b->pos[k];
+                    len = pct_decode(d, d, d + len);
+                }
+                b->pos[k] += (int32_t)len;
+            }
+            b->offs[k][i + 1] = b->pos[k];
+        }
+    }
+    Py_END_ALLOW_THREADS
+    return bad_offsets ? -1 : 0;
+}
+
+/* parse_arrow's parse: a token program read into pg (b->pg), or the original expression (b->pg NULL) with
+ * the fields of out_o (None: its five) in legacy_out and its tail parsed when one of them is the tail's.
+ * 0, or -1 with an exception set (pg then holds nothing to free). */
+static int arrow_program(PyObject *prog_o, PyObject *out_o, program *pg, int *legacy_out, arrow_batch *b) {
+    b->pg = NULL; b->n_out = 5; b->outs = legacy_out; b->tail = 0;
     if (prog_o != Py_None) {
         if (!PyTuple_Check(prog_o) || !PyTuple_Check(out_o)) {
             PyErr_SetString(PyExc_TypeError, "program and out must be tuples");
-            goto release;
+            return -1;
         }
-        if (build_program(prog_o, out_o, size_index, &pg) < 0) goto release;
-        pgp = &pg;
-        n_out = pg.n_out;
-        outs = pg.out;
-    } else if (out_o != Py_None) {   /* the original expression's fields kept, as parse_chunk's out */
+        if (build_program(prog_o, out_o, b->size_index, pg) < 0) return -1;
+        b->pg = pg; b->n_out = pg->n_out; b->outs = pg->out;
+        return 0;
+    }
+    if (out_o != Py_None) {   /* the original expression's fields kept, as parse_chunk's out */
         if (!PyTuple_Check(out_o)) {
             PyErr_SetString(PyExc_TypeError, "out must be a tuple");
-            goto release;
+            return -1;
         }
-        if ((n_out = read_out(out_o, LEGACY_FIELDS, legacy_out)) < 0) goto release;
+        if ((b->n_out = read_out(out_o, LEGACY_FIELDS, legacy_out)) < 0) return -1;
     }
-    int tail = 0;
-    if (!pgp) {
-        if (size_index != 4 && size_index != -1) {
-            PyErr_SetString(PyExc_ValueError, "size_index of the original expression is 4 or -1");
-            goto done;
-        }
-        for (int k = 0; k < n_out; k++)
-            if (outs[k] >= 5) tail = 1;
+    if (b->size_index != 4 && b->size_index != -1) {
+        PyErr_SetString(PyExc_ValueError, "size_index of the original expression is 4 or -1");
+        return -1;
     }
-    if (offset < 0 || length < 0 || (offset + length + 1) * width > ob.len) {
+    for (int k = 0; k < b->n_out; k++)
+        if (b->outs[k] >= 5) b->tail = 1;
+    return 0;
+}
+
+/* The batch's slice checked against its buffers (first and last set); 0, or -1 with an exception set. */
+static int arrow_slice(arrow_batch *b, const Py_buffer *ob, const Py_buffer *db) {
+    Py_ssize_t width = b->wide ? 8 : 4;
+    if (b->offset < 0 || b->length < 0 || (b->offset + b->length + 1) * width > ob->len) {
         PyErr_SetString(PyExc_ValueError, "offsets buffer shorter than the slice");
-        goto done;
+        return -1;
     }
-    const unsigned char *data = db.buf;
-    int64_t first, last;
-    if (wide) { const int64_t *o = ob.buf; first = o[offset]; last = o[offset + length]; }
-    else { const int32_t *o = ob.buf; first = o[offset]; last = o[offset + length]; }
-    if (first < 0 || last < first || last > db.len) {
+    if (b->wide) { const int64_t *o = ob->buf; b->first = o[b->offset]; b->last = o[b->offset + b->length]; }
+    else { const int32_t *o = ob->buf; b->first = o[b->offset]; b->last = o[b->offset + b->length]; }
+    if (b->first < 0 || b->last < b->first || b->last > db->len) {
         PyErr_SetString(PyExc_ValueError, "offsets outside the data buffer");
-        goto done;
+        return -1;
     }
-    if (last - first > INT32_MAX) {   /* a field array's offsets are 32-bit, as Spark's strings */
+    if (b->last - b->first > INT32_MAX) {   /* a field array's offsets are 32-bit, as Spark's strings */
         PyErr_SetString(PyExc_ValueError, "batch larger than 2 GiB");
-        goto done;
+        return -1;
     }
-    if (!(status = PyBytes_FromStringAndSize(NULL, length))) goto done;
-    if (tail) {
-        if (!(valid = PyBytes_FromStringAndSize(NULL, (length + 7) / 8))) goto done;
-        memset(PyBytes_AS_STRING(valid), 0, (length + 7) / 8);
+    return 0;
+}
+
+static PyObject *parse_arrow(PyObject *self, PyObject *args) {
+    Py_buffer ob, db;
+    arrow_batch b = {0};
+    PyObject *prog_o, *out_o = Py_None;
+    b.size_index = -1;
+    if (!PyArg_ParseTuple(args, "y*y*nnpO|Oi", &ob, &db, &b.offset, &b.length, &b.wide, &prog_o, &out_o,
+                          &b.size_index))
+        return NULL;
+    program pg;
+    int legacy_out[MAX_FIELDS] = {0, 1, 2, 3, 4};
+    PyObject *status = NULL, *fields = NULL, *valid = NULL, *result = NULL;
+    PyObject *bufs[2 * MAX_FIELDS] = {0};
+    if (arrow_program(prog_o, out_o, &pg, legacy_out, &b) < 0) goto release;
+    if (arrow_slice(&b, &ob, &db) < 0) goto done;
+    b.offsets = ob.buf; b.data = db.buf;
+    if (!(status = PyBytes_FromStringAndSize(NULL, b.length))) goto done;
+    if (b.tail) {
+        if (!(valid = PyBytes_FromStringAndSize(NULL, (b.length + 7) / 8))) goto done;
+        memset(PyBytes_AS_STRING(valid), 0, (b.length + 7) / 8);
+        b.valid = (unsigned char *)PyBytes_AS_STRING(valid);
     }
     /* each field's data is at most the batch's bytes (every field is a piece of its line) */
-    for (int k = 0; k < n_out; k++) {
-        if (!(bufs[2 * k] = PyBytes_FromStringAndSize(NULL, (length + 1) * 4))) goto done;
-        if (!(bufs[2 * k + 1] = PyBytes_FromStringAndSize(NULL, last - first))) goto done;
+    for (int k = 0; k < b.n_out; k++) {
+        if (!(bufs[2 * k] = PyBytes_FromStringAndSize(NULL, (b.length + 1) * 4))) goto done;
+        if (!(bufs[2 * k + 1] = PyBytes_FromStringAndSize(NULL, b.last - b.first))) goto done;
+        b.offs[k] = (int32_t *)PyBytes_AS_STRING(bufs[2 * k]);
+        b.out[k] = PyBytes_AS_STRING(bufs[2 * k + 1]);
+        b.offs[k][0] = 0;
     }
-    {
-        unsigned char *st = (unsigned char *)PyBytes_AS_STRING(status);
-        int32_t *offs[MAX_FIELDS]; char *out[MAX_FIELDS]; int32_t pos[MAX_FIELDS];
-        for (int k = 0; k < n_out; k++) {
-            offs[k] = (int32_t *)PyBytes_AS_STRING(bufs[2 * k]);
-            out[k] = PyBytes_AS_STRING(bufs[2 * k + 1]);
-            pos[k] = 0;
-            offs[k][0] = 0;
-        }
-        int bad_offsets = 0;
-        unsigned char *vb = valid ? (unsigned char *)PyBytes_AS_STRING(valid) : NULL;
-        Py_BEGIN_ALLOW_THREADS
-        span f[MAX_FIELDS];
-        for (Py_ssize_t i = 0; i < length; i++) {
-            int64_t s, e;
-            if (wide) { const int64_t *o = ob.buf; s = o[offset + i]; e = o[offset + i + 1]; }
-            else { const int32_t *o = ob.buf; s = o[offset + i]; e = o[offset + i + 1]; }
-            if (s < first || e < s || e > last) { bad_offsets = 1; break; }
-            int reason = line_status(pgp, size_index, tail, data + s, data + e, f);
-            st[i] = (unsigned char)reason;
-            if (reason >= LINE_UTF8 && reason <= LINE_TABCR) n_bad++;
-            if (vb && !(reason == ST_KEPT && !f[5].s)) vb[i >> 3] |= (unsigned char)(1u << (i & 7));
-            for (int k = 0; k < n_out; k++) {
-                if (reason == ST_KEPT) {
-                    int src = outs[k];
-                    Py_ssize_t len = f[src].e - f[src].s;
-                    memcpy(out[k] + pos[k], f[src].s, len);
-                    if (pgp && pgp->any_decode && pgp->decode[src]) {
-                        unsigned char *d = (unsigned char *)out[k] + pos[k];
-                        len = pct_decode(d, d, d + len);
-                    }
-                    pos[k] += (int32_t)len;
-                }
-                offs[k][i + 1] = pos[k];
-            }
-        }
-        Py_END_ALLOW_THREADS
-        if (bad_offsets) { PyErr_SetString(PyExc_ValueError, "offsets not increasing"); goto done; }
-        for (int k = 0; k < n_out; k++)
-            if (_PyBytes_Resize(&bufs[2 * k + 1], pos[k]) < 0) { bufs[2 * k + 1] = NULL; goto done; }
-    }
-    if (!(fields = PyTuple_New(n_out))) goto done;
-    for (int k = 0; k < n_out; k++) {
+    b.status = (unsigned char *)PyBytes_AS_STRING(status);
+    if (arrow_lines(&b) < 0) { PyErr_SetString(PyExc_ValueError, "offsets not increasing"); goto done; }
+    for (int k = 0; k < b.n_out; k++)
+        if (_PyBytes_Resize(&bufs[2 * k + 1], b.pos[k]) < 0) { bufs[2 * k + 1] = NULL; goto done; }
+    if (!(fields = PyTuple_New(b.n_out))) goto done;
+    for (int k = 0; k < b.n_out; k++) {
         PyObject *pair = PyTuple_Pack(2, bufs[2 * k], bufs[2 * k + 1]);
         if (!pair) goto done;
         PyTuple_SET_ITEM(fields, k, pair);
     }
     if (!valid) { valid = Py_None; Py_INCREF(valid); }
-    result = Py_BuildValue("(OnOO)", status, n_bad, fields, valid);
+    result = Py_BuildValue("(OnOO)", status, b.n_bad, fields, valid);
 done:
-    if (pgp) free_program(&pg);
+    if (b.pg) free_program(&pg);
     Py_XDECREF(status); Py_XDECREF(fields); Py_XDECREF(valid);
     for (int k = 0; k < 2 * MAX_FIELDS; k++) Py_XDECREF(bufs[k]);
 release:

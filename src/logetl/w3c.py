@@ -205,6 +205,21 @@ def _searchable(data):
     return data.tobytes() if isinstance(data, memoryview) else data
 
 
+def _find_directive(data, start: int, end: int, last: bool = False) -> int:
+    """The first (``last``: the last) ``#Fields:`` in ``data[start:end]``, or -1: its '#' looked for alone,
+    a byte search (memchr) where the whole directive's is a substring search over every byte of a chunk,
+    and a line of a W3C log rarely holds a '#'."""
+    while start < end:
+        k = data.rfind(b"#", start, end) if last else data.find(b"#", start, end)
+        if k < 0 or data.startswith(FIELDS_DIRECTIVE, k, end):
+            return k
+        if last:
+            end = k
+        else:
+            start = k + 1
+    return -1
+
+
 def last_fields(data, start: int = 0, end: int | None = None) -> tuple[int, bytes] | None:
     """The last ``#Fields:`` line in ``data[start:end]`` that starts a line (at ``start`` or after a
     ``\\n``): (its start, the line without its end), or None."""
@@ -212,7 +227,7 @@ def last_fields(data, start: int = 0, end: int | None = None) -> tuple[int, byte
     end = len(data) if end is None else end
     at = end
     while True:
-        k = data.rfind(FIELDS_DIRECTIVE, start, at)
+        k = _find_directive(data, start, at, last=True)
         if k < 0:
             return None
         if k == start or data[k - 1] == 0x0A:
@@ -227,7 +242,7 @@ def segments(data, before: bytes | None) -> list[tuple[int, tuple[str, ...]]]:
     data = _searchable(data)
     found = [(0, columns(before) if before is not None else columns(DEFAULT_FIELDS))]
     pos = 0
-    while (k := data.find(FIELDS_DIRECTIVE, pos)) >= 0:
+    while (k := _find_directive(data, pos, len(data))) >= 0:
         if k == 0 or data[k - 1] == 0x0A:
             e = data.find(b"\n", k)
             cols = columns(bytes(data[k:len(data) if e < 0 else e]))

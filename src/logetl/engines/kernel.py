@@ -111,10 +111,10 @@ class _ArrowColumns:
         return _export(p.tsv, p.views, p.n_records, self.names, p.valid, p.nullable, p.n_null)
 
 
-def parse_python(data, final: bool, columns: bool = True, parser: "Parser | None" = None,
-                 drop_dash: bool = True) -> Parsed:
-    """The pure-Python parse: ``parser`` None is the original expression's five fields; ``drop_dash`` drops
-    the records whose size is ``-`` (the three programs' rule; a parser says it itself)."""
+def _parse_lines(data, final: bool, match, n_fields: int) -> Parsed:
+    """The pure-Python parse loop: ``match(raw, start)`` gives a line's record (a tuple of the fields
+    emitted), None for a record dropped for its size ``-``, or raises ``Header``, ``NotRequest`` or
+    ``contract.Malformed``."""
     data = bytes(data)
     lines = data.split(b"\n")
     tail = lines.pop()
@@ -125,7 +125,7 @@ def parse_python(data, final: bool, columns: bool = True, parser: "Parser | None
     for i, raw in enumerate(lines):
         start, pos = pos, pos + len(raw) + 1
         try:
-            fields = parser.format.parse_line(raw) if parser else contract.parse_line(raw)
+            fields = match(raw, start)
         except Header:   # a header line of the format: neither a record nor malformed, counted apart
             header += 1
             continue
@@ -135,19 +135,30 @@ def parse_python(data, final: bool, columns: bool = True, parser: "Parser | None
         except contract.Malformed as exc:
             bad.append((i, start, start + len(raw), codes[exc.reason]))
             continue
-        if parser is None:
-            keep = not drop_dash or contract.keeps(fields)
-        else:
-            keep = parser.size_index < 0 or fields[parser.size_index] != "-"
-            if parser.out != tuple(range(len(fields))):
-                fields = tuple(fields[k] for k in parser.out)
-        if keep:
-            rows.append(fields)
-        else:
+        if fields is None:
             dash += 1
+        else:
+            rows.append(fields)
     tsv = "".join("\t".join(v or "" for v in r) + "\n" for r in rows).encode("utf-8")   # null: empty
-    return Parsed(data, tsv, len(rows), len(lines), dash, bad, rows=rows,
-                  n_fields=len(parser.out) if parser else 5, n_header=header, n_other=other)
+    return Parsed(data, tsv, len(rows), len(lines), dash, bad, rows=rows, n_fields=n_fields, n_header=header,
+                  n_other=other)
+
+
+def parse_python(data, final: bool, columns: bool = True, parser: "Parser | None" = None,
+                 drop_dash: bool = True) -> Parsed:
+    """The pure-Python parse: ``parser`` None is the original expression's five fields; ``drop_dash`` drops
+    the records whose size is ``-`` (the three programs' rule; a parser says it itself)."""
+
+    def match(raw, start):
+        if parser is None:
+            fields = contract.parse_line(raw)
+            return fields if not drop_dash or contract.keeps(fields) else None
+        fields = parser.format.parse_line(raw)
+        if parser.size_index >= 0 and fields[parser.size_index] == "-":
+            return None
+        return fields if parser.out == tuple(range(len(fields))) else tuple(fields[k] for k in parser.out)
+
+    return _parse_lines(data, final, match, len(parser.out) if parser else 5)
 
 
 _ALL = tuple(range(len(contract.FIELDS)))
@@ -230,34 +241,20 @@ class Parser:
                        n_other=n_other)
 
     def _parse_from_python(self, data, final: bool, segs: list) -> Parsed:
-        """``parse_from`` without the kernel: the reference matcher line by line."""
-        w3c, data = self._w3c, bytes(data)
-        lines = data.split(b"\n")
-        tail = lines.pop()
-        if final and tail:
-            lines.append(tail)
-        rows, bad, dash, header, pos, seg = [], [], 0, 0, 0, 0
-        codes = {name: code for code, name in REASON_NAMES.items()}
-        size = w3c.FIELDS.index("size")
-        for i, raw in enumerate(lines):
-            start, pos = pos, pos + len(raw) + 1
-            while seg + 1 < len(segs) and segs[seg + 1][0] <= start:
-                seg += 1
-            cols = segs[seg][1]
-            try:
-                fields = w3c.parse_line(raw, cols)
-            except Header:
-                header += 1
-                continue
-            except contract.Malformed as exc:
-                bad.append((i, start, start + len(raw), codes[exc.reason]))
-                continue
+        """``parse_from`` without the kernel: the reference matcher line by line, each line with the columns
+        of its segment."""
+        w3c, size, seg = self._w3c, self._w3c.FIELDS.index("size"), [0]
+
+        def match(raw, start):
+            while seg[0] + 1 < len(segs) and segs[seg[0] + 1][0] <= start:
+                seg[0] += 1
+            cols = segs[seg[0]][1]
+            fields = w3c.parse_line(raw, cols)
             if self.drop_dash and w3c.scan(raw.removesuffix(b"\r"), cols)[size] == b"-":
-                dash += 1
-                continue
-            rows.append(tuple(fields[w3c.FIELDS.index(f)] for f in self.keep))
-        tsv = "".join("\t".join(r) + "\n" for r in rows).encode("utf-8")
-        return Parsed(data, tsv, len(rows), len(lines), dash, bad, rows=rows, n_fields=len(self.out), n_header=header)
+                return None
+            return tuple(fields[w3c.FIELDS.index(f)] for f in self.keep)
+
+        return _parse_lines(data, final, match, len(self.out))
 
     def parse(self, data, final: bool, columns: int = VIEWS) -> Parsed:
         if self.segmented:
