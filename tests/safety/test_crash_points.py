@@ -124,9 +124,10 @@ def _sigterm_template(program: str, base):
         assert _run(cmd, template).returncode == 0
         earlier = {o: parts(template / o) for o in outs}
         (template / "in.log").write_bytes(LOG)
+        cmd = [*cmd, "--overwrite"]
         failed = _run(cmd, template, env={"LOGETL_FAIL_AT": "parse"})
         assert failed.returncode == 1 and (template / ".o1.logetl-work").is_dir(), failed.stderr
-        cmd = [*cmd, "--overwrite"]
+        assert {o: parts(template / o) for o in outs} == earlier
     return template, cmd, outs, user, earlier
 
 

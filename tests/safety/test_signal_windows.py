@@ -80,6 +80,36 @@ def assert_rerun_finishes(root, expected, overwrite: bool = False) -> None:
     assert sorted(os.listdir(root)) == sorted(["in.log", *OUTPUTS, *(["old.log"] if (root / "old.log").exists() else [])])
 
 
+def test_a_held_signal_waits_even_when_another_thread_takes_it(stops):
+    """The main thread blocks the signals, so the kernel gives a signal sent to the process to a thread that
+    does not (as a writer's, the monitor's or a native library's threads do not); Python then runs its
+    handler in the main thread all the same, inside the block. Held, it waits for the block's end there
+    too."""
+    import threading
+    import time
+
+    leave = threading.Event()
+
+    def other():               # made before the block: the signals are not blocked in it
+        while not leave.is_set():
+            time.sleep(0.0005)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    went_on = False
+    try:
+        with pytest.raises(errors.Terminated):
+            with errors.signals_held():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)          # the other thread takes the signal meanwhile
+                went_on = True
+    finally:
+        leave.set()
+        thread.join()
+    assert went_on
+    assert signal.getsignal(signal.SIGTERM) is errors.raise_terminated
+
+
 def test_a_stop_as_the_working_directory_is_made_leaves_it_whole(root, stops, monkeypatch, expected):
     """The working directory is made as ``NAME.new-PID-…`` with its marker, then renamed: a stop between
     those calls waits for the rename, so what is left is the whole directory (its marker in it), never
