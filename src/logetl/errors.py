@@ -242,15 +242,34 @@ def signals_of_command(said: str = ""):
 def signals_held():
     """Holds SIGINT, SIGTERM and SIGHUP back for the block (a few system calls that must happen together,
     such as taking a lock and recording that it is held); one that comes meanwhile is handled as the
-    block ends. Off the main thread nothing changes (signals are handled in the main thread)."""
+    block ends. Off the main thread nothing changes (signals are handled in the main thread).
+
+    Blocking the signals in the main thread is not enough: the kernel then hands a signal sent to the
+    process to another thread (Polars', a writer's, the monitor's), and Python runs the handler in the main
+    thread all the same, inside the block. So for the block the handlers that would raise are replaced by
+    one that only notes the signal, and the handler it replaced is called with it as the block ends."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    came: list[int] = []
+
+    def note(signum, frame):
+        came.append(signum)
+
+    before = {signum: signal.getsignal(signum) for signum in COMMAND_SIGNALS}
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, COMMAND_SIGNALS)
     try:
+        for signum, handler in before.items():
+            if callable(handler):
+                signal.signal(signum, note)
         yield
     finally:
+        for signum, handler in before.items():
+            if callable(handler) and signal.getsignal(signum) is note:
+                signal.signal(signum, handler)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if came and callable(before[came[0]]):
+            before[came[0]](came[0], None)     # (a signal still blocked meanwhile is handled by it too)
 
 
 def interrupt_of(exc: BaseException) -> KeyboardInterrupt | None:

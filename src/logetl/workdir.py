@@ -296,9 +296,26 @@ class WorkDir:
             fs.rename(fresh, self.path)
 
     def _retire(self, path: str) -> None:
+        # one rename, then a removal that may be long (an earlier run's stored outputs): a stop during it
+        # leaves the retired copy, which the stopped run's cleanup removes (``discard_own``)
         trash = f"{self.path}.trash-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.fs.rename(path, trash)
         self._delete_owned(trash)
+
+    def discard_own(self) -> None:
+        """After a stop or a failure: removes the half-made or retired copies of the directory that this
+        process made (``NAME.new-PID-…``, ``NAME.trash-PID-…``), so that a stopped run leaves no more than
+        the working directory itself. Those of other processes stay (a run that is gone: the next run's
+        ``claim`` removes them)."""
+        fs = self.fs
+        parent, base = fs.parent(self.path), fs.basename(self.path)
+        if not fs.isdir(parent):
+            return
+        for name in fs.listdir(parent):
+            m = _SIBLING.fullmatch(name[len(base):]) if name.startswith(base + ".") else None
+            where = fs.join(parent, name)
+            if m and m.group(2) is not None and int(m.group(2)) == os.getpid() and self._owned(where):
+                self._delete_owned(where)
 
     def _owned(self, path: str) -> bool:
         """A directory of logetl's: it holds the marker (deleted last), or nothing at all."""

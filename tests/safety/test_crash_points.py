@@ -101,13 +101,50 @@ def test_a_kill_at_every_file_system_mutation_loses_nothing_and_the_rerun_gives_
     assert violations == [], "\n".join(violations)
 
 
-def test_a_sigterm_at_every_file_system_mutation_stops_the_run_and_the_rerun_gives_the_same_bytes(tmp_path):
-    """SIGTERM (``timeout``, a service manager) at each mutation of a Join with a trap and a checkpoint:
-    the run stops with one line and exit 143 (or, once its outputs are committed, completes: exit 0),
-    never a traceback; the outputs are whole or absent, and the rerun gives the same bytes."""
+def _working_directory(program: str, root) -> str:
+    """Where the run's working directory is (relative to ``root``): beside its first output, or under
+    ``--work-dir`` (Join: ``scratch/logetl-work-DIGEST``)."""
+    from logetl.io.fs import LOCAL
+    from logetl.workdir import default_path
+
+    work_dir = None if program.startswith("branch") else str(root / "scratch")
+    return os.path.relpath(default_path(str(root / "o1"), work_dir, LOCAL), root)
+
+
+def _sigterm_template(program: str, base):
+    """The place each SIGTERM run starts from (copied), its command, outputs and the user's files. Branch
+    "again" runs over an earlier Branch's outputs (of other lines) with --overwrite, and an earlier failed
+    run's working directory: the windows that retire a working directory and replace outputs."""
+    template = base / "template"
+    template.mkdir()
+    cmd, outs, user = _layout(program, template)
+    earlier = {}
+    if program == "branch-again":
+        (template / "in.log").write_bytes(LOG[:LOG.index(b"\n", len(LOG) // 3) + 1])
+        assert _run(cmd, template).returncode == 0
+        earlier = {o: parts(template / o) for o in outs}
+        (template / "in.log").write_bytes(LOG)
+        cmd = [*cmd, "--overwrite"]
+        failed = _run(cmd, template, env={"LOGETL_FAIL_AT": "parse"})
+        assert failed.returncode == 1 and (template / ".o1.logetl-work").is_dir(), failed.stderr
+        assert {o: parts(template / o) for o in outs} == earlier
+    return template, cmd, outs, user, earlier
+
+
+@pytest.mark.parametrize("program", ["join", "branch-again"])
+def test_a_sigterm_at_every_file_system_mutation_stops_the_run_and_the_rerun_gives_the_same_bytes(
+        tmp_path, program):
+    """SIGTERM (``timeout``, a service manager) at each mutation: the run stops with one line and exit 143
+    (or, once its outputs are committed, completes: exit 0), never a traceback. Each output is whole (the
+    earlier one or the new one) or absent, and beside them and the user's files the stop leaves at most
+    the working directory, marked as logetl's: what may be restarted (a Join after its checkpoint) and,
+    stopped while publishing, what tells the rerun that the outputs published are its own. No half-made or
+    retired copy of it, no staging directory, no earlier output set aside, no temporary record, no lock
+    file: those are made and renamed in blocks a stop waits for, or removed by the stop's own cleanup.
+    The rerun gives the same bytes and leaves nothing but the outputs."""
+    template, cmd, outs, user, earlier = _sigterm_template(program, tmp_path)
     ref = tmp_path / "reference"
-    ref.mkdir()
-    cmd, outs, user = _layout("join", ref)
+    shutil.copytree(template, ref)
     first = _run(cmd, ref, count_file=tmp_path / "count")
     assert first.returncode == 0, first.stderr
     mutations = int(read(tmp_path / "count"))
@@ -118,8 +155,7 @@ def test_a_sigterm_at_every_file_system_mutation_stops_the_run_and_the_rerun_giv
     violations, codes = [], set()
     for n in range(1, mutations + 1):
         root = tmp_path / f"n{n}"
-        root.mkdir()
-        _layout("join", root)
+        shutil.copytree(template, root)
         ended = _run(cmd, root, crash_at=n, env={"LOGETL_CRASH_SIGNAL": "TERM"})
         err = ended.stderr.decode()
         codes.add(ended.returncode)
@@ -127,15 +163,24 @@ def test_a_sigterm_at_every_file_system_mutation_stops_the_run_and_the_rerun_giv
                 (ended.returncode == 143 and err.splitlines()[-1] not in stopped):
             violations.append(f"SIGTERM at mutation {n}: exit {ended.returncode}: {err[-300:]}")
         for o in outs:
-            if (root / o).exists() and parts(root / o) != expected[o]:
+            if (root / o).exists() and parts(root / o) not in (expected[o], earlier.get(o)):
                 violations.append(f"SIGTERM at mutation {n}: {o} holds a partial or wrong result")
             if ended.returncode == 0 and not (root / o).exists():
                 violations.append(f"SIGTERM at mutation {n}: exit 0 without {o}")
-            if err.endswith("no output was committed\n") and (root / o).exists():
-                violations.append(f"SIGTERM at mutation {n}: says no output was committed, but {o} is there")
+            if err.endswith("no output was committed\n") and (root / o).exists() and parts(root / o) != earlier.get(o):
+                violations.append(f"SIGTERM at mutation {n}: says no output was committed, but {o} is new")
         for name, data in user.items():
             if not (root / name).is_file() or read(root / name) != data:
                 violations.append(f"SIGTERM at mutation {n}: the user's {name} is gone or changed")
+        work = _working_directory(program, root)
+        left = [e for e in _tree(root) if e.split(os.sep)[0] not in outs and e not in user and e != "scratch"]
+        extra = [e for e in left if e != work and not e.startswith(work + os.sep)]
+        if extra:
+            violations.append(f"SIGTERM at mutation {n} (exit {ended.returncode}) left {extra}")
+        if left and ".logetl-workdir" not in os.listdir(root / work):
+            violations.append(f"SIGTERM at mutation {n}: the working directory left holds no marker")
+        if ended.returncode == 0 and _tree(root) != clean_tree:
+            violations.append(f"SIGTERM at mutation {n}: exit 0, but {sorted(set(_tree(root)) ^ set(clean_tree))}")
         if ended.returncode == 143:
             again = _run(cmd, root)
             if again.returncode != 0:

@@ -232,6 +232,8 @@ class Engine:
             fs = self.filesystem()
             for path in [*ctx.taps.outputs.values(), *([ctx.taps.trap] if ctx.taps.trap else [])]:
                 discard_own_staging(path, fs)
+        if not ok and ctx.taps.work is not None:
+            ctx.taps.work.discard_own()       # a copy of the working directory a stop left half-made or retired
 
     # --- the protocol ---------------------------------------------------------------------------------
 

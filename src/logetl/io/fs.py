@@ -3,6 +3,7 @@ disk (``LocalFS``) and on whatever Hadoop's FileSystem reaches (``logetl.engines
 object stores) alike. Paths are strings; each engine says which file system its paths live on."""
 from __future__ import annotations
 
+import contextlib
 import glob as _glob
 import os
 import shutil
@@ -19,6 +20,18 @@ def hadoop_local_path(path: str) -> str:
     """A path as the user reads it: a local file's path as Hadoop's ``Path`` spells it (``file:/a b``, not
     encoded: read as a URI, ``a%41`` would be ``aA``) as its path, anything else unchanged."""
     return "/" + path[len("file:"):].lstrip("/") if path.startswith("file:") else path
+
+
+@contextlib.contextmanager
+def _removed_on_failure(tmp: str):
+    """A temporary file written aside and renamed over its target: removed if anything (a signal that
+    stops the run too) comes before the rename, so that a stopped run leaves no ``*.tmp-PID`` beside it."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
 
 
 class LocalFS:
@@ -138,11 +151,14 @@ class LocalFS:
     # the write-then-rename below is atomic to every later reader; the part files these records vouch for
     # are not synced either. Each fsync cost 4-14 ms of every run on a busy disk (after a big run's
     # writes, a small file's fsync waits for the journal to flush them).
-    def write_text_atomic(self, p: str, text: str) -> None:
+    def write_text_atomic(self, p: str, text: str, encoding: str | None = None) -> None:
+        """``text`` in file ``p``, whole or not at all: written aside (``p.tmp-PID``, removed if anything
+        stops the write), then renamed over ``p``."""
         tmp = f"{p}.tmp-{os.getpid()}"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, p)
+        with _removed_on_failure(tmp):
+            with open(tmp, "w", encoding=encoding) as f:
+                f.write(text)
+            os.replace(tmp, p)
 
     def touch(self, p: str) -> None:
         open(p, "wb").close()
@@ -151,10 +167,11 @@ class LocalFS:
         """Puts ``data`` before the bytes of file ``p`` (a header line before a part Spark wrote): a copy
         that replaces it in one rename."""
         tmp = f"{p}.tmp-{os.getpid()}"
-        with open(p, "rb") as src, open(tmp, "wb") as dst:
-            dst.write(data)
-            shutil.copyfileobj(src, dst, 1 << 20)
-        os.replace(tmp, p)
+        with _removed_on_failure(tmp):
+            with open(p, "rb") as src, open(tmp, "wb") as dst:
+                dst.write(data)
+                shutil.copyfileobj(src, dst, 1 << 20)
+            os.replace(tmp, p)
 
     @staticmethod
     def pid_alive(pid: int) -> bool:

@@ -26,7 +26,7 @@ import os
 import re
 import uuid
 
-from logetl.errors import RunFailed, UsageError
+from logetl.errors import RunFailed, UsageError, signals_held
 
 PART = "part-00000"
 SUCCESS = "_SUCCESS"
@@ -291,6 +291,8 @@ class StagedOutput:
         #: part (an engine writes the header line of an output that has one)
         self.suffix = ""
         self.listing: dict[str, int] = {}
+        #: the earlier output ``commit`` replaced, until it is deleted (a stop may come before)
+        self.replaced: str | None = None
 
     def seal(self) -> "StagedOutput":
         """Completes the staged output (a part even when empty, ``_SUCCESS``); ``listing`` is then what
@@ -317,8 +319,13 @@ class StagedOutput:
                 self._replace_partitions()
                 return
             trash = self.staging + ".old"
-            fs.rename(self.path, trash)
-        fs.replace_dir(self.staging, self.path)
+        # two renames a stop must not part (it would leave the output absent, the earlier one aside); the
+        # earlier output's removal after them may be long: a stop then leaves it to ``discard``
+        with signals_held():
+            if trash:
+                fs.rename(self.path, trash)
+            fs.replace_dir(self.staging, self.path)
+            self.replaced = trash
         if trash:
             fs.rmtree(trash)
 
@@ -349,8 +356,10 @@ class StagedOutput:
         kept, stale = layout_scan(self.path, self.partition_by, self.format, fs, written=leaves)
         if "" not in kept:
             trash = self.staging + ".old"
-            fs.rename(self.path, trash)
-            fs.replace_dir(self.staging, self.path)
+            with signals_held():          # as in ``commit``
+                fs.rename(self.path, trash)
+                fs.replace_dir(self.staging, self.path)
+                self.replaced = trash
             fs.rmtree(trash)
             return
         aside = fs.join(self.staging, ".replaced")
@@ -368,12 +377,14 @@ class StagedOutput:
                     continue
                 r = f"{rel}/{name}" if rel else name
                 target = fs.join(self.path, r)
-                if fs.exists(target):
-                    if depth + 1 < len(self.partition_by) and r in kept:
-                        publish(r, depth + 1)
-                        continue
-                    put_aside(target)
-                fs.rename(fs.join(source, name), target)
+                if fs.exists(target) and depth + 1 < len(self.partition_by) and r in kept:
+                    publish(r, depth + 1)
+                    continue
+                # the earlier partition aside and the new one in: a stop between would leave neither
+                with signals_held():
+                    if fs.exists(target):
+                        put_aside(target)
+                    fs.rename(fs.join(source, name), target)
 
         for rel in stale:
             put_aside(fs.join(self.path, rel))
@@ -382,4 +393,8 @@ class StagedOutput:
         fs.rmtree(self.staging)
 
     def discard(self) -> None:
+        """Removes what the run staged, and the earlier output a stopped ``commit`` had not finished
+        removing (set aside as ``.old``, once the new output was in place)."""
         self.fs.rmtree(self.staging)
+        if self.replaced:
+            self.fs.rmtree(self.replaced)

@@ -31,6 +31,7 @@ import threading
 import time
 
 from logetl import settings
+from logetl.io.fs import LOCAL
 from logetl.listener import FlowListener, FlowRun, current_step, progress_of
 from logetl.monitor.documents import (FORMAT, MESSAGING_VERSION, graph, lineage_changes, lineage_of, row_of,
                                      run_document)
@@ -270,10 +271,9 @@ class RemoteSink:
                 else:
                     os.makedirs(directory, mode=0o700, exist_ok=True)
                 for rid, doc in docs.items():
-                    tmp = os.path.join(directory, f"{rid}.json.tmp")
-                    with open(tmp, "w") as f:
-                        json.dump({**doc, OUTBOX_KEY: self.fingerprint}, f)
-                    os.replace(tmp, os.path.join(directory, f"{rid}.json"))
+                    # (whole or not at all, its temporary removed if a stop comes before the rename)
+                    LOCAL.write_text_atomic(os.path.join(directory, f"{rid}.json"),
+                                            json.dumps({**doc, OUTBOX_KEY: self.fingerprint}))
                 return directory
             except OSError as exc:
                 if self.keep_error is None:

@@ -266,10 +266,7 @@ def _write(fs, path: str, text: str) -> None:
     if fs is not LOCAL:
         fs.write_text_atomic(path, text)     # UTF-8
         return
-    part = path + ".tmp"
-    with open(part, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(part, path)
+    LOCAL.write_text_atomic(path, text, encoding="utf-8")
 
 
 def _ranked(rows: list[dict], label: str, source: str | None = None, keys=("hits", "visitors", "bytes")):

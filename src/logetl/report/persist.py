@@ -201,10 +201,9 @@ def read_options(state_dir: str) -> dict | None:
 def write_options(state_dir: str, options: dict) -> None:
     """Whole or not at all (written aside, then renamed)."""
     os.makedirs(state_dir, exist_ok=True)
-    path = os.path.join(state_dir, OPTIONS)
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(options, f, indent=1)
-    os.replace(path + ".tmp", path)
+    from logetl.io.fs import LOCAL
+
+    LOCAL.write_text_atomic(os.path.join(state_dir, OPTIONS), json.dumps(options, indent=1), encoding="utf-8")
 
 
 def totals_of(output_dir: str) -> dict | None:

@@ -7,7 +7,7 @@ import os
 import shutil
 import tempfile
 
-from logetl.errors import UsageError
+from logetl.errors import UsageError, signals_held
 
 #: the table a query of ``logetl sql`` reads: the records of the log, one string column per field of its format
 TABLE = "log"
@@ -54,11 +54,14 @@ def query_flow(query: str, engine: str, log_format: str | None, format_file: str
 @contextlib.contextmanager
 def result_directory(output_format: str | None):
     """A directory for a printed result (removed after)."""
-    root = tempfile.mkdtemp(prefix="logetl-sql-")
+    root = None
     try:
+        with signals_held():    # made and known together: a stop as it is made still removes it
+            root = tempfile.mkdtemp(prefix="logetl-sql-")
         yield os.path.join(root, "result")
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if root is not None:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def show(directory: str, flow, stream, header: bool = True) -> None:

@@ -2,6 +2,7 @@
 (``HadoopFS``: HDFS, S3, ...), through the driver JVM, with the local disk's own calls where it is one."""
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -303,16 +304,21 @@ class HadoopFS:
     def write_text_atomic(self, p: str, text: str) -> None:
         tmp = f"{p}.tmp-{os.getpid()}"
         fs, tpath = self._p(tmp)
-        with _java_io(f"cannot write {p!r}"):
-            out = fs.create(tpath, True)
-            try:
-                out.write(bytearray(text.encode("utf-8")))
-                out.hsync()
-            finally:
-                out.close()
-        if self.exists(p):
-            self.remove(p)
-        self.rename(tmp, p)
+        try:
+            with _java_io(f"cannot write {p!r}"):
+                out = fs.create(tpath, True)
+                try:
+                    out.write(bytearray(text.encode("utf-8")))
+                    out.hsync()
+                finally:
+                    out.close()
+            if self.exists(p):
+                self.remove(p)
+            self.rename(tmp, p)
+        except BaseException:       # a stop too: no temporary left beside the record
+            with contextlib.suppress(Exception):
+                self.remove(tmp)
+            raise
 
     def touch(self, p: str) -> None:
         fs, path = self._p(p)

@@ -32,6 +32,7 @@ import zipfile
 
 from logetl import __version__
 from logetl.engines.spark.cds import _java, cache_dir
+from logetl.io.fs import LOCAL
 
 HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the logetl package
 JAVA_SOURCES = [os.path.join(HERE, "java", "logetl", "spark", n) for n in ("Kernel.java", "NativeParse.java")]
@@ -129,9 +130,7 @@ def jar() -> str:
         raise Unavailable(f"cannot build logetl's jar in {directory}: {exc.strerror or exc}") from None
     except Unavailable as exc:
         try:
-            with open(f"{failed}.{os.getpid()}.tmp", "w", encoding="utf-8") as f:
-                f.write(str(exc))
-            os.replace(f"{failed}.{os.getpid()}.tmp", failed)
+            LOCAL.write_text_atomic(failed, str(exc), encoding="utf-8")   # (its temporary never left behind)
         except OSError:
             pass
         raise
