@@ -43,9 +43,10 @@ PYTEST_ARGS ?= -n 2 --dist loadfile
 
 # the tests that assert a wall-clock bound run after the others, alone: beside another worker's Spark job a
 # bound that holds on any idle machine would measure the neighbour instead
+# --durations: every run's log ends with its slowest tests, where a new slow test shows first
 test: $(VENV)/.installed-test
-	status=0; $(BIN)/python -m pytest $(PYTEST_ARGS) -m "not timing" || status=$$?; \
-	$(BIN)/python -m pytest -m timing || status=$$?; exit $$status
+	status=0; $(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS) -m "not timing" || status=$$?; \
+	$(BIN)/python -m pytest --durations=25 -m timing || status=$$?; exit $$status
 
 # the fast loop: no Spark, no browser, no PostgreSQL, nothing slow (markers: pyproject.toml, tests/conftest.py)
 check: $(VENV)/.installed-test
