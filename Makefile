@@ -38,8 +38,9 @@ demo: $(VENV)/.installed-run
 	@head -n 3 $(DEMO)/joined/part-00000
 
 # two workers (pytest-xdist): much of the suite waits on child processes, JVMs and servers; each worker has its
-# own Spark session, PostgreSQL server and Chromium (docs/design/testing.md); PYTEST_ARGS="-n 0" runs it serially
-PYTEST_ARGS ?= -n 2 --dist loadfile
+# own Spark session, PostgreSQL server and Chromium (docs/design/testing.md); PYTEST_ARGS="-n 0" runs it serially.
+# --no-loadscope-reorder: the modules go to the workers in the order tests/conftest.py gives, the longest first
+PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder
 
 # the tests that assert a wall-clock bound run after the others, alone: beside another worker's Spark job a
 # bound that holds on any idle machine would measure the neighbour instead

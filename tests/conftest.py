@@ -275,3 +275,22 @@ def pytest_collection_modifyitems(config, items):
         have = {m.name for m in item.iter_markers()}
         for name in sorted(_needs(item) - have):
             item.add_marker(name)
+    _longest_first(items)
+
+
+def _longest_first(items) -> None:
+    """Orders the modules the longest first (the longest end of the run is then shared by both workers):
+    those with the most ``slow`` tests, then the others by their number of tests. ``--dist loadfile`` hands
+    whole modules to the workers in this order (``make test`` passes ``--no-loadscope-reorder``: by itself
+    xdist orders them by their number of tests alone, which leaves a module of a few tests of minutes each,
+    a standalone cluster, for the end, one worker running it while the other has nothing left). A module's
+    own tests keep their order."""
+    slow: dict[str, int] = {}
+    count: dict[str, int] = {}
+    first: dict[str, int] = {}
+    for i, item in enumerate(items):
+        module = str(item.path)
+        first.setdefault(module, i)
+        count[module] = count.get(module, 0) + 1
+        slow[module] = slow.get(module, 0) + (item.get_closest_marker("slow") is not None)
+    items.sort(key=lambda item: (-slow[str(item.path)], -count[str(item.path)], first[str(item.path)]))
