@@ -15,6 +15,9 @@ import pytest
 from conftest import parts, read, require, spark_missing
 from test_signals import SIGNALS, recorded, start
 
+#: a run over a long log stopped, and its rerun, on each signal: minutes
+pytestmark = pytest.mark.slow
+
 
 def running_tasks(home) -> bool:
     """Whether the monitor has heard of the run's Spark tasks running (its progress, counted in tasks)."""
