@@ -38,14 +38,16 @@ demo: $(VENV)/.installed-run
 	@head -n 3 $(DEMO)/joined/part-00000
 
 # two workers (pytest-xdist): much of the suite waits on child processes, JVMs and servers; each worker has its
-# own Spark session, PostgreSQL server and Chromium (docs/design/testing.md); PYTEST_ARGS="-n 0" runs it serially
-PYTEST_ARGS ?= -n 2 --dist loadfile
+# own Spark session, PostgreSQL server and Chromium (docs/design/testing.md); PYTEST_ARGS="-n 0" runs it serially.
+# --no-loadscope-reorder: the modules go to the workers in the order tests/conftest.py gives, the longest first
+PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder
 
 # the tests that assert a wall-clock bound run after the others, alone: beside another worker's Spark job a
 # bound that holds on any idle machine would measure the neighbour instead
+# --durations: every run's log ends with its slowest tests, where a new slow test shows first
 test: $(VENV)/.installed-test
-	status=0; $(BIN)/python -m pytest $(PYTEST_ARGS) -m "not timing" || status=$$?; \
-	$(BIN)/python -m pytest -m timing || status=$$?; exit $$status
+	status=0; $(BIN)/python -m pytest --durations=25 $(PYTEST_ARGS) -m "not timing" || status=$$?; \
+	$(BIN)/python -m pytest --durations=25 -m timing || status=$$?; exit $$status
 
 # the fast loop: no Spark, no browser, no PostgreSQL, nothing slow (markers: pyproject.toml, tests/conftest.py)
 check: $(VENV)/.installed-test

@@ -275,3 +275,26 @@ def pytest_collection_modifyitems(config, items):
         have = {m.name for m in item.iter_markers()}
         for name in sorted(_needs(item) - have):
             item.add_marker(name)
+    _longest_first(items)
+
+
+#: what a test on Spark costs against one that is not, roughly: a few Spark jobs, or a JVM's start
+SPARK_WEIGHT = 10
+
+
+def _longest_first(items) -> None:
+    """Orders the modules the longest first, so that both workers share the end of the run: those with the
+    most ``slow`` tests, then the others by their tests, one on Spark counting for ``SPARK_WEIGHT``.
+    ``--dist loadfile`` hands whole modules to the workers in this order (``make test`` passes
+    ``--no-loadscope-reorder``: by itself xdist orders them by their number of tests alone, which leaves a
+    module of a few tests of minutes each, a standalone cluster, for the end, one worker running it while
+    the other has nothing left). A module's own tests keep their order."""
+    slow: dict[str, int] = {}
+    cost: dict[str, int] = {}
+    first: dict[str, int] = {}
+    for i, item in enumerate(items):
+        module = str(item.path)
+        first.setdefault(module, i)
+        cost[module] = cost.get(module, 0) + (SPARK_WEIGHT if item.get_closest_marker("spark") else 1)
+        slow[module] = slow.get(module, 0) + (item.get_closest_marker("slow") is not None)
+    items.sort(key=lambda item: (-slow[str(item.path)], -cost[str(item.path)], first[str(item.path)]))
