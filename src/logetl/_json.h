@@ -88,10 +88,15 @@ static inline uint64_t j_load(const unsigned char *p, size_t n) {
  * shorter than two words) and the words between, without a branch a byte (a byte loop mispredicts at its
  * end, whose place changes with every key). Reads no byte outside either key. */
 static inline int j_same(const unsigned char *a, const unsigned char *b, size_t len) {
-    if (len >= 8) {
+    if (len > 32) {
         for (size_t i = 0; i + 8 < len; i += 8)
             if (j_load(a + i, 8) != j_load(b + i, 8)) return 0;
         return j_load(a + len - 8, 8) == j_load(b + len - 8, 8);
+    }
+    if (len >= 8) {   /* up to 32 bytes: four words at fixed places that cover them, no loop */
+        size_t m1 = len >= 16 ? 8 : len - 8, m2 = len >= 24 ? len - 16 : 0;
+        return ((j_load(a, 8) ^ j_load(b, 8)) | (j_load(a + m1, 8) ^ j_load(b + m1, 8))
+                | (j_load(a + m2, 8) ^ j_load(b + m2, 8)) | (j_load(a + len - 8, 8) ^ j_load(b + len - 8, 8))) == 0;
     }
     if (len >= 4) return (j_load(a, 4) == j_load(b, 4)) & (j_load(a + len - 4, 4) == j_load(b + len - 4, 4));
     return (a[0] == b[0]) & (a[len >> 1] == b[len >> 1]) & (a[len - 1] == b[len - 1]);
@@ -371,22 +376,39 @@ static ptrdiff_t j_decode(const unsigned char *p, const unsigned char *q, unsign
     return o - o0;
 }
 
+/* The end of the digits from p on: sixteen bytes at a time (a loop a digit mispredicts at its end, whose
+ * place changes with every number). */
+static inline const unsigned char *j_digits(const unsigned char *p, const unsigned char *e) {
+#ifdef __SSE2__
+    const __m128i zero = _mm_set1_epi8('0'), nine = _mm_set1_epi8('9');
+    while (e - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        __m128i d = _mm_and_si128(_mm_cmpeq_epi8(_mm_max_epu8(v, zero), v), _mm_cmpeq_epi8(_mm_min_epu8(v, nine), v));
+        unsigned m = ~(unsigned)_mm_movemask_epi8(d) & 0xFFFF;
+        if (m) return p + __builtin_ctz(m);
+        p += 16;
+    }
+#endif
+    while (p < e && is_digit(*p)) p++;
+    return p;
+}
+
 /* A number's end (p at its first character), or NULL: -?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)? */
 static const unsigned char *j_number(const unsigned char *p, const unsigned char *e) {
     if (p < e && *p == '-') p++;
     if (p >= e || !is_digit(*p)) return NULL;
     if (*p == '0') p++;
-    else while (p < e && is_digit(*p)) p++;
+    else p = j_digits(p, e);
     if (p < e && *p == '.') {
         p++;
         if (p >= e || !is_digit(*p)) return NULL;
-        while (p < e && is_digit(*p)) p++;
+        p = j_digits(p, e);
     }
     if (p < e && (*p == 'e' || *p == 'E')) {
         p++;
         if (p < e && (*p == '+' || *p == '-')) p++;
         if (p >= e || !is_digit(*p)) return NULL;
-        while (p < e && is_digit(*p)) p++;
+        p = j_digits(p, e);
     }
     return p;
 }
