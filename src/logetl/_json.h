@@ -20,7 +20,10 @@
  * (the JVM's batch, whose spans must hold until the batch is read). A request made without a protocol field
  * names the method's index as its third source (see jsonformats). The mapped key paths form a tree
  * (json_state.node) whose keys are found by a hash of (parent node, key) (json_state.slot): a key read is
- * compared with at most the one or two wanted keys that share its hash, not with every key at its place. */
+ * compared with at most the one or two wanted keys that share its hash, not with every key at its place;
+ * before the hash, with the key read at the same place of that object on an earlier line (j_key). A line
+ * without a backslash or a control byte is first marked (j_quotes): its strings then end at the next quote
+ * of its bitmap, without a byte-by-byte scan (docs/design/json-scanner.md). */
 #ifndef LOGETL_JSON_H
 #define LOGETL_JSON_H
 #ifdef __SSE2__
