@@ -115,11 +115,17 @@ static inline int j_child(const json_state *js, int node, const unsigned char *k
     }
 }
 
-/* The child of `node` (a node with children) whose key is k (not escaped), or 0; at the object's key
- * number `at`, the key read at that place before is compared first. */
-static inline int j_key(json_state *js, int node, int at, const unsigned char *k, size_t len) {
+/* The row of remembered keys of `node` (a node with children), given it on its first use; -1 when the rows
+ * are all taken. */
+static inline int j_row(json_state *js, int node) {
     int row = js->memo_row[node] - 1;
     if (row < 0 && js->n_memo < JSON_MEMO_ROWS) row = (js->memo_row[node] = ++js->n_memo) - 1;
+    return row;
+}
+
+/* The child of `node` (a node with children, its row `row`) whose key is k (not escaped), or 0; at the
+ * object's key number `at`, the key read at that place before is compared first. */
+static inline int j_key(json_state *js, int node, int row, int at, const unsigned char *k, size_t len) {
     if (row < 0 || at >= JSON_MEMO_KEYS || len > JSON_MEMO_LEN || !len) return j_child(js, node, k, len);
     if (js->memo[row][at].len == len && j_same(js->memo[row][at].key, k, len)) return js->memo[row][at].child;
     int ch = j_child(js, node, k, len);
@@ -496,11 +502,17 @@ static const unsigned char *j_object(jctx *c, const unsigned char *p, int node, 
     if (p < e && *p == '}') return p + 1;
     for (int at = 0;; at++) {
         if (p >= e || *p != '"') { c->err = p; return NULL; }
-        int esc;
-        const unsigned char *q = j_str(c, p + 1, &esc);
-        if (!q) { c->err = p; return NULL; }
-        int hit = -1;
-        if (node >= 0 && js->node[node].child) {
+        int hit = -1, esc = 0, wanted = node >= 0 && js->node[node].child, row = wanted ? j_row(js, node) : -1;
+        const unsigned char *q;
+        size_t mlen = row >= 0 && at < JSON_MEMO_KEYS ? js->memo[row][at].len : 0;
+        if (mlen && (size_t)(e - p) > mlen + 1 && p[mlen + 1] == '"' && j_same(js->memo[row][at].key, p + 1, mlen)) {
+            /* the key this place held before, then a quote: a remembered key holds no quote, backslash or
+             * control byte (it was read unescaped), so the string ends there and is that key */
+            q = p + 1 + mlen;
+            if (js->memo[row][at].child) hit = js->memo[row][at].child;
+        } else if (!(q = j_str(c, p + 1, &esc))) {
+            c->err = p; return NULL;
+        } else if (wanted) {
             const unsigned char *k = p + 1;
             size_t klen = (size_t)(q - k), mark = js->used;
             if (esc) {     /* an escaped key is compared decoded; its scratch is given back at once */
@@ -509,7 +521,7 @@ static const unsigned char *j_object(jctx *c, const unsigned char *p, int node, 
                 ptrdiff_t n = j_decode(k, q, o);
                 k = o; klen = n < 0 ? (size_t)-1 : (size_t)n;
             }
-            int ch = klen == (size_t)-1 ? 0 : esc ? j_child(js, node, k, klen) : j_key(js, node, at, k, klen);
+            int ch = klen == (size_t)-1 ? 0 : esc ? j_child(js, node, k, klen) : j_key(js, node, row, at, k, klen);
             if (ch) hit = ch;
             js->used = mark;
         }

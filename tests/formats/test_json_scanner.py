@@ -135,3 +135,18 @@ def test_the_same_key_names_in_two_objects_are_told_apart():
     tsv, bad = both(fmt, lines)
     assert bad == []
     assert records(tsv) == [["1", "2", "3"], ["5", "4", "6"], ["9", "", "7"], ["1", "2", "3"]]
+
+
+def test_a_key_is_read_whole_where_an_earlier_line_held_a_key_it_starts_or_ends_like():
+    fmt = formats.compile_format("json:h=RequestHost,x=RequestHostX,ab=ab")
+    lines = [b'{"RequestHost":"1","ab":"2"}',
+             b'{"RequestHostX":"3","ab":"4"}',         # longer than the key remembered at its place
+             b'{"RequestHos":"5","ab":"6"}',           # shorter
+             b'{"RequestHost":"7","a\\u0062":"8"}',    # escaped where "ab" was: decoded, then found
+             b'{"RequestHost":"9","ab\\"c":"10"}',     # the remembered key, then an escaped quote
+             b'{"RequestHost":"11","ab":"12","x":"\\t"}',  # an escaped TAB in a value no field wants
+             b'{"RequestHost":"13","ab":"14"}']
+    tsv, bad = both(fmt, lines)
+    assert bad == []
+    assert records(tsv) == [["1", "", "2"], ["", "3", "4"], ["", "", "6"], ["7", "", "8"], ["9", "", ""],
+                            ["11", "", "12"], ["13", "", "14"]]
