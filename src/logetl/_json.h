@@ -20,7 +20,10 @@
  * (the JVM's batch, whose spans must hold until the batch is read). A request made without a protocol field
  * names the method's index as its third source (see jsonformats). The mapped key paths form a tree
  * (json_state.node) whose keys are found by a hash of (parent node, key) (json_state.slot): a key read is
- * compared with at most the one or two wanted keys that share its hash, not with every key at its place. */
+ * compared with at most the one or two wanted keys that share its hash, not with every key at its place;
+ * before the hash, with the key read at the same place of that object on an earlier line (j_key). A line
+ * without a backslash or a control byte is first marked (j_quotes): its strings then end at the next quote
+ * of its bitmap, without a byte-by-byte scan (docs/design/json-scanner.md). */
 #ifndef LOGETL_JSON_H
 #define LOGETL_JSON_H
 #ifdef __SSE2__
@@ -31,6 +34,10 @@ enum { T_JSON = 11, T_JKEY = 12, T_JDERIVE = 13 };
 #define JSON_MAX_DEPTH 128       /* deeper nesting is refused as not JSON (Python's recursion is deeper) */
 #define JSON_MAX_SEGS 16
 #define JSON_SLOTS 4096          /* power of two, more than twice the nodes: a probe seldom goes past one slot */
+#define JSON_QWORDS 256          /* lines up to 16 KiB get a bitmap of their quotes (j_quotes) */
+#define JSON_MEMO_ROWS 8         /* objects looked into whose keys are remembered by their place (j_key) */
+#define JSON_MEMO_KEYS 64        /* ... their first keys so */
+#define JSON_MEMO_LEN 32         /* ... keys up to this long */
 
 typedef struct json_state {
     int n_fields;
@@ -46,6 +53,12 @@ typedef struct json_state {
     unsigned char *buf; size_t cap, used;           /* scratch */
     int fixed;                                      /* buf is the caller's: never grown */
     int keep;                                       /* values stay for the batch: used is not reset per line */
+    uint64_t qbits[JSON_QWORDS + 1];                  /* the line's '"' bytes (j_quotes), bit i for byte i */
+    /* a server writes the same keys in the same order on every line: the key last read at each place of an
+     * object looked into, and the node it is (0: none wanted), so that a key alike is known without its hash */
+    int memo_row[1 + 64 * JSON_MAX_SEGS];           /* a node's row, + 1 (0: none) */
+    int n_memo;
+    struct { unsigned char key[JSON_MEMO_LEN]; uint32_t len; int child; } memo[JSON_MEMO_ROWS][JSON_MEMO_KEYS];
 } json_state;
 
 typedef struct {
@@ -54,6 +67,8 @@ typedef struct {
     span *f;
     uint64_t decoded;        /* fields whose value was decoded (only those may hold TAB, CR or LF) */
     const unsigned char *err;
+    const uint64_t *qb;      /* the line's quote bitmap when it holds no '\\' and no control byte, else NULL */
+    size_t nw;               /* its words */
 } jctx;
 
 /* The slot where the key k (len > 0) under the node `parent` is first looked for: its length and three of
@@ -66,20 +81,58 @@ static inline uint32_t j_hash(int parent, const unsigned char *k, size_t len) {
     return h & (JSON_SLOTS - 1);
 }
 
+static inline uint64_t j_load(const unsigned char *p, size_t n) {
+    uint64_t w = 0;
+    memcpy(&w, p, n);
+    return w;
+}
+
+/* Whether the len (> 0) bytes at a and b are alike: keys are short, so a word at each end (overlapping when
+ * shorter than two words) and the words between, without a branch a byte (a byte loop mispredicts at its
+ * end, whose place changes with every key). Reads no byte outside either key. */
+static inline int j_same(const unsigned char *a, const unsigned char *b, size_t len) {
+    if (len > 32) {
+        for (size_t i = 0; i + 8 < len; i += 8)
+            if (j_load(a + i, 8) != j_load(b + i, 8)) return 0;
+        return j_load(a + len - 8, 8) == j_load(b + len - 8, 8);
+    }
+    if (len >= 8) {   /* up to 32 bytes: four words at fixed places that cover them, no loop */
+        size_t m1 = len >= 16 ? 8 : len - 8, m2 = len >= 24 ? len - 16 : 0;
+        return ((j_load(a, 8) ^ j_load(b, 8)) | (j_load(a + m1, 8) ^ j_load(b + m1, 8))
+                | (j_load(a + m2, 8) ^ j_load(b + m2, 8)) | (j_load(a + len - 8, 8) ^ j_load(b + len - 8, 8))) == 0;
+    }
+    if (len >= 4) return (j_load(a, 4) == j_load(b, 4)) & (j_load(a + len - 4, 4) == j_load(b + len - 4, 4));
+    return (a[0] == b[0]) & (a[len >> 1] == b[len >> 1]) & (a[len - 1] == b[len - 1]);
+}
+
 /* The child of `node` whose key is k, or 0. */
 static inline int j_child(const json_state *js, int node, const unsigned char *k, size_t len) {
     if (!len) return 0;   /* no key wanted is empty */
     for (uint32_t h = j_hash(node, k, len);; h = (h + 1) & (JSON_SLOTS - 1)) {
         int ch = js->slot[h];
         if (!ch) return 0;
-        if (js->node[ch].parent == node && js->node[ch].len == len) {
-            /* keys are short: a loop inline, not a call */
-            const unsigned char *w = js->node[ch].key;
-            size_t i = 0;
-            while (i < len && w[i] == k[i]) i++;
-            if (i == len) return ch;
-        }
+        if (js->node[ch].parent == node && js->node[ch].len == len && j_same(js->node[ch].key, k, len)) return ch;
     }
+}
+
+/* The row of remembered keys of `node` (a node with children), given it on its first use; -1 when the rows
+ * are all taken. */
+static inline int j_row(json_state *js, int node) {
+    int row = js->memo_row[node] - 1;
+    if (row < 0 && js->n_memo < JSON_MEMO_ROWS) row = (js->memo_row[node] = ++js->n_memo) - 1;
+    return row;
+}
+
+/* The child of `node` (a node with children, its row `row`) whose key is k (not escaped), or 0; at the
+ * object's key number `at`, the key read at that place before is compared first. */
+static inline int j_key(json_state *js, int node, int row, int at, const unsigned char *k, size_t len) {
+    if (row < 0 || at >= JSON_MEMO_KEYS || len > JSON_MEMO_LEN || !len) return j_child(js, node, k, len);
+    if (js->memo[row][at].len == len && j_same(js->memo[row][at].key, k, len)) return js->memo[row][at].child;
+    int ch = j_child(js, node, k, len);
+    memcpy(js->memo[row][at].key, k, len);
+    js->memo[row][at].len = (uint32_t)len;
+    js->memo[row][at].child = ch;
+    return ch;
 }
 
 /* Adds a JSON program's token to js (the program's field count is the caller's); 0 or -1 for a bad one. */
@@ -214,6 +267,80 @@ static inline __attribute__((always_inline)) const unsigned char *j_string(const
     }
 }
 
+/* Stage one of a line (simdjson's idea, for what this scanner needs): when the line holds no '\\' and no
+ * control byte (TAB, CR and LF included: compact JSON has none between its values), every string ends at its
+ * next '"', which the bitmap of the line's quotes gives at once, and no string needs a check: the bitmap
+ * into js->qbits and its word count returned. 0 when the line holds one of those bytes or is longer than the
+ * bitmap (j_string then reads each string). *high: whether the line holds a byte above 0x7F (only then is it
+ * looked at as UTF-8). */
+static size_t j_quotes(json_state *js, const unsigned char *p, const unsigned char *e, int *high) {
+    size_t n = (size_t)(e - p), i = 0;
+    *high = 1;
+    if (n > (size_t)JSON_QWORDS * 64) return 0;
+    uint64_t *qb = js->qbits;
+    int bad = 0, hi = 0;
+#ifdef __SSE2__
+    const __m128i quote = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\'), ctl = _mm_set1_epi8(0x1F);
+    __m128i acc = _mm_setzero_si128(), any = _mm_setzero_si128();
+    unsigned char pad[64];
+    for (; i < n; i += 64) {
+        const unsigned char *b = p + i;
+        if (n - i < 64) {   /* the last bytes, padded with spaces (neither a quote nor a byte looked for) */
+            memset(pad, ' ', 64);
+            memcpy(pad, b, n - i);
+            b = pad;
+        }
+        uint64_t bits = 0;
+        for (int k = 0; k < 4; k++) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(b + 16 * k));
+            bits |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, quote)) << (16 * k);
+            acc = _mm_or_si128(acc, _mm_or_si128(_mm_cmpeq_epi8(v, bs), _mm_cmpeq_epi8(_mm_min_epu8(v, ctl), v)));
+            any = _mm_or_si128(any, v);
+        }
+        qb[i >> 6] = bits;
+    }
+    bad = _mm_movemask_epi8(acc);
+    hi = _mm_movemask_epi8(any);
+#else
+    for (; i < n; i += 64) {
+        uint64_t bits = 0;
+        for (size_t j = i; j < n && j < i + 64; j++) {
+            unsigned char c = p[j];
+            bits |= (uint64_t)(c == '"') << (j - i);
+            bad |= (c == '\\') | (c < 0x20);
+            hi |= c & 0x80;
+        }
+        qb[i >> 6] = bits;
+    }
+#endif
+    qb[(n + 63) >> 6] = 0;   /* a word past the end: j_next_quote reads two at once */
+    *high = hi != 0;
+    return bad ? 0 : (n + 63) >> 6;
+}
+
+/* The first '"' at or after p (in a line with a quote bitmap), or NULL. */
+static inline const unsigned char *j_next_quote(const jctx *c, const unsigned char *p) {
+    size_t i = (size_t)(p - c->line), w = i >> 6;
+    if (w >= c->nw) return NULL;
+    /* the 64 bits from p on (two words: most strings end within them, found without a loop) */
+    unsigned sh = (unsigned)(i & 63);
+    uint64_t m = c->qb[w] >> sh | (sh ? c->qb[w + 1] << (64 - sh) : 0);
+    if (m) return p + __builtin_ctzll(m);
+    size_t j = i + 64;   /* a longer string: the words after those bits */
+    for (size_t v = j >> 6; v < c->nw; v++) {
+        m = c->qb[v] & (v == j >> 6 ? ~0ULL << (j & 63) : ~0ULL);
+        if (m) return c->line + (v << 6) + __builtin_ctzll(m);
+    }
+    return NULL;
+}
+
+/* A string's end as j_string gives it (p after its opening '"'), from the bitmap when the line has one. */
+static inline __attribute__((always_inline)) const unsigned char *j_str(const jctx *c, const unsigned char *p,
+                                                                      int *esc) {
+    if (c->qb) { *esc = 0; return j_next_quote(c, p); }
+    return j_string(p, c->e, esc);
+}
+
 static inline unsigned j_u4(const unsigned char *p) {
     return (unsigned)(j_hex(p[0]) << 12 | j_hex(p[1]) << 8 | j_hex(p[2]) << 4 | j_hex(p[3]));
 }
@@ -258,31 +385,48 @@ static ptrdiff_t j_decode(const unsigned char *p, const unsigned char *q, unsign
     return o - o0;
 }
 
+/* The end of the digits from p on: sixteen bytes at a time (a loop a digit mispredicts at its end, whose
+ * place changes with every number). */
+static inline const unsigned char *j_digits(const unsigned char *p, const unsigned char *e) {
+#ifdef __SSE2__
+    const __m128i zero = _mm_set1_epi8('0'), nine = _mm_set1_epi8('9');
+    while (e - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        __m128i d = _mm_and_si128(_mm_cmpeq_epi8(_mm_max_epu8(v, zero), v), _mm_cmpeq_epi8(_mm_min_epu8(v, nine), v));
+        unsigned m = ~(unsigned)_mm_movemask_epi8(d) & 0xFFFF;
+        if (m) return p + __builtin_ctz(m);
+        p += 16;
+    }
+#endif
+    while (p < e && is_digit(*p)) p++;
+    return p;
+}
+
 /* A number's end (p at its first character), or NULL: -?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)? */
 static const unsigned char *j_number(const unsigned char *p, const unsigned char *e) {
     if (p < e && *p == '-') p++;
     if (p >= e || !is_digit(*p)) return NULL;
     if (*p == '0') p++;
-    else while (p < e && is_digit(*p)) p++;
+    else p = j_digits(p, e);
     if (p < e && *p == '.') {
         p++;
         if (p >= e || !is_digit(*p)) return NULL;
-        while (p < e && is_digit(*p)) p++;
+        p = j_digits(p, e);
     }
     if (p < e && (*p == 'e' || *p == 'E')) {
         p++;
         if (p < e && (*p == '+' || *p == '-')) p++;
         if (p >= e || !is_digit(*p)) return NULL;
-        while (p < e && is_digit(*p)) p++;
+        p = j_digits(p, e);
     }
     return p;
 }
 
 static inline void j_set_all(jctx *c, uint64_t m, const unsigned char *s, const unsigned char *e, int decoded) {
+    c->decoded = (c->decoded & ~m) | (decoded ? m : 0);
     for (; m; m &= m - 1) {
         int k = __builtin_ctzll(m);
         c->f[k].s = s; c->f[k].e = e;
-        if (decoded) c->decoded |= 1ULL << k; else c->decoded &= ~(1ULL << k);
     }
 }
 
@@ -296,7 +440,7 @@ static const unsigned char *j_value(jctx *c, const unsigned char *p, uint64_t le
     switch (*p) {
     case '"': {
         int esc;
-        const unsigned char *q = j_string(p + 1, e, &esc);
+        const unsigned char *q = j_str(c, p + 1, &esc);
         if (!q) { c->err = p; return NULL; }
         if (leaves) {
             if (!esc) j_set_all(c, leaves, p + 1, q, 0);
@@ -356,13 +500,19 @@ static const unsigned char *j_object(jctx *c, const unsigned char *p, int node, 
     json_state *js = c->js;
     p = j_ws(p + 1, e);
     if (p < e && *p == '}') return p + 1;
-    for (;;) {
+    for (int at = 0;; at++) {
         if (p >= e || *p != '"') { c->err = p; return NULL; }
-        int esc;
-        const unsigned char *q = j_string(p + 1, e, &esc);
-        if (!q) { c->err = p; return NULL; }
-        int hit = -1;
-        if (node >= 0 && js->node[node].child) {
+        int hit = -1, esc = 0, wanted = node >= 0 && js->node[node].child, row = wanted ? j_row(js, node) : -1;
+        const unsigned char *q;
+        size_t mlen = row >= 0 && at < JSON_MEMO_KEYS ? js->memo[row][at].len : 0;
+        if (mlen && (size_t)(e - p) > mlen + 1 && p[mlen + 1] == '"' && j_same(js->memo[row][at].key, p + 1, mlen)) {
+            /* the key this place held before, then a quote: a remembered key holds no quote, backslash or
+             * control byte (it was read unescaped), so the string ends there and is that key */
+            q = p + 1 + mlen;
+            if (js->memo[row][at].child) hit = js->memo[row][at].child;
+        } else if (!(q = j_str(c, p + 1, &esc))) {
+            c->err = p; return NULL;
+        } else if (wanted) {
             const unsigned char *k = p + 1;
             size_t klen = (size_t)(q - k), mark = js->used;
             if (esc) {     /* an escaped key is compared decoded; its scratch is given back at once */
@@ -371,18 +521,37 @@ static const unsigned char *j_object(jctx *c, const unsigned char *p, int node, 
                 ptrdiff_t n = j_decode(k, q, o);
                 k = o; klen = n < 0 ? (size_t)-1 : (size_t)n;
             }
-            int ch = klen == (size_t)-1 ? 0 : j_child(js, node, k, klen);
+            int ch = klen == (size_t)-1 ? 0 : esc ? j_child(js, node, k, klen) : j_key(js, node, row, at, k, klen);
             if (ch) hit = ch;
             js->used = mark;
         }
-        p = j_ws(q + 1, e);
+        /* compact JSON (no whitespace between its tokens) goes straight on; j_ws is called only on a space */
+        p = q + 1;
+        if (p < e && *p != ':') p = j_ws(p, e);
         if (p >= e || *p != ':') { c->err = p; return NULL; }
-        p = j_ws(p + 1, e);
+        p++;
+        if (p < e && *p <= ' ') p = j_ws(p, e);
         uint64_t leaves = hit >= 0 ? js->node[hit].leaves : 0, deeper = hit >= 0 ? js->node[hit].under & ~leaves : 0;
         if (deeper) j_set_all(c, deeper, c->line, c->line, 0);   /* missing unless this value has them */
-        if (!(p = j_value(c, p, leaves, deeper ? hit : -1, depth + 1))) return NULL;
-        p = j_ws(p, e);
-        if (p < e && *p == ',') { p = j_ws(p + 1, e); continue; }
+        if (p < e && *p == '"' && c->qb) {   /* a string in a line with a quote bitmap: read here, not called */
+            const unsigned char *r = j_next_quote(c, p + 1);
+            if (!r) { c->err = p; return NULL; }
+            if (leaves) j_set_all(c, leaves, p + 1, r, 0);
+            p = r + 1;
+        } else if (p < e && (is_digit(*p) || *p == '-')) {   /* a number: likewise */
+            const unsigned char *r = j_number(p, e);
+            if (!r) { c->err = p; return NULL; }
+            if (leaves) j_set_all(c, leaves, p, r, 0);
+            p = r;
+        } else if (!(p = j_value(c, p, leaves, deeper ? hit : -1, depth + 1))) {
+            return NULL;
+        }
+        if (p < e && *p <= ' ') p = j_ws(p, e);
+        if (p < e && *p == ',') {
+            p++;
+            if (p < e && *p <= ' ') p = j_ws(p, e);
+            continue;
+        }
         if (p < e && *p == '}') return p + 1;
         c->err = p; return NULL;
     }
@@ -428,11 +597,13 @@ static int json_derive(json_state *js, int k, span *f, const unsigned char *line
 /* One line (valid UTF-8, its CR cut) read by the JSON program js into f: LINE_OK, LINE_NOMATCH or LINE_TABCR.
  * *err (when not NULL) receives the byte offset where a line stops being JSON. */
 static int json_line(json_state *js, const unsigned char *p, const unsigned char *e, span *f, ptrdiff_t *err) {
-    if (!valid_utf8(p, e)) return LINE_UTF8;
+    int high;
+    size_t nw = j_quotes(js, p, e, &high);
+    if (high && !valid_utf8(p, e)) return LINE_UTF8;
     if (!js->keep) js->used = 0;
     /* room for every value decoded from the line and a request line made from three of them */
     if (!json_room(js, 2 * (size_t)(e - p) + 16)) { if (err) *err = 0; return LINE_NOMATCH; }
-    jctx c = {e, p, js, f, 0, NULL};
+    jctx c = {e, p, js, f, 0, NULL, nw ? js->qbits : NULL, nw};
     for (int k = 0; k < js->n_fields; k++) f[k].s = f[k].e = p;
     const unsigned char *q = j_ws(p, e);
     if (q >= e || *q != '{') { if (err) *err = q - p; return LINE_NOMATCH; }
