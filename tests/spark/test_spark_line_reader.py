@@ -117,7 +117,7 @@ def test_the_reader_holds_no_line_over_the_limit(spark_session, tmp_path, monkey
     path = tmp_path / "in.log"
     path.write_bytes(data)
     uri = "file://" + str(path)
-    df = spark_jvm.lines(spark_session, [uri], [len(data)], [0], 4096, 1024, LIMIT, local_inputs.HEAD,
+    df = spark_jvm.lines(spark_session, [uri], [len(data)], 4096, 1024, LIMIT, local_inputs.HEAD,
                          MARKER.encode())
     assert df.rdd.getNumPartitions() == -(-len(data) // 4096)
     rows = [bytes(r.value) for r in df.collect()]

@@ -309,17 +309,15 @@ def joined(lines, schema: str, spec: tuple, sinks: tuple, trap: bool):
     return DataFrame(jdf, spark)
 
 
-def lines(spark, paths: list[str], sizes: list[int], inputs: list[int], split: int, small: int, limit: int,
-          head: int, marker: bytes):
-    """The lines of ``paths`` (inputs ``inputs``, of ``sizes`` bytes) read by logetl's line reader in the
+def lines(spark, paths: list[str], sizes: list[int], split: int, small: int, limit: int, head: int, marker: bytes):
+    """The lines of ``paths`` (input 0, 1, ..., of ``sizes`` bytes) read by logetl's line reader in the
     executors' JVMs (``java/logetl/spark/Lines.java``), ``value`` binary and ``_input`` int, in input order:
     a line longer than ``limit`` is never held whole, and comes as a placeholder (``marker``, where it is,
     its size and its first ``head`` bytes: ``parse.placeholder``) that ``patch`` replaces by the line in the trap."""
     from pyspark.sql import DataFrame
 
-    jdf = spark._jvm.logetl.spark.Lines.read(spark._jsparkSession, list(paths), [int(s) for s in sizes],
-                                             list(inputs), int(split), int(small), int(limit), int(head),
-                                             bytearray(marker))
+    jdf = spark._jvm.logetl.spark.Lines.read(spark._jsparkSession, "\0".join(paths), ",".join(map(str, sizes)),
+                                             int(split), int(small), int(limit), int(head), bytearray(marker))
     return DataFrame(jdf, spark)
 
 

@@ -390,7 +390,7 @@ class ParsePaths:
         split = max(1, min(most, max(opening, -(-total // max(1, spark.sparkContext.defaultParallelism)))))
         fs = self.filesystem()
         paths = [fs.file_uris(f)[0] for f in inputs]
-        lines = spark_jvm.lines(spark, paths, sizes, list(range(len(inputs))), split, min(opening, most),
+        lines = spark_jvm.lines(spark, paths, sizes, split, min(opening, most),
                                 settings.MAX_LINE.read(), HEAD, MARKER.encode())
         return lines.select(F.col("value").cast("string").alias("value"), INPUT)
 

@@ -89,40 +89,43 @@ public final class Lines {
     }
 
     /**
-     * The lines of {@code paths} (of {@code sizes} bytes; the i-th is input {@code inputs[i]}) as rows of
+     * The lines of the files {@code paths} (NUL between them; the i-th is input i, of the i-th of
+     * {@code sizes} bytes, commas between them: one string each, not a call a file) as rows of
      * {@code value} binary and {@code _input} int, in input order: each file cut into splits of at most
      * {@code split} bytes, runs of files of at most {@code small} bytes packed into partitions of at most
      * {@code split} bytes; a line longer than {@code limit} bytes given as its placeholder (with its first
      * {@code head} bytes).
      */
-    public static Dataset<Row> read(SparkSession spark, List<String> paths, List<Number> sizes, List<Integer> inputs,
-                                    long split, long small, int limit, int head, byte[] marker) {
+    public static Dataset<Row> read(SparkSession spark, String paths, String sizes, long split, long small, int limit,
+                                    int head, byte[] marker) {
         Configuration conf = spark.sessionState().newHadoopConf();
         CompressionCodecFactory codecs = new CompressionCodecFactory(conf);
         List<List<Piece>> parts = new ArrayList<>();
+        String[] names = paths.isEmpty() ? new String[0] : paths.split("\u0000", -1);
+        String[] bytes = sizes.isEmpty() ? new String[0] : sizes.split(",", -1);
         long packed = -1;   // the bytes of the last partition when it packs small files, else -1
-        for (int i = 0; i < paths.size(); i++) {
-            String path = paths.get(i);
-            long size = sizes.get(i).longValue();
+        for (int i = 0; i < names.length; i++) {
+            String path = names[i];
+            long size = Long.parseLong(bytes[i]);
             boolean whole = codecs.getCodec(new Path(path)) != null;
             if (size <= small) {
                 if (packed >= 0 && packed + size <= split) {
-                    parts.get(parts.size() - 1).add(new Piece(inputs.get(i), path, 0, -1));
+                    parts.get(parts.size() - 1).add(new Piece(i, path, 0, -1));
                     packed += size;
                 } else {
-                    parts.add(new ArrayList<>(List.of(new Piece(inputs.get(i), path, 0, -1))));
+                    parts.add(new ArrayList<>(List.of(new Piece(i, path, 0, -1))));
                     packed = size;
                 }
                 continue;
             }
             packed = -1;
             if (whole) {
-                parts.add(List.of(new Piece(inputs.get(i), path, 0, -1)));
+                parts.add(List.of(new Piece(i, path, 0, -1)));
                 continue;
             }
             long n = Math.max(1, (size + split - 1) / split), each = (size + n - 1) / n;
             for (long s = 0; s < size; s += each) {
-                parts.add(List.of(new Piece(inputs.get(i), path, s, s + each >= size ? -1 : s + each)));
+                parts.add(List.of(new Piece(i, path, s, s + each >= size ? -1 : s + each)));
             }
         }
         if (parts.isEmpty()) {
