@@ -54,6 +54,11 @@ public final class Lines {
 
     private Lines() {}
 
+    /** A file named by its URI (as Hadoop's {@code Path.toUri} spells it: a space or {@code %} escaped). */
+    static Path path(String uri) {
+        return new Path(java.net.URI.create(uri));
+    }
+
     /** What one partition reads: a range of one input ({@code end} -1: to its end). */
     static final class Piece implements Serializable {
         private static final long serialVersionUID = 1L;
@@ -107,7 +112,7 @@ public final class Lines {
         for (int i = 0; i < names.length; i++) {
             String path = names[i];
             long size = Long.parseLong(bytes[i]);
-            boolean whole = codecs.getCodec(new Path(path)) != null;
+            boolean whole = codecs.getCodec(path(path)) != null;
             if (size <= small) {
                 if (packed >= 0 && packed + size <= split) {
                     parts.get(parts.size() - 1).add(new Piece(i, path, 0, -1));
@@ -194,7 +199,7 @@ public final class Lines {
 
         private void open(Piece p) throws IOException {
             piece = p;
-            Path path = new Path(p.path);
+            Path path = path(p.path);
             FileSystem fs = path.getFileSystem(conf);
             CompressionCodec codec = new CompressionCodecFactory(conf).getCodec(path);
             FSDataInputStream raw = fs.open(path);
@@ -358,7 +363,7 @@ public final class Lines {
     /** Writes {@code size} bytes of {@code path} (decompressed) from {@code offset} to {@code out}. */
     private static void copyRange(Configuration conf, String path, long offset, long size, OutputStream out)
             throws IOException {
-        Path p = new Path(path);
+        Path p = path(path);
         FileSystem fs = p.getFileSystem(conf);
         CompressionCodec codec = new CompressionCodecFactory(conf).getCodec(p);
         FSDataInputStream raw = fs.open(p);
