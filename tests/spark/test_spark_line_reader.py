@@ -151,7 +151,7 @@ def test_a_line_of_200_mb_is_trapped_by_a_driver_of_384_mb(spark_session, tmp_pa
     size = 5 + 200 * len(piece)
     env = {k: v for k, v in os.environ.items() if k != "LOGETL_MAX_LINE"}
     done = subprocess.run(
-        [sys.executable, "-m", "logetl.cli", "filter", str(path), str(tmp_path / "out"), "--trap",
+        [sys.executable, "-m", "logetl.cli", "filter", "--input", str(path), "--output", str(tmp_path / "out"), "--trap",
          str(tmp_path / "trap"), "--hdfs", "--master", "local[2]", "--conf", "spark.driver.memory=384m"],
         capture_output=True, text=True, env=env, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
