@@ -136,7 +136,7 @@ def test_the_reader_holds_no_line_over_the_limit(spark_session, tmp_path, monkey
 def test_a_line_of_200_mb_is_trapped_by_a_driver_of_512_mb(spark_session, tmp_path):
     """``local[2]`` in a driver JVM of 512 MB (about the least Spark starts with), the default limit (64M): the
     200 MB line (written a piece at a time) is counted, sampled and trapped whole, its bytes never held at
-    once."""
+    once. (Spark's text source, which holds a line whole, runs out of heap on the same run.)"""
     path, piece = tmp_path / "big.log", b"y" * (1 << 20)
     digest = hashlib.sha256()
     with open(path, "wb") as f:
