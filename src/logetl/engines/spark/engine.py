@@ -60,7 +60,7 @@ from logetl.engines.spark.expressions import AGGREGATES, COMPILE, column
 from logetl.engines.spark.expressions import SESSION
 from logetl.engines.spark.progress import StepProgress
 from logetl.engines.spark.signals import between_java_calls
-from logetl.engines.spark.parse import BUILTIN, PARSE_CONF, ParsePaths, sample_text
+from logetl.engines.spark.parse import BUILTIN, MARKER, PARSE_CONF, ParsePaths, sample_text
 from logetl.engines.spark.session import CDS_CONF, JIT_CONF, SessionSteps, SparkRun, _session_conf
 from logetl.engines.spark.operators import OPERATORS, _keep_order, _metrics
 from logetl.engines.spark.planning import OnePass, _OBSERVATIONS
@@ -278,6 +278,11 @@ class SparkEngine(SessionSteps, ParsePaths, OnePass, Sinks, Engine):
         fs = run.fs
         fs.makedirs(run.trap.staging)
         if fs.isdir(run.work.trap_dir):
+            if ctx.run.malformed.get(contract.TOO_LONG) and self.line_reader():
+                # the lines too long came as placeholders (``jvm.lines``): the trap gets the lines themselves
+                from logetl.engines.spark import jvm as spark_jvm
+
+                spark_jvm.patch(self.session(), run.work.trap_dir, MARKER.encode())
             self._name_parts(fs, run.work.trap_dir)
             for name in fs.listdir(run.work.trap_dir):
                 if name.startswith("part-"):

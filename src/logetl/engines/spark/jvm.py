@@ -35,7 +35,8 @@ from logetl.engines.spark.cds import _java, cache_dir
 from logetl.io.fs import LOCAL
 
 HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the logetl package
-JAVA_SOURCES = [os.path.join(HERE, "java", "logetl", "spark", n) for n in ("Kernel.java", "NativeParse.java")]
+JAVA_SOURCES = [os.path.join(HERE, "java", "logetl", "spark", n) for n in ("Kernel.java", "NativeParse.java",
+                                                                                      "Lines.java")]
 C_SOURCES = [os.path.join(HERE, "_jni.c"), os.path.join(HERE, "_kernel.h"), os.path.join(HERE, "_json.h")]
 LIBRARY = "liblogetl_jvm.so"
 #: the Java release the classes are compiled for: what Spark 4 runs on, whatever javac compiles them
@@ -305,3 +306,21 @@ def joined(lines, schema: str, spec: tuple, sinks: tuple, trap: bool):
         jdf = classes(spark).joined(lines._jdf, schema, program_bytes(program), list(out), size_index,
                                     _batch(spark), [list(s) for s in sinks], trap)
     return DataFrame(jdf, spark)
+
+
+def lines(spark, paths: list[str], sizes: list[int], split: int, small: int, limit: int, head: int, marker: bytes):
+    """The lines of ``paths`` (input 0, 1, ..., of ``sizes`` bytes) read by logetl's line reader in the
+    executors' JVMs (``java/logetl/spark/Lines.java``), ``value`` binary and ``_input`` int, in input order:
+    a line longer than ``limit`` is never held whole, and comes as a placeholder (``marker``, where it is,
+    its size and its first ``head`` bytes: ``parse.placeholder``) that ``patch`` replaces by the line in the trap."""
+    from pyspark.sql import DataFrame
+
+    jdf = spark._jvm.logetl.spark.Lines.read(spark._jsparkSession, "\0".join(paths), ",".join(map(str, sizes)),
+                                             int(split), int(small), int(limit), int(head), bytearray(marker))
+    return DataFrame(jdf, spark)
+
+
+def patch(spark, directory: str, marker: bytes) -> int:
+    """Puts each line too long in the trap's part files in ``directory`` in place of its placeholder (see
+    ``lines``), copied from its file by the driver's JVM a buffer at a time; how many."""
+    return int(spark._jvm.logetl.spark.Lines.patch(spark._jsparkSession, directory, bytearray(marker)))

@@ -3,6 +3,7 @@ built-ins) and the input's reads: splits and packed small files."""
 from __future__ import annotations
 
 import operator
+import os
 from functools import partial, reduce
 
 from logetl import __version__, assembly, contract, settings
@@ -35,12 +36,30 @@ def reason_of(code: int) -> str:
     return contract.TOO_LONG if code == TOO_LONG else contract.REASONS[code - 1]
 
 
+#: what starts the row of a line too long that logetl's line reader read (``jvm.lines``): a token of this
+#: process, so that no line of a log can be taken for one; the row then holds where the line is, its size
+#: and its first bytes (``placeholder``), and the trap gets the line itself (``jvm.patch``)
+MARKER = "\0logetl-too-long-" + os.urandom(16).hex() + "\0"
+
+
+def placeholder(value: bytes) -> tuple[int, bytes] | None:
+    """The size and first bytes of the line too long whose row holds ``value`` (``MARKER``, then ``OFFSET SIZE
+    N:``, the N bytes of its file's name, its first bytes), or None when ``value`` is a line's own bytes."""
+    marker = MARKER.encode()
+    if not value.startswith(marker):
+        return None
+    said, _, rest = value[len(marker):].partition(b":")
+    _, size, name = (int(x) for x in said.split(b" "))
+    return size, rest[name:]
+
+
 def sample_text(reason: str, value: bytes) -> str:
     """A malformed line's sample as the local engine shows it (a too-long line: its size, its first bytes)."""
     if reason == contract.TOO_LONG:
         from logetl.io.inputs import HEAD
 
-        return f"{len(value):,} bytes: {contract.display(value[:HEAD])}"
+        size, head = placeholder(value) or (len(value), value)
+        return f"{size:,} bytes: {contract.display(head[:HEAD])}"
     return contract.display(value)
 
 
@@ -297,11 +316,13 @@ class ParsePaths:
     def _marked(self, lines):
         """The lines with those longer than ``LOGETL_MAX_LINE`` marked for ``_unmarked``: their input's index
         negated, and (on the native paths) an invalid byte put before them, so that every parse path calls
-        them malformed and gives their raw bytes back. (Hadoop's line reader holds each line whole: a line's
-        memory on Spark is its length, up to Hadoop's 2 GiB.)"""
+        them malformed and gives their raw bytes back. logetl's line reader (``_lines``) gives such a line as
+        a placeholder (``MARKER``); Spark's text source, where the driver has no logetl jar, as the line
+        itself (Hadoop's line reader holds each line whole, up to its 2 GiB)."""
         from pyspark.sql import functions as F
 
-        long = F.octet_length("value") > F.lit(settings.MAX_LINE.read())
+        long = (F.octet_length("value") > F.lit(settings.MAX_LINE.read())) | \
+            F.col("value").cast("string").startswith(MARKER)
         lines = lines.withColumn(INPUT, F.when(long, -F.col(INPUT) - 1).otherwise(F.col(INPUT)))
         if self.native:
             value = F.col("value").cast("binary")
@@ -332,6 +353,8 @@ class ParsePaths:
 
         read = self.session().read.option("lineSep", "\n")
         inputs, sizes = ctx.taps.inputs, self._input_sizes(ctx)
+        if self.line_reader():
+            return self._read_lines(read, inputs, sizes)
         frames = []
         for first, last in self._reads(sizes):
             if last == first + 1:
@@ -339,6 +362,38 @@ class ParsePaths:
             else:
                 frames.append(self._packed(read, first, inputs[first:last], sizes[first:last]))
         return _union_all(frames)
+
+    def line_reader(self) -> bool:
+        """Whether the input's lines are read by logetl's line reader (``jvm.lines``, in memory bounded by
+        ``LOGETL_MAX_LINE``): when the driver's JVM has logetl's jar, whatever the parse path; else by
+        Spark's text source."""
+        from logetl.engines.spark import jvm as spark_jvm
+
+        return spark_jvm.classes(self.session()) is not None
+
+    def _read_lines(self, read, inputs: list[str], sizes: list[int]):
+        """The input's lines (``_lines``) read by logetl's line reader: every file's splits in input order,
+        consecutive small files packed into one partition, as Spark's scan would cut them (a split of
+        ``spark.sql.files.maxPartitionBytes``, or less to give every core one, not less than
+        ``openCostInBytes``). A file's name that Spark's own reads would skip is refused as they refuse it
+        (``_scanned``): the same inputs are read on every path."""
+        from pyspark.sql import functions as F
+
+        from logetl.engines.spark import jvm as spark_jvm
+        from logetl.io.inputs import HEAD
+
+        spark = self.session()
+        for first, last in self._reads(sizes):
+            self._scanned(read.text(inputs[first:last] if last > first + 1 else inputs[first]), inputs[first:last])
+        conf = spark._jsparkSession.sessionState().conf()
+        most, opening = conf.filesMaxPartitionBytes(), conf.filesOpenCostInBytes()
+        total = sum(size + opening for size in sizes)
+        split = max(1, min(most, max(opening, -(-total // max(1, spark.sparkContext.defaultParallelism)))))
+        fs = self.filesystem()
+        paths = [fs.file_uris(f)[0] for f in inputs]
+        lines = spark_jvm.lines(spark, paths, sizes, split, min(opening, most),
+                                settings.MAX_LINE.read(), HEAD, MARKER.encode())
+        return lines.select(F.col("value").cast("string").alias("value"), INPUT)
 
     def _input_sizes(self, ctx: StepContext) -> list[int]:
         """The bytes of each input, as binding found them (else asked of the file system)."""
