@@ -1,6 +1,8 @@
-"""The report's panels as one logetl flow: every panel is a ``group_by`` of the parsed log written to an
-output of its own (JSON Lines), so that the local engine and Spark compute them with the same description
-and the same answers. ``assemble`` turns those outputs into the report's dict.
+"""The report's panels as one logetl flow: the parsed log's records, with the fields every panel reads
+(``base``), go to one SQL step (``panels_query``) whose rows, one per panel and key, are the flow's one
+output (JSON Lines), so that the local engine (DuckDB) and Spark compute them with the same description and
+the same answers, within their memory. ``split`` gives each panel its rows; ``build.assemble`` turns them
+into the report's dict.
 
 Definitions (GoAccess's, where it has them; the guide ``docs/guides/report.md`` says the same):
 
