@@ -246,16 +246,19 @@ def _not_writable(out_dir: str) -> str | None:
 def _panels(input_path: str, work: str, fmt, who: str, filters: dict, options: dict, fs, run_flow) -> dict:
     """Runs the panels' flow (after the agents' flow when ``who`` picks a side) and assembles the report."""
     classifier = Classifier()
+    fields = _fields(fmt)
     if who == "all":
-        run, rows = _run(panels.panels_flow(fmt, **filters), input_path, work, run_flow, options, fs)
+        run, out = _run(panels.panels_flow(fmt, **filters), input_path, work, run_flow, options, fs)
+        rows = panels.split(out["panels"], fields)
         agents = rows["agents"]
     else:
         _first, found = _run(panels.agents_flow(fmt, **filters), input_path, work, run_flow,
                             {**options, "trap": None}, fs)
-        agents = found["agents"]
+        agents = panels.split(found["panels"], fields)["agents"]
         crawlers = {r["agent"] for r in agents if classifier.classify(r["agent"]).crawler is not None}
-        run, rows = _run(panels.panels_flow(fmt, agents=crawlers, keep_agents=who == "crawlers", **filters),
-                         input_path, work, run_flow, options, fs)
+        run, out = _run(panels.panels_flow(fmt, agents=crawlers, keep_agents=who == "crawlers", **filters),
+                        input_path, work, run_flow, options, fs)
+        rows = panels.split(out["panels"], fields)
     return assemble(rows, agents, classifier, run, who)
 
 

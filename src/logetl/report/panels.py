@@ -1,6 +1,8 @@
-"""The report's panels as one logetl flow: every panel is a ``group_by`` of the parsed log written to an
-output of its own (JSON Lines), so that the local engine and Spark compute them with the same description
-and the same answers. ``assemble`` turns those outputs into the report's dict.
+"""The report's panels as one logetl flow: the parsed log's records, with the fields every panel reads
+(``base``), go to one SQL step (``panels_query``) whose rows, one per panel and key, are the flow's one
+output (JSON Lines), so that the local engine (DuckDB) and Spark compute them with the same description and
+the same answers, within their memory. ``split`` gives each panel its rows; ``build.assemble`` turns them
+into the report's dict.
 
 Definitions (GoAccess's, where it has them; the guide ``docs/guides/report.md`` says the same):
 
@@ -23,13 +25,6 @@ Definitions (GoAccess's, where it has them; the guide ``docs/guides/report.md`` 
 from __future__ import annotations
 
 import logetl.api as L
-
-#: the panels computed by the flow, each an output of the flow: {output: (label field, label expression)}
-KEYED = ("visitors", "requests", "not_found", "hosts", "visit_time", "referring_sites", "status_codes",
-         "agents")
-#: the field of the log each panel needs (a format without it has no such panel)
-NEEDS = {"referring_sites": "referer"}
-
 
 #: the presets whose time is not an access-log time ``dd/Mon/yyyy:HH:MM:SS ±zzzz``: their days and hours are
 #: those of ``L.timestamp``'s instant, in UTC, the zone these vendors write (HAProxy writes none: its clock
@@ -122,56 +117,90 @@ def base(fmt, where=None, date_from: str | None = None, date_until: str | None =
         counted=~L.col("status").starts_with("4"))
 
 
-def _measures() -> dict:
-    """Hits, distinct visitors and bytes of records (a record-keyed panel)."""
-    return {"hits": L.count(), "visitors": L.count_distinct(L.col("visitor"), where=L.col("counted")),
-            "bytes": L.sum(L.col("bytes"))}
+#: the panels of the flow's one output, each a grouping set of the query: {panel: (the key field of the
+#: panel's rows, the SQL of that key)}; ``general`` is the grouping of every record
+KEYS = {"visitors": ("day", "day"), "requests": ("target", "target"), "not_found": ("target", "target"),
+        "hosts": ("client", "client"), "visit_time": ("hour", "hour"), "referring_sites": ("site", "site"),
+        "status_codes": ("status", "status"), "agents": ("agent", "agent")}
+#: the record fields the panels' query reads
+COLUMNS = ("day", "hour", "bytes", "agent", "status", "target", "client", "visitor", "counted")
 
 
-def _rolled() -> dict:
-    """Hits, visitors and bytes of per-visitor rows (``visits``): a visitor is one row, counted when one of
-    its requests is."""
-    return {"hits": L.sum(L.col("hits")), "visitors": L.count(where=L.col("counted") > 0),
-            "bytes": L.sum(L.col("bytes"))}
+def _panel_select(name: str) -> str:
+    """One panel's rows: the records grouped per key and visitor (hits, bytes, and 1 when one of the
+    visitor's requests counts it), then per key, a key's visitors the number of its rows with 1."""
+    if name == "general":
+        key, where, days = "'all'", "", "min(day) AS first_day, max(day) AS last_day"
+    else:
+        key = "CAST(hour AS VARCHAR)" if name == "visit_time" else KEYS[name][0]
+        where = {"not_found": " WHERE status = '404'", "referring_sites": " WHERE site IS NOT NULL"}.get(name, "")
+        days = "CAST(NULL AS VARCHAR) AS first_day, CAST(NULL AS VARCHAR) AS last_day"
+    per_visitor = (f"SELECT {key} AS label, visitor, count(*) AS hits, sum(bytes) AS bytes, "
+                   "max(CASE WHEN counted THEN 1 ELSE 0 END) AS counted"
+                   + (", min(day) AS first_day, max(day) AS last_day" if name == "general" else "")
+                   + f" FROM input{where} GROUP BY " + ("visitor" if name == "general" else f"{key}, visitor"))
+    firsts = "min(first_day) AS first_day, max(last_day) AS last_day" if name == "general" else days
+    return (f"SELECT '{name}' AS panel, label, sum(hits) AS hits, sum(counted) AS visitors, sum(bytes) AS bytes, "
+            f"{firsts} FROM ({per_visitor}) AS {name}_visits GROUP BY label")
 
 
-def visits(records):
-    """One row per visitor (client, day, agent) with its hits, bytes and ``counted`` requests (those with
-    a status outside 400-499): every panel keyed by one of the visitor's parts (days, clients, agents, the
-    totals) is a grouping of these rows, far fewer than the records."""
-    return records.group_by("client", "day", "agent", name="per_visitor").agg(
-        hits=L.count(), bytes=L.sum(L.col("bytes")), counted=L.count(where=L.col("counted")))
+def panels_query(names) -> str:
+    """The query of the panels ``names`` (of ``KEYS``, and ``general``) over the records of ``base`` (the
+    table ``input``): one row per panel and key, ``panel label hits visitors bytes first_day last_day``
+    (the label as text; the days those of ``general``, whose label is ``all``).
+
+    Each panel is two plain groupings (``_panel_select``), which DuckDB (and Spark) keep within their
+    memory and spill past it: the records per key and visitor, then those rows per key. Nothing holds a
+    set of visitors per key, and no grouping holds the visitors' strings: a visitor is its 64-bit key
+    (``base``), its day, client and agent the keys of the panels that need them."""
+    return "\nUNION ALL\n".join(_panel_select(name) for name in names)
+
+
+def _panel_names(fields: tuple[str, ...]) -> list[str]:
+    names = ["general", "visitors", "requests", "not_found", "visit_time", "status_codes", "agents"]
+    if "ip" in fields:
+        names.append("hosts")
+    if "referer" in fields:
+        names.append("referring_sites")
+    return names
+
+
+def _records(fmt, names, **filters):
+    """``base``'s records, with the referring site when a panel needs it, reduced to what the query reads."""
+    records = base(fmt, **filters)
+    columns = list(COLUMNS)
+    if "referring_sites" in names:
+        records = records.derive(name="referring_site", site=L.url_host(L.col("referer")))
+        columns.append("site")
+    return records.select(*columns, name="report_columns")
 
 
 def panels_flow(fmt, **filters) -> L.Flow:
-    """The flow of every panel the log's format allows (``base``'s filters apply to all of them)."""
-    records = base(fmt, **filters)
-    fields = L.read(fmt).fields
-    per_visitor = visits(records)
-    sinks = [
-        per_visitor.derive(name="everything", everything=L.lit("all")).group_by("everything", name="general")
-        .agg(**_rolled(), start=L.min(L.col("day")), end=L.max(L.col("day"))).write("general", format="jsonl"),
-        per_visitor.group_by("day", name="per_day").agg(**_rolled()).write("visitors", format="jsonl"),
-        records.group_by("target", name="per_request").agg(**_measures()).write("requests", format="jsonl"),
-        records.filter(L.col("status") == "404", name="not_found").group_by("target", name="per_not_found")
-        .agg(**_measures()).write("not_found", format="jsonl"),
-        records.group_by("hour", name="per_hour").agg(**_measures()).write("visit_time", format="jsonl"),
-        records.group_by("status", name="per_status").agg(**_measures()).write("status_codes", format="jsonl"),
-        per_visitor.group_by("agent", name="per_agent").agg(**_rolled()).write("agents", format="jsonl"),
-    ]
-    if "ip" in fields:
-        sinks.append(per_visitor.group_by("client", name="per_client").agg(**_rolled())
-                     .write("hosts", format="jsonl"))
-    if "referer" in fields:
-        sinks.append(records.derive(name="referring_site", site=L.url_host(L.col("referer")))
-                     .filter(L.col("site").is_not_null(), name="with_referer")
-                     .group_by("site", name="per_site").agg(**_measures()).write("referring_sites", format="jsonl"))
-    return L.Flow("report", sinks, "the traffic report's panels")
+    """The flow of every panel the log's format allows (``base``'s filters apply to all of them): one SQL
+    step (``panels_query``) whose rows, one per panel and key, are the output ``panels``."""
+    names = _panel_names(L.read(fmt).fields)
+    rows = _records(fmt, names, **filters).sql(panels_query(names), name="panels")
+    return L.Flow("report", [rows.write("panels", format="jsonl")], "the traffic report's panels")
+
+
+def split(rows: list[dict], fields: tuple[str, ...]) -> dict[str, list[dict]]:
+    """The rows of the output ``panels`` of a log of ``fields``, per panel, as ``build.assemble`` reads
+    them: ``{key field, hits, visitors, bytes}`` (``general``: ``{hits, visitors, bytes, start, end}``);
+    a panel with no row is an empty list."""
+    out: dict[str, list[dict]] = {name: [] for name in _panel_names(fields)}
+    for r in rows:
+        panel = r["panel"]
+        sums = {"hits": r["hits"], "visitors": r["visitors"], "bytes": r["bytes"]}
+        if panel == "general":
+            out.setdefault(panel, []).append({**sums, "start": r["first_day"], "end": r["last_day"]})
+            continue
+        field = KEYS[panel][0]
+        out.setdefault(panel, []).append({field: int(r["label"]) if field == "hour" else r["label"], **sums})
+    return out
 
 
 def agents_flow(fmt, **filters) -> L.Flow:
     """The distinct user agents of the records ``base`` keeps (before the humans/crawlers split), with
     their hits, visitors and bytes: what the classification reads first when ``--who`` picks one side."""
-    records = base(fmt, **filters)
-    return L.Flow("report_agents", [visits(records).group_by("agent", name="per_agent").agg(**_rolled())
-                                    .write("agents", format="jsonl")], "the report's user agents")
+    rows = _records(fmt, ["agents"], **filters).sql(panels_query(["agents"]), name="agents")
+    return L.Flow("report_agents", [rows.write("panels", format="jsonl")], "the report's user agents")

@@ -142,13 +142,17 @@ class SqlOp(Op):
 
     def _to_disk(self) -> None:
         """The held batches into a table of a database file in the spill directory; what comes next too."""
-        self.disk = self._connect(os.path.join(self.spill.path, "input.duckdb"))
+        # DuckDB gets what the held batches leave while they are inserted (they are in memory beside it),
+        # and the operator's whole share once they are in
+        self.disk = self._connect(os.path.join(self.spill.path, "input.duckdb"), reserved=self.held_bytes)
         columns = ", ".join(f"{_quoted(f)} {t}" for f, t in self._input_types())
         self.disk.execute(f"CREATE TABLE {_quoted(self.node.table)} ({columns})")
-        for frame in self.held:
-            self._insert(self.disk, frame)
+        while self.held:
+            self._insert(self.disk, self.held.pop(0))
         self.held, self.held_bytes = [], 0
         self.budget.release(self)
+        self.duckdb_limit = max(MIN_DUCKDB, self.budget.share(self))
+        self.disk.execute(f"SET memory_limit = '{self.duckdb_limit // MiB}MB'")
 
     def _insert(self, con, frame) -> None:
         arrow = frame.to_arrow(compat_level=_pl().CompatLevel.newest())
