@@ -153,12 +153,27 @@ class LocalFS:
     # writes, a small file's fsync waits for the journal to flush them).
     def write_text_atomic(self, p: str, text: str, encoding: str | None = None) -> None:
         """``text`` in file ``p``, whole or not at all: written aside (``p.tmp-PID``, removed if anything
-        stops the write), then renamed over ``p``."""
+        stops the write), then renamed over ``p``. The copies a killed process left (``p.tmp-PID`` of a
+        process gone, SIGKILL giving it no moment to remove its own) are removed first."""
+        self._remove_left_copies(p)
         tmp = f"{p}.tmp-{os.getpid()}"
         with _removed_on_failure(tmp):
             with open(tmp, "w", encoding=encoding) as f:
                 f.write(text)
             os.replace(tmp, p)
+
+    def _remove_left_copies(self, p: str) -> None:
+        parent, base = os.path.split(p)
+        prefix = base + ".tmp-"
+        try:
+            names = [n for n in os.listdir(parent or ".") if n.startswith(prefix)]
+        except OSError:
+            return
+        for name in names:
+            pid = name[len(prefix):]
+            if pid.isdigit() and int(pid) != os.getpid() and not self.pid_alive(int(pid)):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(parent, name))
 
     def touch(self, p: str) -> None:
         open(p, "wb").close()

@@ -33,6 +33,10 @@ def _worker_failure(exc: Exception) -> str:
 _READ_FAILED = re.compile(r"\[FAILED_READ_FILE[\w.]*\] Encountered error while reading file ([^\n]+?)\.?\s+SQLSTATE")
 
 
+#: the same failure in logetl's own line reader (``java/logetl/spark/Lines.java``): the file, then the reason
+_LINES_FAILED = re.compile(r"RuntimeException: cannot read (file:[^\n]+?|/[^\n]+?): ([^\n]*)$", re.M)
+
+
 _CAUSE = re.compile(r"^Caused by: ([\w.$]+)(?:: ([^\n]*))?$", re.M)
 
 
@@ -48,7 +52,7 @@ def _read_failure(text: str) -> InputReadError | None:
     """A job that failed reading an input (a truncated or corrupt compressed file), its failure's ``text``,
     as the local engine says it, in one line: ``cannot read input 'FILE': REASON`` (Spark's root cause),
     else None."""
-    found = _READ_FAILED.search(text)
+    found = _READ_FAILED.search(text) or _LINES_FAILED.search(text)
     if found is None:
         return None
     path = local_path(found.group(1).strip())
