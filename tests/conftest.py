@@ -108,6 +108,20 @@ def parts(path) -> bytes:
     return b"".join(read(os.path.join(path, n)) for n in names if n.startswith("part-"))
 
 
+def read_preset(tmp_path, engine: str, preset: str, fields, lines: list[bytes], log_name: str, **options):
+    """``lines`` (a log named ``log_name``) read with ``preset``'s ``fields`` and written by a flow on
+    ``engine``: the output's bytes, the trap's bytes and the run."""
+    import logetl.api as L
+    from logetl.job import run_flow
+
+    path = tmp_path / log_name
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    out, trap = tmp_path / f"out-{engine}", tmp_path / f"trap-{engine}"
+    flow = L.Flow(preset, [L.read(preset, fields=fields).write("output")])
+    run = run_flow(flow, str(path), {"output": str(out)}, engine=engine, trap=str(trap), **options)
+    return parts(out), parts(trap), run
+
+
 @pytest.fixture
 def sample() -> str:
     require(os.path.isfile(SAMPLE), f"the real sample log is not at {SAMPLE} (../shared is absent)")

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import parts
+from conftest import read_preset
 from test_contract import parse_one
 from test_vendor_formats import by_regex, kernel_fields, reference
 from vendor_lines import CLOUDFRONT_FIELDS, CLOUDFRONT_LINE
@@ -157,15 +157,7 @@ def test_the_expected_records_by_hand():
 
 
 def _run(tmp_path, engine: str, **options):
-    import logetl.api as L
-    from logetl.job import run_flow
-
-    path = tmp_path / "E2ABCDEFGH.2019-12-04-21.log"
-    path.write_bytes(b"\n".join(LOG_LINES) + b"\n")
-    out, trap = tmp_path / f"out-{engine}", tmp_path / f"trap-{engine}"
-    flow = L.Flow("decoded", [L.read("cloudfront", fields=READ).write("output")])
-    run = run_flow(flow, str(path), {"output": str(out)}, engine=engine, trap=str(trap), **options)
-    return parts(out), parts(trap), run
+    return read_preset(tmp_path, engine, "cloudfront", READ, LOG_LINES, "E2ABCDEFGH.2019-12-04-21.log", **options)
 
 
 def test_a_flow_decodes_on_the_local_engine(tmp_path):

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import parts
+from conftest import read_preset
 from test_vendor_formats import reference
 from vendor_lines import HAPROXY_LINE, HAPROXY_TCP, HTTP_CUSTOM
 from logetl import contract, formats
@@ -55,15 +55,7 @@ READ = ("ip", "frontend", "backend", "server", "time_request", "response", "size
 
 
 def _run(tmp_path, engine: str, **options):
-    import logetl.api as L
-    from logetl.job import run_flow
-
-    path = tmp_path / "haproxy.log"
-    path.write_bytes(b"\n".join(LOG) + b"\n")
-    out, trap = tmp_path / f"out-{engine}", tmp_path / f"trap-{engine}"
-    flow = L.Flow("custom", [L.read("haproxy", fields=READ).write("output")])
-    run = run_flow(flow, str(path), {"output": str(out)}, engine=engine, trap=str(trap), **options)
-    return parts(out), parts(trap), run
+    return read_preset(tmp_path, engine, "haproxy", READ, LOG, "haproxy.log", **options)
 
 
 def test_a_flow_keeps_the_custom_lines_aside_on_the_local_engine(tmp_path):
