@@ -108,6 +108,23 @@ def parts(path) -> bytes:
     return b"".join(read(os.path.join(path, n)) for n in names if n.startswith("part-"))
 
 
+def flow_outputs(flow, engine: str, log: str, where, **options) -> dict[str, bytes]:
+    """Output tap -> bytes of ``flow`` run on ``engine`` (with the engine's ``options``) over ``log``, its
+    outputs under ``where``."""
+    from logetl.engines import get_engine
+    from logetl.job import bind
+    from logetl.listener import FlowListener
+
+    runner = get_engine(engine)(**options)
+    outs = {s.tap: str(where / s.tap) for s in flow.sinks}
+    try:
+        taps = bind(flow, log, outs, engine=engine, fs=runner.filesystem())
+        runner.run(flow, taps, FlowListener())
+    finally:
+        runner.shutdown()
+    return {tap: parts(path) for tap, path in outs.items()}
+
+
 def read_preset(tmp_path, engine: str, preset: str, fields, lines: list[bytes], log_name: str, **options):
     """``lines`` (a log named ``log_name``) read with ``preset``'s ``fields`` and written by a flow on
     ``engine``: the output's bytes, the trap's bytes and the run."""

@@ -36,15 +36,12 @@ from collections import Counter
 from urllib.parse import unquote_to_bytes, urlsplit
 
 import pytest
-from conftest import HERE, parts
+from conftest import HERE, flow_outputs, parts
 
 import logetl.api as L
 from logetl import expressions as E
-from logetl.engines import get_engine
 from logetl.engines.local import engine as local_engine
 from logetl.engines.local import scan as local_scan
-from logetl.job import bind
-from logetl.listener import FlowListener
 
 LOG = os.path.join(HERE, "data", "strings.log")
 COMBINED = '%h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-agent}i"'
@@ -241,22 +238,10 @@ def build(name: str):
     return L.Flow(f"strings_{name}", sinks), expected
 
 
-def run_flow(flow, engine: str, log: str, where) -> dict[str, bytes]:
-    """Output tap -> bytes of ``flow`` run on ``engine`` over ``log``, its outputs under ``where``."""
-    runner = get_engine(engine)()
-    outs = {s.tap: str(where / s.tap) for s in flow.sinks}
-    try:
-        taps = bind(flow, log, outs, engine=engine, fs=runner.filesystem())
-        runner.run(flow, taps, FlowListener())
-    finally:
-        runner.shutdown()
-    return {tap: parts(path) for tap, path in outs.items()}
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_case_gives_the_expected_bytes(engine, name, tmp_path):
     flow, expected = build(name)
-    got = run_flow(flow, engine, LOG, tmp_path)
+    got = flow_outputs(flow, engine, LOG, tmp_path)
     assert {tap: data.decode("utf-8") for tap, data in got.items()} == \
         {tap: data.decode("utf-8") for tap, data in expected.items()}
 
@@ -333,7 +318,7 @@ def test_top_paths_and_referer_hosts_of_the_sample_match_urllib(engine, sample, 
     if engine == "local":          # small batches: partial aggregates combine across them
         monkeypatch.setattr(local_engine.LocalEngine, "chunk_bytes", 50_000)
         monkeypatch.setattr(local_scan, "BATCH_ROWS", 300)
-    got = run_flow(sample_flow(), engine, sample, tmp_path)
+    got = flow_outputs(sample_flow(), engine, sample, tmp_path)
     assert got["paths"].decode() == top(paths, 20).decode()
     assert got["hosts"].decode() == top(hosts, 15).decode()
     assert got["decoded"].decode() == lines(*(f"{k or ''}\t{v}" for k, v in sorted(   # null sorts first
@@ -367,7 +352,7 @@ def test_first_and_last_of_the_sample_match_python(engine, sample, tmp_path, mon
     if engine == "local":
         monkeypatch.setattr(local_engine.LocalEngine, "chunk_bytes", 50_000)
         monkeypatch.setattr(local_scan, "BATCH_ROWS", 300)
-    assert run_flow(flow, engine, sample, tmp_path)["out"].decode() == expected.decode()
+    assert flow_outputs(flow, engine, sample, tmp_path)["out"].decode() == expected.decode()
 
 
 def test_first_and_last_keep_the_input_order_when_the_group_by_spills(sample, tmp_path, monkeypatch):
@@ -474,6 +459,6 @@ def test_a_function_of_one_value_takes_a_field_name_as_its_column(engine, tmp_pa
         return L.Flow("by_name", [p.select("m", "p", "q", "a", "h", "d", "day", "hour", "crc").write("out")])
 
     assert flow(True).sinks[0].describe() == flow(False).sinks[0].describe()
-    by_name = run_flow(flow(True), engine, LOG, tmp_path / "name")["out"]
-    assert by_name == run_flow(flow(False), engine, LOG, tmp_path / "col")["out"]
+    by_name = flow_outputs(flow(True), engine, LOG, tmp_path / "name")["out"]
+    assert by_name == flow_outputs(flow(False), engine, LOG, tmp_path / "col")["out"]
     assert by_name.count(b"\n") > 10 and b"\t" in by_name

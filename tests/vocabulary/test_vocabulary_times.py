@@ -36,14 +36,11 @@ import re
 import time as pytime
 
 import pytest
-from conftest import HERE, parts
+from conftest import HERE, flow_outputs
 
 import logetl.api as L
 from logetl import assembly
 from logetl import expressions as E
-from logetl.engines import get_engine
-from logetl.job import bind
-from logetl.listener import FlowListener
 
 LOG = os.path.join(HERE, "data", "times.log")
 col = L.col
@@ -235,14 +232,7 @@ def build(name: str):
 
 def run_flow(flow, engine: str, where, log: str = LOG, **options) -> dict[str, bytes]:
     """output tap -> bytes of ``flow`` over ``log`` on ``engine``, its outputs under ``where``."""
-    runner = get_engine(engine)(**options)
-    outs = {s.tap: str(where / s.tap) for s in flow.sinks}
-    try:
-        taps = bind(flow, log, outs, engine=engine, fs=runner.filesystem())
-        runner.run(flow, taps, FlowListener())
-    finally:
-        runner.shutdown()
-    return {tap: parts(path) for tap, path in outs.items()}
+    return flow_outputs(flow, engine, log, where, **options)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
