@@ -215,8 +215,8 @@ __all__ += ["method", "path", "query_string", "query_param", "url_host", "url_de
 
 
 def method(request) -> Method:
-    """The method of a request line (``GET /a HTTP/1.1`` -> ``GET``); null unless the value is three
-    non-empty parts with one space between each."""
+    """The method of a request line (``GET /a HTTP/1.1`` -> ``GET``); null unless the value is two or
+    three non-empty parts with one space between each (``GET /a``, without a protocol, is one too)."""
     return Method(_field(request))
 
 

@@ -232,6 +232,21 @@ def _engine(opts: dict) -> str:
     return "spark" if opts["hdfs"] else (opts["engine"] or "local")
 
 
+def _recognised(opts: dict, input_path: str, quiet: bool) -> dict:
+    """``opts`` with ``--format auto`` replaced by the format recognised from the start of the input (the
+    choice said on stderr); other formats as given."""
+    if opts["log_format"] != "auto" or opts["format_file"] is not None:
+        return opts
+    from logetl.detect import detect_input
+
+    if opts["hdfs"]:
+        raise UserError("--format auto reads the start of local input files: with --hdfs, give --format")
+    detected = detect_input(input_path)
+    if not quiet:
+        click.echo(f"logetl: {detected.describe()}", err=True)
+    return {**opts, "log_format": detected.name}
+
+
 def _run(program: str | None, input_path: str, outputs: dict[str, str], opts: dict, trap, overwrite: bool,
          quiet: bool, work_dir: str | None, checkpoint_dir: str | None = None, flow_file: str | None = None,
          flow=None, shown: dict[str, str] | None = None):
@@ -240,16 +255,8 @@ def _run(program: str | None, input_path: str, outputs: dict[str, str], opts: di
     from logetl.console import ConsoleReporter
     from logetl.job import engine_options_for, run_flow
 
-    if opts["log_format"] == "auto" and opts["format_file"] is None and flow is None:
-        from logetl.detect import detect_input
-
-        if opts["hdfs"]:
-            raise UserError("--format auto reads the start of local input files: with --hdfs, give --format")
-        detected = detect_input(input_path)
-        if not quiet:
-            click.echo(f"logetl: {detected.describe()}", err=True)
-        opts = {**opts, "log_format": detected.name}
     if flow is None:
+        opts = _recognised(opts, input_path, quiet)
         flow = _flow(program, flow_file, opts["log_format"], opts["format_file"])
     engine = _engine(opts)
     # checked as run_flow checks its engine_options: one place says what each engine takes
@@ -398,6 +405,7 @@ def sql(query, input_path, output, trap, overwrite, quiet, work_dir, **opts):
     """
     from logetl.sql import shell
 
+    opts = _recognised(opts, input_path, quiet)
     flow = shell.query_flow(shell.query_text(query), _engine(opts), opts["log_format"], opts["format_file"],
                             opts["output_format"], output is not None)
     if output is not None:
@@ -509,6 +517,7 @@ def _report(input_path, out_dir, who, date_from, date_until, where, geoip, trap,
     engine = "spark" if opts["hdfs"] else (opts["engine"] or "local")
     engine_options = engine_options_for(engine, {"memory_limit": opts["memory_limit"], "master": opts["master"],
                                                  "conf": opts["confs"] or None})
+    opts = _recognised(opts, input_path, quiet)
     fmt = formats.resolve(opts["log_format"], opts["format_file"])
     listener = ConsoleReporter(outputs={"report": out_dir, **({"trap": trap} if trap else {})}, quiet=True)
     run_options = {"engine": engine, "trap": trap, "listener": listener, "engine_options": engine_options,

@@ -2,6 +2,8 @@
 spaces, an empty request) on every scanner, and ``--format auto`` on the command line."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import logetl, parts
@@ -87,6 +89,20 @@ def test_auto_on_the_command_line_names_its_choice_and_refuses_an_unknown_log(tm
         2, f"Error: --format auto recognises no format in the first 2 lines of {str(bad)!r} (tried: caddy, traefik, "
            "nginx_json, alb, elb, s3, haproxy, cloudfront, w3c, vhost_combined, nginx, combined, common); give --format "
            "or --format-file\n")
+
+
+def test_sql_and_report_take_auto_too(tmp_path):
+    log = tmp_path / "alb.log"
+    log.write_bytes(b"\n".join([ALB_HTTP, ALB_HTTP.replace(b"192.168.131.39:", b"10.9.8.7:")]) + b"\n")
+    p = logetl("sql", "SELECT ip, response, size FROM log ORDER BY ip", "--input", str(log), "--format", "auto")
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.decode().splitlines()[0] == "logetl: --format auto: alb (2 of the first 2 lines)"
+    assert p.stdout == b"ip\tresponse\tsize\n10.9.8.7\t200\t366\n192.168.131.39\t200\t366\n"
+    p = logetl("report", "--input", str(log), "--output", str(tmp_path / "r"), "--format", "auto")
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.decode().splitlines()[0] == "logetl: --format auto: alb (2 of the first 2 lines)"
+    general = json.loads((tmp_path / "r" / "report.json").read_text())["general"]
+    assert (general["total_requests"], general["bandwidth"]) == (2, 732)
 
 
 def test_the_programs_refuse_cloudfront_which_writes_no_request_line(tmp_path):

@@ -246,6 +246,20 @@ def test_case_gives_the_expected_bytes(engine, name, tmp_path):
         {tap: data.decode("utf-8") for tap, data in expected.items()}
 
 
+def test_a_request_line_without_a_protocol_has_its_method_and_target(engine, tmp_path):
+    """``METHOD TARGET`` (HTTP/0.9's request line, and the ``request`` of a W3C log, which writes no
+    protocol) is a request line too; a doubled space or a fourth part still makes none."""
+    log = tmp_path / "two.log"
+    requests = ["GET /a/b?x=1", "GET /a/b?x=1 HTTP/1.0", "HEAD http://h.example/", "GET  /a", "GET /a HTTP/1.1 x"]
+    log.write_text("".join(f'192.0.2.1 - - [10/Oct/2000:13:55:36 -0700] "{r}" 200 1 "-" "-"\n' for r in requests))
+    r = c("request")
+    flow = L.Flow("combined", [L.read("combined").derive(m=L.method(r), pa=L.path(r), q=L.query_string(r),
+                                                          h=L.url_host(r)).select("m", "pa", "q", "h")
+                               .write("out")])
+    assert flow_outputs(flow, engine, str(log), tmp_path)["out"].decode() == (
+        "GET\t/a/b\tx=1\t\nGET\t/a/b\tx=1\t\nHEAD\t/\t\th.example\n\t\t\t\n\t\t\t\n")
+
+
 def test_the_constants_decode_as_python_reads_the_rule():
     """The hand-written table agrees with the rule read with Python's own decoder: the escapes of bytes
     20-7E and 80-FF decoded, the bytes then strict UTF-8."""

@@ -6,15 +6,16 @@ from logetl.expressions.base import Expr, ExpressionError, STRING, _literal, _ne
 from logetl.expressions.strings import _StringMap, _flag, portable_regex, regex_escape
 
 
-# A request line is ``METHOD TARGET PROTOCOL``: three non-empty parts, one space between each (a line
-# with more or fewer parts, ``-``, or the empty string is no request line). The URL functions take a
+# A request line is ``METHOD TARGET PROTOCOL`` or ``METHOD TARGET``: two or three non-empty parts, one
+# space between each (HTTP/0.9 writes no protocol, nor does a W3C log's ``request``, made of its method and
+# URI columns); a line with more or fewer parts, ``-``, or the empty string is no request line. The URL functions take a
 # request line (its target) or a target or URL written alone: a value with a space is read as a request
 # line. A target is origin-form (``/path?query``), absolute-form (``scheme://authority/path?query``),
 # or neither (``*``, ``host:443``, ``-``): the URL parts of a value that is neither are null.
 SCHEME = r"[A-Za-z][A-Za-z0-9+.\-]*://"
 
 
-REQUEST_LINE = portable_regex(r"^([^ ]+) ([^ ]+) ([^ ]+)$")
+REQUEST_LINE = portable_regex(r"^([^ ]+) ([^ ]+)(?: ([^ ]+))?$")
 
 
 #: the path of an origin-form target, or of an absolute-form one whose path is not empty (group 1)
@@ -50,7 +51,7 @@ UTF8_HEX = portable_regex(
 
 class Method(_StringMap):
     """The method of a request line (``GET`` in ``GET /a HTTP/1.1``), as written; null when the value is
-    not a request line (three non-empty parts, one space between each)."""
+    not a request line (two or three non-empty parts, one space between each)."""
 
     word = "method"
 
