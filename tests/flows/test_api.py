@@ -39,7 +39,7 @@ def test_mistakes_fail_when_the_flow_is_defined_with_one_exact_line():
     assert _error(lambda: logs.derive(n="size")) == \
         "derive: n must be an expression (col(...), lit(...), ...), not 'size'"
     assert _error(lambda: logs.filter(L.col("request").matches(r"^GET \d+"))) == \
-        r"regex '^GET \\d+': escape \d is not portable at offset 5 (see the portable subset in the README)"
+        r"regex '^GET \\d+': escape \d is not portable at offset 5 (see the portable regex subset in the flows guide)"
     assert _error(lambda: logs.group_by("ip").agg()) == \
         "groupby (unnamed): no aggregates (use unique() for distinct keys)"
     assert _error(lambda: logs.group_by("ip").agg(n=L.sum("request"))) == \

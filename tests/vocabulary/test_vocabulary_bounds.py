@@ -81,7 +81,7 @@ REFUSED = [
      "library takes (repeat fewer times, or nest fewer counted repetitions)"),
     (lambda: c("path").matches("(" * 101 + "a" + ")" * 101),
      f"regex {'(' * 101 + 'a' + ')' * 101!r}: groups nested more than 100 deep are not portable at offset 100 "
-     "(see the portable subset in the README)"),
+     "(see the portable regex subset in the flows guide)"),
     (lambda: L.read().limit(10**30), "limit: n is a count from 0 to 2,147,483,647, not "
                                      "1000000000000000000000000000000"),
     (lambda: L.read().limit(1 << 31), "limit: n is a count from 0 to 2,147,483,647, not 2147483648"),

@@ -390,7 +390,7 @@ def test_first_and_last_keep_the_input_order_when_the_group_by_spills(sample, tm
     (lambda: c("x").extract("(a)(b)", -1), "extract: regex '(a)(b)' has 2 groups, not a group -1"),
     (lambda: c("x").extract("(a)", True), "extract's group must be a literal int, not True"),
     (lambda: c("x").extract(r"(\d)"), r"regex '(\\d)': escape \d is not portable at offset 1 "
-                                      "(see the portable subset in the README)"),
+                                      "(see the portable regex subset in the flows guide)"),
     (lambda: c("x").matches("a", ignore_case="yes"), "matches' ignore_case must be True or False, not 'yes'"),
     (lambda: c("x").contains("a", ignore_case=1), "contains' ignore_case must be True or False, not 1"),
     (lambda: L.query_param(c("x"), ""), "query_param's name must be non-empty, without & = or #, not ''"),

@@ -74,7 +74,7 @@ def portable_regex(pattern: str, sized: bool = True) -> str:
     out, i, depth = ["(?s)"], 0, 0
 
     def fail(why: str):
-        raise ExpressionError(f"regex {pattern!r}: {why} at offset {i} (see the portable subset in the README)")
+        raise ExpressionError(f"regex {pattern!r}: {why} at offset {i} (see the portable regex subset in the flows guide)")
 
     n = len(pattern)
     quantifiable = counted = False
