@@ -94,9 +94,9 @@ def _phases(engine: str, log, out_dirs, tmp_path):
     ]
 
 
-def _kill_when(cmd, condition, delay: float, tmp_path) -> str:
-    """Starts ``cmd`` and kills it with SIGKILL ``delay`` seconds after ``condition`` holds; what the run
-    wrote on stderr if it ended by itself first (it must then have succeeded)."""
+def _kill_when(cmd, phase: str, condition, delay: float, tmp_path) -> str:
+    """Starts ``cmd`` and kills it with SIGKILL ``delay`` seconds after ``condition`` holds (the ``phase``
+    has begun): "killed", or "ended" if the run ended by itself first (it must then have succeeded)."""
     with open(tmp_path / "stderr", "wb") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
         try:
@@ -108,7 +108,7 @@ def _kill_when(cmd, condition, delay: float, tmp_path) -> str:
             proc.send_signal(signal.SIGKILL)
             code = proc.wait()
     stderr = (tmp_path / "stderr").read_bytes()
-    assert code in (0, -signal.SIGKILL), stderr.decode()
+    assert code in (0, -signal.SIGKILL), f"the run to be killed when {phase} failed: {stderr.decode()}"
     return "ended" if code == 0 else "killed"
 
 
@@ -143,7 +143,7 @@ def test_sigkill_at_any_moment_leaves_no_partial_result_and_the_rerun_succeeds(e
     phases = _phases(engine, log, out_dirs, tmp_path)
     for i, (phase, condition) in enumerate(phases):
         delay = 0.0 if i == len(phases) - 1 else rng.uniform(0.0, 1.0)
-        ended = _kill_when(cmd, condition, delay, tmp_path) == "ended"
+        ended = _kill_when(cmd, phase, condition, delay, tmp_path) == "ended"
         _check_invariant(out_dirs, expected)
         left = [n for n in os.listdir(tmp_path) if n.startswith(".o")]
         if ended or (all(d.exists() for d in out_dirs) and not left):
