@@ -253,10 +253,17 @@ enum { T_LIT = 0, T_UNTIL = 1, T_ESCAPED = 2, T_REST = 3, T_SPLIT = 4, T_NTH = 5
  * field up to the next one: [T_OPT] [literal a] [T_OPT] [literal b] (opt_a, a, opt_b, b: a T_OPT where the
  * line may end, literals of one byte or more), `span` tokens in all; a_fuse bytes of a are where the field
  * ends. So most fields of a layout cost one step without a branch on the kind of each token. */
-enum { S_NONE = 0, S_STOP = 1, S_REST = 2, S_QUOTED = 3, S_QOR = 4 };
+/* The tokens that are no field of a line's text of their own kind are steps too (W3C's and HAProxy's): S_PREFIX
+ * (T_PREFIX: an optional syslog prefix, decided from the masks of its literal's bytes in the first 64 bytes),
+ * S_SPLIT (T_SPLIT: the port's end by the stop masks, then back to the separator), S_MAYBE (T_MAYBE: optional
+ * fields in braces), S_JOIN and S_EMPTY (T_JOIN, T_EMPTY: no text of their own). fast: the field ends at its
+ * stop byte and the literal after it is that one byte, nothing else in the step (most fields of a layout):
+ * the step is the field's end and one byte more. */
+enum { S_NONE = 0, S_STOP = 1, S_REST = 2, S_QUOTED = 3, S_QOR = 4, S_PREFIX = 5, S_SPLIT = 6, S_MAYBE = 7,
+       S_JOIN = 8, S_EMPTY = 9 };
 typedef struct {
     int kind; const unsigned char *lit; ptrdiff_t lit_len; unsigned char stop; ptrdiff_t fuse;
-    int how, span; unsigned char opt_a, opt_b;
+    int how, span; unsigned char opt_a, opt_b, fast;
     const unsigned char *a, *b; ptrdiff_t a_len, a_fuse, b_len;
 } token;
 typedef struct {
@@ -340,22 +347,26 @@ static inline int program_add(program *pg, int kind, const unsigned char *lit, p
 /* Sets token i's step (token.how): its field's kind, then the T_OPT and literal tokens after it. */
 static inline void program_step(program *pg, int i) {
     token *t = &pg->tokens[i], *n = pg->tokens + pg->n_tokens, *l = t + 1;
-    t->how = S_NONE; t->span = 1; t->opt_a = t->opt_b = 0; t->a = t->b = NULL; t->a_len = t->a_fuse = t->b_len = 0;
+    static const unsigned char how[] = {[T_REST] = S_REST, [T_ESCAPED] = S_QUOTED, [T_QOR] = S_QOR,
+        [T_PREFIX] = S_PREFIX, [T_SPLIT] = S_SPLIT, [T_MAYBE] = S_MAYBE, [T_JOIN] = S_JOIN, [T_EMPTY] = S_EMPTY};
+    t->how = S_NONE; t->span = 1; t->opt_a = t->opt_b = t->fast = 0; t->a = t->b = NULL;
+    t->a_len = t->a_fuse = t->b_len = 0;
     if (t->kind == T_UNTIL && t->lit_len == 0) t->how = S_STOP;
-    else if (t->kind == T_REST) t->how = S_REST;
-    else if (t->kind == T_ESCAPED) t->how = S_QUOTED;
-    else if (t->kind == T_QOR) t->how = S_QOR;
-    else return;
+    else if (t->kind >= 0 && t->kind <= T_EMPTY && how[t->kind]) t->how = how[t->kind];
+    if (t->how == S_NONE) return;
     if (l < n && l->kind == T_OPT) t->opt_a = 1, l++;
     if (l < n && l->kind == T_LIT && l->lit_len >= 1) {
         t->a = l->lit; t->a_len = l->lit_len; l++;
         /* the byte the field ends at, when it is not the line's end, is a's first */
-        if ((t->how == S_STOP || t->how == S_REST) && t->stop && t->a[0] == t->stop) t->a_fuse = 1;
+        if ((t->how == S_STOP || t->how == S_REST || t->how == S_SPLIT) && t->stop && t->a[0] == t->stop)
+            t->a_fuse = 1;
         if (t->how == S_QUOTED && t->a[0] == '"') t->a_fuse = 1;
         if (l < n && l->kind == T_OPT) t->opt_b = 1, l++;
         if (t->opt_b && l < n && l->kind == T_LIT && l->lit_len >= 1) t->b = l->lit, t->b_len = l->lit_len, l++;
     }
     t->span = (int)(l - t);
+    t->fast = (t->how == S_STOP || t->how == S_QOR || t->how == S_SPLIT) && !t->opt_a && !t->opt_b
+              && t->a_len == 1 && t->a[0] == t->stop;
 }
 
 /* Once every token is added: 0 when the program's fields and size_index fit, else -1. Fuses each field
@@ -391,35 +402,66 @@ static inline int lit_eq(const unsigned char *a, const unsigned char *b, ptrdiff
     }
 }
 
-/* The bytes equal to c among the 64 from p (fewer at the line's end e), as bits from the lowest. */
-static inline uint64_t stop_mask(const unsigned char *p, const unsigned char *e, unsigned char c) {
+/* The bytes equal to c among the 64 from p (fewer at the line's end e), as bits from the lowest. lo: the
+ * line's start. A last piece shorter than 16 bytes is compared as the 16 bytes ending at the line's end (the
+ * bytes before it shifted out), not byte by byte: no byte past e is read. */
+static inline uint64_t stop_mask(const unsigned char *lo, const unsigned char *p, const unsigned char *e,
+                                 unsigned char c) {
     ptrdiff_t n = e - p < 64 ? e - p : 64, i = 0;
     uint64_t m = 0;
 #ifdef LOGETL_SSE2
     const __m128i v = _mm_set1_epi8((char)c);
     for (; i + 16 <= n; i += 16)
         m |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + i)), v)) << i;
+    if (i < n && (p - lo) + n >= 16) {
+        unsigned t = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + n - 16)), v));
+        return m | (uint64_t)(t >> (16 - (n - i))) << i;
+    }
 #endif
     for (; i < n; i++) m |= (uint64_t)(p[i] == c) << i;
     return m;
 }
 
 /* The `stop` bytes of a line 64 at a time: consecutive fields ending at the same byte find their ends by the
- * bits of one mask (no branch on each field's length, no load for each field). base: the mask's first byte
- * (NULL: none yet), m: its bits not yet passed, c: its byte. */
-typedef struct { const unsigned char *base; uint64_t m; unsigned char c; } stop_scan;
+ * bits of one mask (no branch on each field's length, no load for each field). The masks of two bytes are
+ * kept for the same 64 bytes, so that fields ending at two bytes in turn (HAProxy's timers and counts, each
+ * ending at a '/', then a field ending at a space) compute each mask once. lo: the line's start; base: the
+ * masks' first byte (NULL: none yet); m[j]: the bits of byte c[j] not yet passed, for the n of them made;
+ * last: the one used last (the other is the one replaced). */
+typedef struct { const unsigned char *lo, *base; uint64_t m[2]; unsigned char c[2]; int n, last; } stop_scan;
 
-/* The first c in [q, e), or NULL (as find_byte); q never before the last call's q. */
+/* The first c in [q, e), or NULL (as find_byte); q never before the last call's q (a port's separator, found
+ * back from the byte that ends the port, may be before the masks' first byte: they are then made again). */
 static inline const unsigned char *next_stop(stop_scan *s, const unsigned char *q, const unsigned char *e,
                                              unsigned char c) {
-    if (!s->base || c != s->c || q - s->base >= 64) { s->c = c; s->base = q; s->m = stop_mask(q, e, c); }
-    else s->m &= ~0ULL << (q - s->base);
-    while (!s->m) {
-        if (e - s->base <= 64) { s->base = NULL; return NULL; }
-        s->base += 64;
-        s->m = stop_mask(s->base, e, c);
+    if (!s->base || (size_t)(q - s->base) >= 64) { s->base = q; s->n = 0; }
+    int j = s->n > 0 && s->c[0] == c ? 0 : s->n > 1 && s->c[1] == c ? 1 : -1;
+    if (j < 0) {
+        j = s->n < 2 ? s->n++ : s->last ^ 1;
+        s->c[j] = c; s->m[j] = stop_mask(s->lo, s->base, e, c);
     }
-    return s->base + __builtin_ctzll(s->m);
+    uint64_t m = s->m[j] & (~0ULL << (q - s->base));
+    while (!m) {   /* none in these 64 bytes: the next 64, the other byte's mask dropped */
+        if (e - s->base <= 64) { s->m[j] = 0; s->last = j; return NULL; }
+        s->base += 64; s->n = 1; j = 0; s->c[0] = c;
+        m = stop_mask(s->lo, s->base, e, c);
+    }
+    s->m[j] = m; s->last = j;
+    return s->base + __builtin_ctzll(m);
+}
+
+/* T_PREFIX decided from the first 64 bytes at q when they can decide it: the literal's occurrences and the
+ * limit's (' ' then stop) as masks, AND-ed shifted by their bytes' places. 1: the prefix ends where the
+ * literal starts (*a), 0: there is none, -1: the 64 bytes do not say (match_token's search decides). */
+static inline int prefix_window(const unsigned char *lo, const unsigned char *q, const unsigned char *e,
+                                const token *t, const unsigned char **a) {
+    ptrdiff_t n = e - q < 64 ? e - q : 64, l = t->lit_len;
+    if (l > 8) return -1;
+    uint64_t am = ~0ULL, bm = stop_mask(lo, q, e, ' ') & (stop_mask(lo, q, e, t->stop) >> 1);
+    for (ptrdiff_t j = 0; j < l; j++) am &= stop_mask(lo, q, e, t->lit[j]) >> j;
+    if (am && (!bm || __builtin_ctzll(am) < __builtin_ctzll(bm))) { *a = q + __builtin_ctzll(am); return 1; }
+    if (am || (bm && __builtin_ctzll(bm) + l - 1 <= n) || (!bm && n == e - q)) return 0;
+    return -1;
 }
 
 /* What match_token gives besides a line's reason: go on with the next token, or the line ends here (T_OPT:
@@ -442,15 +484,6 @@ static int match_token(const program *pg, const token **tp, const unsigned char 
         r = t->lit_len ? find_lit(q, e, t->lit, t->lit_len) : find_byte(q, e, t->stop);
         if (!r) return LINE_NOMATCH;
         break;
-    case T_SPLIT: {   /* the separator's last occurrence before the port's end (see parse_format) */
-        const unsigned char *stop = e;
-        if (t->lit_len && !(stop = find_byte(q, e, t->lit[0]))) return LINE_NOMATCH;
-        r = stop;
-        while (r > q && r[-1] != t->stop) r--;
-        if (r == q) return LINE_NOMATCH;      /* no separator in [q, stop) */
-        r--;
-        break;
-    }
     case T_NTH:
         r = q;
         if (t->lit_len && !t->lit[0]) {   /* a NUL first: leading `stop`s, then lit_len - 1 runs of them */
@@ -470,36 +503,11 @@ static int match_token(const program *pg, const token **tp, const unsigned char 
     case T_OPT:   /* the line may end here: the later fields are then empty */
         *tp = t + 1;
         return q == e ? M_END : M_NEXT;
-    case T_MAYBE:
-        f[k].s = f[k].e = q;
-        if (q < e && *q == t->lit[0] && (r = find_byte(q + 1, e, t->stop))
-            && e - (r + 1) >= t->lit_len - 1 && memcmp(r + 1, t->lit + 1, t->lit_len - 1) == 0) {
-            f[k].s = q + 1; f[k].e = r; q = r + 1 + (t->lit_len - 1);
-        }
-        *qp = q; *kp = k + 1; *tp = t + 1;
-        return M_NEXT;
-    case T_PREFIX: {   /* lit before the first ' ' + stop: that limit is found first, lit only before it */
-        const unsigned char lim[2] = {' ', t->stop};
-        const unsigned char *b = find_lit(q, e, lim, 2);
-        const unsigned char *a = find_lit(q, b ? (e - b > t->lit_len ? b + t->lit_len : e) : e, t->lit, t->lit_len);
-        if (a && (!b || a < b)) { f[k].s = q; f[k].e = a; q = a + t->lit_len; }
-        else f[k].s = f[k].e = q;
-        *qp = q; *kp = k + 1; *tp = t + 1;
-        return M_NEXT;
-    }
     case T_SKIP:
         if (e - q >= t->lit_len && memcmp(q, t->lit, t->lit_len) == 0) return ST_HEADER;
         *tp = t + 1;
         return M_NEXT;
-    case T_JOIN:   /* no text of its own: two earlier fields and what stands between them */
-        f[k].s = f[t->lit[0]].s; f[k].e = f[t->lit[1]].e;
-        *kp = k + 1; *tp = t + 1;
-        return M_NEXT;
-    case T_EMPTY:
-        f[k].s = f[k].e = q;
-        *kp = k + 1; *tp = t + 1;
-        return M_NEXT;
-    default:   /* the step kinds (T_ESCAPED, T_REST, T_QOR) have their own code in match_program */
+    default:   /* the step kinds have their own code in match_program */
         return LINE_NOMATCH;
     }
     f[k].s = q; f[k].e = r; *kp = k + 1; q = r;
@@ -514,17 +522,58 @@ static int match_token(const program *pg, const token **tp, const unsigned char 
     return M_NEXT;
 }
 
+/* S_PREFIX: the field before the literal when the line starts with one (T_PREFIX), else empty; where the
+ * line goes on. */
+static inline const unsigned char *step_prefix(const unsigned char *p, const unsigned char *q, const unsigned char *e,
+                                               const token *t, span *fk) {
+    const unsigned char *a = NULL;
+    int w = prefix_window(p, q, e, t, &a);
+    if (w < 0) {   /* not within 64 bytes: the limit (' ' then stop) first, the literal only before it */
+        const unsigned char lim[2] = {' ', t->stop};
+        const unsigned char *b = find_lit(q, e, lim, 2);
+        a = find_lit(q, b ? (e - b > t->lit_len ? b + t->lit_len : e) : e, t->lit, t->lit_len);
+        w = a && (!b || a < b);
+    }
+    if (w) { fk->s = q; fk->e = a; return a + t->lit_len; }
+    fk->s = fk->e = q;
+    return q;
+}
+
+/* S_SPLIT: the separator's last occurrence before the port's end (lit[0], by the stop masks; no literal:
+ * the line's end), or NULL (see parse_format). */
+static inline const unsigned char *step_split(stop_scan *ss, const unsigned char *q, const unsigned char *e,
+                                              const token *t) {
+    const unsigned char *r = e;
+    if (t->lit_len && !(r = next_stop(ss, q, e, t->lit[0]))) return NULL;
+    while (r > q && r[-1] != t->stop) r--;
+    return r == q ? NULL : r - 1;
+}
+
+/* S_MAYBE: the field between lit[0] and stop, followed by lit[1..], else empty and nothing taken; where the
+ * line goes on. */
+static inline const unsigned char *step_maybe(const unsigned char *q, const unsigned char *e, const token *t,
+                                              span *fk) {
+    const unsigned char *r;
+    fk->s = fk->e = q;
+    if (q < e && *q == t->lit[0] && (r = find_byte(q + 1, e, t->stop))
+        && e - (r + 1) >= t->lit_len - 1 && lit_eq(r + 1, t->lit + 1, t->lit_len - 1)) {
+        fk->s = q + 1; fk->e = r; q = r + 1 + (t->lit_len - 1);
+    }
+    return q;
+}
+
 /* The program's tokens over [p, e): fills f[0..*kp) and returns LINE_OK, or the reason (ST_HEADER). A step
  * (token.how) finds its field's end, then checks what follows it up to the next field. */
 static int match_program(const program *pg, const unsigned char *p, const unsigned char *e, span *f, int *kp) {
     const unsigned char *q = p, *r;
     int k = 0;
-    stop_scan ss = {NULL, 0, 0};
+    stop_scan ss = {p, NULL, {0, 0}, {0, 0}, 0, 0};
     for (const token *t = pg->tokens, *end = pg->tokens + pg->n_main; t < end;) {
         switch (t->how) {
         case S_STOP:
             if (!(r = next_stop(&ss, q, e, t->stop))) return LINE_NOMATCH;
             f[k].s = q; f[k].e = r; q = r;
+            if (t->fast) goto fast;
             break;
         case S_REST:   /* to the end of the line, or a one-word field to its first `stop` (then q != e) */
             if (!t->stop || !(r = next_stop(&ss, q, e, t->stop))) r = e;
@@ -541,7 +590,25 @@ static int match_program(const program *pg, const unsigned char *p, const unsign
             } else {
                 if (!(r = next_stop(&ss, q, e, t->stop))) r = e;
                 f[k].s = q; f[k].e = r; q = r;
+                if (t->fast && r < e) goto fast;
             }
+            break;
+        case S_PREFIX:
+            q = step_prefix(p, q, e, t, &f[k]);
+            break;
+        case S_SPLIT:
+            if (!(r = step_split(&ss, q, e, t))) return LINE_NOMATCH;
+            f[k].s = q; f[k].e = r; q = r;
+            if (t->fast) goto fast;
+            break;
+        case S_MAYBE:
+            q = step_maybe(q, e, t, &f[k]);
+            break;
+        case S_JOIN:   /* no text of its own: two earlier fields and what stands between them */
+            f[k].s = f[t->lit[0]].s; f[k].e = f[t->lit[1]].e;
+            break;
+        case S_EMPTY:
+            f[k].s = f[k].e = q;
             break;
         default: {
             int m = match_token(pg, &t, &q, e, f, &k);
@@ -562,6 +629,9 @@ static int match_program(const program *pg, const unsigned char *p, const unsign
             q += t->b_len;
         }
         t += t->span;
+        continue;
+    fast:   /* the field ended at its stop byte, the one-byte literal after it */
+        k++; q++; t += t->span;
     }
     *kp = k;
     return q == e ? LINE_OK : LINE_NOMATCH;
@@ -606,7 +676,7 @@ static int shapes_ok(const unsigned char *sh, ptrdiff_t n, const span *f) {
         if (q < e && (*q == '+' || *q == '-')) q++;
         if (q == e) return 0;
         for (; q < e; q++)
-            if (!is_digit(*q)) return 0;
+            if ((unsigned char)(*q - '0') > 9) return 0;
     }
     return 1;
 }

@@ -86,9 +86,17 @@ static int tsv_room(scan_state *st, const span *f) {
     return 1;
 }
 
-/* W3C's '+' for a space (IIS writes the user agent and referer so): written back as spaces. */
-static void plus_to_space(char *s, Py_ssize_t len) {
-    for (char *e = s + len; (s = memchr(s, '+', e - s)); s++) *s = ' ';
+/* A field copied to o with W3C's '+' for a space (IIS writes the user agent and referer so) written back as
+ * spaces: in the copy, 16 bytes at a time, not in a pass of its own over what was copied. */
+static void copy_plus(char *o, const char *s, Py_ssize_t len) {
+#ifdef LOGETL_SSE2
+    const __m128i plus = _mm_set1_epi8('+'), space = _mm_set1_epi8(' ');
+    for (; len >= 16; len -= 16, s += 16, o += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)s), m = _mm_cmpeq_epi8(v, plus);
+        _mm_storeu_si128((__m128i *)o, _mm_or_si128(_mm_andnot_si128(m, v), _mm_and_si128(m, space)));
+    }
+#endif
+    for (; len > 0; len--, s++) *o++ = *s == '+' ? ' ' : *s;
 }
 
 static void scan(const unsigned char *buf, Py_ssize_t n, int final, scan_state *st) {
@@ -150,8 +158,8 @@ static void scan(const unsigned char *buf, Py_ssize_t n, int final, scan_state *
                         if (!nd) { st->oom = 1; return; }
                         st->fd[k] = nd; st->fc[k] = cap;
                     }
-                    memcpy(st->fd[k] + st->fl[k], f[src].s, len);
-                    if (st->any_plus && st->plus[k]) plus_to_space(st->fd[k] + st->fl[k], len);
+                    if (st->any_plus && st->plus[k]) copy_plus(st->fd[k] + st->fl[k], (const char *)f[src].s, len);
+                    else memcpy(st->fd[k] + st->fl[k], f[src].s, len);
                     if (pg && pg->any_decode && pg->decode[src]) {
                         unsigned char *d = (unsigned char *)st->fd[k] + st->fl[k];
                         len = pct_decode(d, d, d + len);
@@ -167,8 +175,8 @@ static void scan(const unsigned char *buf, Py_ssize_t n, int final, scan_state *
                 for (int k = 0; k < n_out; k++) {
                     int src = st->out[k];
                     Py_ssize_t len = f[src].e - f[src].s;
-                    memcpy(o, f[src].s, len);
-                    if (st->any_plus && st->plus[k]) plus_to_space(o, len);
+                    if (st->any_plus && st->plus[k]) copy_plus(o, (const char *)f[src].s, len);
+                    else memcpy(o, f[src].s, len);
                     if (pg && pg->any_decode && pg->decode[src])
                         len = pct_decode((unsigned char *)o, (unsigned char *)o, (unsigned char *)o + len);
                     if (st->columns) put_view(st->views + (k * st->cap_rec + st->n_rec) * 16, st->tsv, o, len);
