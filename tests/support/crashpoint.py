@@ -21,9 +21,9 @@ MUTATIONS = {
 }
 WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
-crash_at = int(os.environ.get("LOGETL_CRASH_AT", "0"))
+crash_at = 0
 #: the signal sent at that mutation: SIGKILL, or LOGETL_CRASH_SIGNAL (TERM: what ``timeout`` sends)
-crash_signal = getattr(signal, "SIG" + os.environ.get("LOGETL_CRASH_SIGNAL", "KILL"))
+crash_signal = signal.SIGKILL
 count = 0
 
 
@@ -53,10 +53,21 @@ def _report():
             f.write(str(total))
 
 
+def install() -> None:
+    """Reads LOGETL_CRASH_AT and LOGETL_CRASH_SIGNAL, installs the hook and the count's report. In the
+    process about to run the command, once: an audit hook cannot be removed (``forkserver.py`` installs it
+    in each forked child, never in the process it forks from)."""
+    global crash_at, crash_signal, count
+    crash_at = int(os.environ.get("LOGETL_CRASH_AT", "0"))
+    crash_signal = getattr(signal, "SIG" + os.environ.get("LOGETL_CRASH_SIGNAL", "KILL"))
+    count = 0
+    sys.addaudithook(_hook)
+    atexit.register(_report)
+
+
 if __name__ == "__main__":
     from logetl.cli import main
 
-    sys.addaudithook(_hook)
-    atexit.register(_report)
+    install()
     sys.argv[0] = "logetl"
     main()
