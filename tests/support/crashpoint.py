@@ -8,6 +8,9 @@ as a power cut or the OOM killer would. ``LOGETL_CRASH_COUNT=FILE`` writes the n
 that was not killed (the crash-point test iterates N up to it). Mutations made inside native code that
 does not go through Python (Polars' own writers, SQLite) are not seen; logetl writes its outputs, stored
 parts and markers through Python.
+
+``python tests/support/crashpoint.py ARGS`` is one run in a fresh interpreter; ``forkserver.run(ARGS)`` is the
+same run in a fork of a process that has imported logetl, which calls ``install`` in the child.
 """
 import atexit
 import os

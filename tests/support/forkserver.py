@@ -35,6 +35,7 @@ be counted by the hook (the imports open files only for reading).
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import select
@@ -89,6 +90,7 @@ class _Server:
                                      pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, env={**env, **ZYGOTE_ONLY})
         theirs.close()
+        atexit.register(self.close)     # the zygote ends when the worker does, not at a collector's whim
         ready = self._reply(deadline=time.monotonic() + 300)
         if ready.get("error"):
             self.close()
@@ -123,6 +125,7 @@ class _Server:
     def close(self) -> None:
         self.sock.close()       # the zygote ends at the end of its requests
         self.proc.wait()
+        atexit.unregister(self.close)
 
 
 def run(args, *, cwd=None, env: dict | None = None, timeout: float | None = None,
