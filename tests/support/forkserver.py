@@ -62,8 +62,9 @@ PRELOAD = (
 ZYGOTE_ONLY = {"JE_ARROW_MALLOC_CONF": "background_thread:false"}
 
 #: the variables a child may have other than the zygote's: logetl reads its own only through
-#: ``logetl.settings`` when a command runs, never as a module is imported
-_OWN = ("LOGETL_",)
+#: ``logetl.settings`` when a command runs, never as a module is imported; pytest names each test in its
+#: own (which would otherwise start a zygote per test)
+_OWN = ("LOGETL_", "PYTEST_CURRENT_TEST")
 _BYTECODE = "PYTHONDONTWRITEBYTECODE"
 
 
