@@ -7,24 +7,20 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
-import sys
 
+import forkserver
 import pytest
 
-from conftest import SUPPORT, logetl
+from conftest import logetl
 from test_report_incremental import sample_parts
 
 pytestmark = pytest.mark.slow
-
-CRASHPOINT = os.path.join(SUPPORT, "crashpoint.py")
-
 
 def _run(root, crash_at: int = 0, count_file=None):
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "LOGETL_CRASH_AT": str(crash_at),
            "LOGETL_MONITOR": "off", **({"LOGETL_CRASH_COUNT": str(count_file)} if count_file else {})}
     cmd = ["report", "-q", "--input", "logs/access.log*", "--output", "report", "--incremental"]
-    return subprocess.run([sys.executable, CRASHPOINT, *cmd], cwd=root, env=env, capture_output=True, timeout=300)
+    return forkserver.run(cmd, cwd=root, env=env, timeout=300)   # crashpoint.py in a fork of a warm process
 
 
 def _tree(root) -> list[str]:

@@ -4,24 +4,23 @@ A run is killed with SIGKILL at its 1st, 2nd, ... N-th file-system mutation (``t
 audit hook), for every N until a run completes. After each kill no output (nor the trap) holds a partial
 result, nothing of the user's is gone, and the same command run again exits 0 with byte-identical outputs
 and trap, leaving nothing of logetl's behind but the outputs. (``--overwrite`` over what the user already
-has, killed at every mutation: test_crash_points_overwrite.py.)
+has, killed at every mutation: test_crash_points_overwrite.py.) Each run is a fork of a process that has
+imported logetl once (``tests/support/forkserver.py``): the command's start, not Python's.
 """
 from __future__ import annotations
 
 import os
 import shutil
 import signal
-import subprocess
-import sys
 
+import forkserver
 import pytest
 
-from conftest import CORPUS, SUPPORT, parts, read
+from conftest import CORPUS, parts, read
 
 #: a run per file-system mutation of each program: minutes
 pytestmark = pytest.mark.slow
 
-CRASHPOINT = os.path.join(SUPPORT, "crashpoint.py")
 LOG = read(os.path.join(CORPUS, "corpus.log"))
 
 
@@ -54,7 +53,7 @@ def _run(cmd, root, crash_at: int = 0, count_file=None, env: dict | None = None)
            "LOGETL_HOME": str(root.parent / f"{root.name}-home"), **(env or {})}
     if count_file:
         env["LOGETL_CRASH_COUNT"] = str(count_file)
-    return subprocess.run([sys.executable, CRASHPOINT, *cmd], cwd=root, env=env, capture_output=True, timeout=300)
+    return forkserver.run(cmd, cwd=root, env=env, timeout=300)   # crashpoint.py in a fork of a warm process
 
 
 def _tree(root) -> list[str]:

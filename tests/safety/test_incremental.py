@@ -1,6 +1,7 @@
 """``--incremental``: a log grows and rotates over many runs; each run reads only the new
 complete lines; the concatenation of an output's parts equals one Branch over all lines, also when every
-run is SIGKILLed at a random file-system mutation (``tests/support/crashpoint.py``) and run again.
+run is SIGKILLed at a random file-system mutation (``tests/support/crashpoint.py``, each run a fork of a
+process that has imported logetl: ``tests/support/forkserver.py``) and run again.
 """
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ import signal
 import subprocess
 import sys
 
+import forkserver
 import pytest
 
-from conftest import SUPPORT, logetl, read
+from conftest import logetl, read
 from logetl import generate
 from logetl.io.inputs import InputReadError, log_order
 
-CRASHPOINT = os.path.join(SUPPORT, "crashpoint.py")
 ENV = {"LOGETL_MONITOR": "off", "PYTHONDONTWRITEBYTECODE": "1"}
 OUTS = ("o1", "o2", "trap")
 BRANCH = ["branch", "--incremental", "--input", "logs", "--output1", "o1", "--output2", "o2", "--trap", "trap"]
@@ -158,7 +159,7 @@ def run(root, cmd, crash_at: int = 0, count_file=None) -> subprocess.CompletedPr
     env = {**os.environ, **ENV, "LOGETL_CRASH_AT": str(crash_at)}
     if count_file:
         env["LOGETL_CRASH_COUNT"] = str(count_file)
-    return subprocess.run([sys.executable, CRASHPOINT, *cmd], cwd=root, env=env, capture_output=True, timeout=120)
+    return forkserver.run(cmd, cwd=root, env=env, timeout=120)   # crashpoint.py in a fork of a warm process
 
 
 def snapshot(root) -> dict:

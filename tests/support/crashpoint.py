@@ -8,6 +8,9 @@ as a power cut or the OOM killer would. ``LOGETL_CRASH_COUNT=FILE`` writes the n
 that was not killed (the crash-point test iterates N up to it). Mutations made inside native code that
 does not go through Python (Polars' own writers, SQLite) are not seen; logetl writes its outputs, stored
 parts and markers through Python.
+
+``python tests/support/crashpoint.py ARGS`` is one run in a fresh interpreter; ``forkserver.run(ARGS)`` is the
+same run in a fork of a process that has imported logetl, which calls ``install`` in the child.
 """
 import atexit
 import os
@@ -21,9 +24,9 @@ MUTATIONS = {
 }
 WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
-crash_at = int(os.environ.get("LOGETL_CRASH_AT", "0"))
+crash_at = 0
 #: the signal sent at that mutation: SIGKILL, or LOGETL_CRASH_SIGNAL (TERM: what ``timeout`` sends)
-crash_signal = getattr(signal, "SIG" + os.environ.get("LOGETL_CRASH_SIGNAL", "KILL"))
+crash_signal = signal.SIGKILL
 count = 0
 
 
@@ -53,10 +56,21 @@ def _report():
             f.write(str(total))
 
 
+def install() -> None:
+    """Reads LOGETL_CRASH_AT and LOGETL_CRASH_SIGNAL, installs the hook and the count's report. In the
+    process about to run the command, once: an audit hook cannot be removed (``forkserver.py`` installs it
+    in each forked child, never in the process it forks from)."""
+    global crash_at, crash_signal, count
+    crash_at = int(os.environ.get("LOGETL_CRASH_AT", "0"))
+    crash_signal = getattr(signal, "SIG" + os.environ.get("LOGETL_CRASH_SIGNAL", "KILL"))
+    count = 0
+    sys.addaudithook(_hook)
+    atexit.register(_report)
+
+
 if __name__ == "__main__":
     from logetl.cli import main
 
-    sys.addaudithook(_hook)
-    atexit.register(_report)
+    install()
     sys.argv[0] = "logetl"
     main()
