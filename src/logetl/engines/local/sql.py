@@ -4,15 +4,15 @@ DuckDB over the node's input, read as the table ``node.table``.
 A query that reads its table once, straight off the parse (``Sql.streamed``), gets the kernel's Arrow strings
 (no copy): held while they fit the run's memory budget, then read whole by DuckDB on all of its threads;
 past the budget, streamed to the query as they are parsed, through a stream a few batches deep, so the log
-is never held whole outside DuckDB's own operators. Any other query's input is held as
-Polars frames (their own copy of the strings, not the parse's chunks), counted in the run's memory budget,
-and handed to DuckDB as one Arrow table, without a copy; an input that outgrows the budget goes instead into
-Parquet files in the operator's spill directory (in the run's working directory), one a batch, which DuckDB
-reads back (``read_parquet``) as often as the query reads its table. Polars writes a batch's Parquet at
-memory speed (dictionary pages, LZ4), where inserting it into a DuckDB database file cost ten times as much
-(a copy of its strings, then DuckDB's own compression when the file was closed). DuckDB runs within what the budget leaves (``memory_limit``) and spills its own
-intermediate results (a big join, sort or aggregation) to the same directory; a query that needs more than
-that fails naming ``--memory-limit``, and nothing is published.
+is never held whole outside DuckDB's own operators. Any other query's input is held as Polars frames
+(their own copy of the strings, not the parse's chunks), counted in the run's memory budget, and handed to
+DuckDB as one Arrow table, without a copy; an input that outgrows the budget (or ``HOLD_BYTES``) goes
+instead into Parquet files in the operator's spill directory (in the run's working directory), one a batch,
+which DuckDB reads back (``read_parquet``) as often as the query reads its table. Polars writes a batch's
+Parquet at memory speed (dictionary pages, LZ4); a DuckDB database file would take a copy of the strings
+and compress them again when it is closed. DuckDB runs within what the budget leaves (``memory_limit``)
+and spills its own intermediate results (a big join, sort or aggregation) to the same directory; a query
+that needs more than that fails naming ``--memory-limit``, and nothing is published.
 
 The query runs on a thread of its own (``Runner``), whose rows come back as Arrow record batches, each cast
 to the node's declared types (DuckDB's HUGEINT sums and DECIMAL literals as logetl's integers and floats, a
@@ -36,6 +36,10 @@ RESULT_ROWS = 131_072
 THREADS = 2
 #: the least memory DuckDB is given, whatever the other operators of the run hold
 MIN_DUCKDB = 64 * MiB
+#: the most a query read more than once holds in memory before its input goes to Parquet files: Polars
+#: writes them at memory speed, and what stays in memory beside DuckDB is DuckDB's (its groupings and joins
+#: within their limit, spilled past it) rather than the whole input
+HOLD_BYTES = 64 * MiB
 #: the batches a streamed input may be ahead of DuckDB
 STREAM_DEPTH = 4
 #: seconds between two looks of the operator's thread at a signal while it waits for the query's (a signal
@@ -85,7 +89,7 @@ class SqlOp(Op):
             return
         self.held.append(frame)
         self.held_bytes += frame_bytes(frame)
-        if self.budget.hold(self, self.held_bytes):
+        if self.budget.hold(self, self.held_bytes) or self.held_bytes > HOLD_BYTES:
             self._to_disk()
 
     def _stream(self, table) -> None:
