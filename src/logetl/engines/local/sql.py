@@ -157,7 +157,7 @@ class SqlOp(Op):
         self.spill.bytes_written += os.path.getsize(path)
 
     def _held_runner(self) -> "Runner":
-        """The query over the held input (or the database file), or over an empty one."""
+        """The query over the held input (or its Parquet files), or over an empty one."""
         pl = _pl()
         if self.disk:       # the files in the input's order, which a plain scan keeps
             con = self._connect()
