@@ -284,7 +284,7 @@ class Sql(Pipe, traits=BLOCKING):
     Blocking and not per record (a query may aggregate, join or number its whole input): on the local
     engine DuckDB reads the input as Arrow, without a copy. A query that reads its table once, straight off
     the parse, reads the records as they are parsed (``streamed``); any other holds its input while it
-    fits the run's memory budget, and past it reads it from a database file in the run's spill directory.
+    fits the run's memory budget, and past it reads it from Parquet files in the run's spill directory.
     DuckDB runs within ``--memory-limit`` and spills there too; a query that needs more fails naming the
     limit. Order: the query's ``ORDER BY`` (make it total for the same bytes on both engines); without one,
     the order is not defined."""

@@ -126,22 +126,31 @@ KEYS = {"visitors": ("day", "day"), "requests": ("target", "target"), "not_found
 COLUMNS = ("day", "hour", "bytes", "agent", "status", "target", "client", "visitor", "counted")
 
 
+#: the panels whose key is one of the visitor's own (its client, day and agent): read from ``visits``
+OF_VISITS = {"general": "'all'", "visitors": "day", "hosts": "client", "agents": "agent"}
+#: the records grouped per visitor once, for the panels of ``OF_VISITS``
+VISITS = ("visits AS (SELECT visitor, day, client, agent, count(*) AS hits, sum(bytes) AS bytes, "
+          "max(CASE WHEN counted THEN 1 ELSE 0 END) AS counted FROM input GROUP BY visitor, day, client, agent)")
+
+
 def _panel_select(name: str) -> str:
     """One panel's rows: the records grouped per key and visitor (hits, bytes, and 1 when one of the
-    visitor's requests counts it), then per key, a key's visitors the number of its rows with 1."""
-    if name == "general":
-        key, where, days = "'all'", "", "min(day) AS first_day, max(day) AS last_day"
+    visitor's requests counts it), then per key, a key's visitors the number of its rows with 1. A key that
+    is the visitor's own (``OF_VISITS``) reads the per-visitor rows of ``visits``, grouped once for all."""
+    days = "CAST(NULL AS VARCHAR) AS first_day, CAST(NULL AS VARCHAR) AS last_day"
+    if name in OF_VISITS:
+        per_visitor = (f"SELECT {OF_VISITS[name]} AS label, hits, bytes, counted, day AS first_day, day AS last_day "
+                       "FROM visits")
+        if name == "general":
+            days = "min(first_day) AS first_day, max(last_day) AS last_day"
     else:
         key = "CAST(hour AS VARCHAR)" if name == "visit_time" else KEYS[name][0]
         where = {"not_found": " WHERE status = '404'", "referring_sites": " WHERE site IS NOT NULL"}.get(name, "")
-        days = "CAST(NULL AS VARCHAR) AS first_day, CAST(NULL AS VARCHAR) AS last_day"
-    per_visitor = (f"SELECT {key} AS label, visitor, count(*) AS hits, sum(bytes) AS bytes, "
-                   "max(CASE WHEN counted THEN 1 ELSE 0 END) AS counted"
-                   + (", min(day) AS first_day, max(day) AS last_day" if name == "general" else "")
-                   + f" FROM input{where} GROUP BY " + ("visitor" if name == "general" else f"{key}, visitor"))
-    firsts = "min(first_day) AS first_day, max(last_day) AS last_day" if name == "general" else days
+        per_visitor = (f"SELECT {key} AS label, visitor, count(*) AS hits, sum(bytes) AS bytes, "
+                       f"max(CASE WHEN counted THEN 1 ELSE 0 END) AS counted FROM input{where} "
+                       f"GROUP BY {key}, visitor")
     return (f"SELECT '{name}' AS panel, label, sum(hits) AS hits, sum(counted) AS visitors, sum(bytes) AS bytes, "
-            f"{firsts} FROM ({per_visitor}) AS {name}_visits GROUP BY label")
+            f"{days} FROM ({per_visitor}) AS {name}_visits GROUP BY label")
 
 
 def panels_query(names) -> str:
@@ -152,8 +161,12 @@ def panels_query(names) -> str:
     Each panel is two plain groupings (``_panel_select``), which DuckDB (and Spark) keep within their
     memory and spill past it: the records per key and visitor, then those rows per key. Nothing holds a
     set of visitors per key, and no grouping holds the visitors' strings: a visitor is its 64-bit key
-    (``base``), its day, client and agent the keys of the panels that need them."""
-    return "\nUNION ALL\n".join(_panel_select(name) for name in names)
+    (``base``), its day, client and agent the keys of the panels that need them. The panels keyed by the
+    visitor's own client, day or agent (and ``general``) share one grouping per visitor (``visits``, a CTE
+    DuckDB computes once): a visitor has one client, day and agent, so its rows per (key, visitor) are its
+    rows per visitor."""
+    selects = "\nUNION ALL\n".join(_panel_select(name) for name in names)
+    return (f"WITH {VISITS}\n" + selects) if any(n in OF_VISITS for n in names) else selects
 
 
 def _panel_names(fields: tuple[str, ...]) -> list[str]:

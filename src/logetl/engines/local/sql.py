@@ -4,13 +4,15 @@ DuckDB over the node's input, read as the table ``node.table``.
 A query that reads its table once, straight off the parse (``Sql.streamed``), gets the kernel's Arrow strings
 (no copy): held while they fit the run's memory budget, then read whole by DuckDB on all of its threads;
 past the budget, streamed to the query as they are parsed, through a stream a few batches deep, so the log
-is never held whole outside DuckDB's own operators. Any other query's input is held as
-Polars frames (their own copy of the strings, not the parse's chunks), counted in the run's memory budget,
-and handed to DuckDB as one Arrow table, without a copy; an input that outgrows the budget goes instead into
-a DuckDB database file in the operator's spill directory (in the run's working directory), which DuckDB
-reads back in blocks. DuckDB runs within what the budget leaves (``memory_limit``) and spills its own
-intermediate results (a big join, sort or aggregation) to the same directory; a query that needs more than
-that fails naming ``--memory-limit``, and nothing is published.
+is never held whole outside DuckDB's own operators. Any other query's input is held as Polars frames
+(their own copy of the strings, not the parse's chunks), counted in the run's memory budget, and handed to
+DuckDB as one Arrow table, without a copy; an input that outgrows the budget (or ``HOLD_BYTES``) goes
+instead into Parquet files in the operator's spill directory (in the run's working directory), one a batch,
+which DuckDB reads back (``read_parquet``) as often as the query reads its table. Polars writes a batch's
+Parquet at memory speed (dictionary pages, LZ4); a DuckDB database file would take a copy of the strings
+and compress them again when it is closed. DuckDB runs within what the budget leaves (``memory_limit``)
+and spills its own intermediate results (a big join, sort or aggregation) to the same directory; a query
+that needs more than that fails naming ``--memory-limit``, and nothing is published.
 
 The query runs on a thread of its own (``Runner``), whose rows come back as Arrow record batches, each cast
 to the node's declared types (DuckDB's HUGEINT sums and DECIMAL literals as logetl's integers and floats, a
@@ -27,7 +29,6 @@ from logetl.engines.local.batch import Batch
 from logetl.engines.local.expressions import DTYPES
 from logetl.engines.local.operators import Op
 from logetl.engines.local.spill import MiB, MemoryLimitExceeded, frame_bytes
-from logetl.sqlstep import INPUT_TYPES
 
 #: rows per record batch DuckDB hands back (as the local engine's batches)
 RESULT_ROWS = 131_072
@@ -35,6 +36,10 @@ RESULT_ROWS = 131_072
 THREADS = 2
 #: the least memory DuckDB is given, whatever the other operators of the run hold
 MIN_DUCKDB = 64 * MiB
+#: the most a query read more than once holds in memory before its input goes to Parquet files: Polars
+#: writes them at memory speed, and what stays in memory beside DuckDB is DuckDB's (its groupings and joins
+#: within their limit, spilled past it) rather than the whole input
+HOLD_BYTES = 64 * MiB
 #: the batches a streamed input may be ahead of DuckDB
 STREAM_DEPTH = 4
 #: seconds between two looks of the operator's thread at a signal while it waits for the query's (a signal
@@ -65,7 +70,7 @@ class SqlOp(Op):
         self.spill = local.spill_dir(self.node.name)
         self.held: list = []
         self.held_bytes = 0
-        self.disk = None            # the DuckDB connection of the database file, once the input outgrew memory
+        self.disk: list[str] = []   # the Parquet files of the input, once it outgrew memory
         self.spilled_rows = 0
         self.runner: Runner | None = None
         self.arrow: list = []       # a streamed input's batches while it fits the budget
@@ -74,15 +79,17 @@ class SqlOp(Op):
         if self.node.streamed:
             self._stream(batch.arrow())
             return
+        if self.disk:       # written at once: the batch's own frame, no copy of the strings it shares
+            frame = batch.frame()
+            if frame.height:
+                self._insert(frame)
+            return
         frame = batch.kept()
         if frame.height == 0:
             return
-        if self.disk is not None:
-            self._insert(self.disk, frame)
-            return
         self.held.append(frame)
         self.held_bytes += frame_bytes(frame)
-        if self.budget.hold(self, self.held_bytes):
+        if self.budget.hold(self, self.held_bytes) or self.held_bytes > HOLD_BYTES:
             self._to_disk()
 
     def _stream(self, table) -> None:
@@ -117,18 +124,16 @@ class SqlOp(Op):
         """The run ends without this operator finishing: the query is interrupted and its thread ended."""
         if self.runner is not None:
             self.runner.abort()
-        elif self.disk is not None:
-            self.disk.close()
 
     # --- DuckDB ----------------------------------------------------------------------------------------------
 
-    def _connect(self, database: str = ":memory:", reserved: int = 0):
+    def _connect(self, reserved: int = 0):
         import duckdb
 
         os.makedirs(self.spill.path, exist_ok=True)
         limit = max(MIN_DUCKDB, self.budget.share(self) - reserved)
         self.duckdb_limit = limit
-        con = duckdb.connect(database, config={
+        con = duckdb.connect(":memory:", config={
             "memory_limit": f"{limit // MiB}MB", "threads": THREADS,
             "temp_directory": os.path.join(self.spill.path, "duckdb.tmp"),
             # results in the query's order (ORDER BY) and, in a plain scan, the input's
@@ -136,39 +141,29 @@ class SqlOp(Op):
         con.execute("SET TimeZone='UTC'")
         return con
 
-    def _input_types(self) -> list[tuple[str, str]]:
-        previous = self.node.previous[0]
-        return [(f, INPUT_TYPES[previous.types[f]]) for f in previous.fields]
-
     def _to_disk(self) -> None:
-        """The held batches into a table of a database file in the spill directory; what comes next too."""
-        # DuckDB gets what the held batches leave while they are inserted (they are in memory beside it),
-        # and the operator's whole share once they are in
-        self.disk = self._connect(os.path.join(self.spill.path, "input.duckdb"), reserved=self.held_bytes)
-        columns = ", ".join(f"{_quoted(f)} {t}" for f, t in self._input_types())
-        self.disk.execute(f"CREATE TABLE {_quoted(self.node.table)} ({columns})")
+        """The held batches into Parquet files in the spill directory, one a batch; what comes next too."""
+        os.makedirs(self.spill.path, exist_ok=True)
         while self.held:
-            self._insert(self.disk, self.held.pop(0))
+            self._insert(self.held.pop(0))
         self.held, self.held_bytes = [], 0
         self.budget.release(self)
-        self.duckdb_limit = max(MIN_DUCKDB, self.budget.share(self))
-        self.disk.execute(f"SET memory_limit = '{self.duckdb_limit // MiB}MB'")
 
-    def _insert(self, con, frame) -> None:
-        arrow = frame.to_arrow(compat_level=_pl().CompatLevel.newest())
-        con.register("logetl_batch", arrow)
-        try:
-            con.execute(f"INSERT INTO {_quoted(self.node.table)} SELECT * FROM logetl_batch")
-        finally:
-            con.unregister("logetl_batch")
+    def _insert(self, frame) -> None:
+        path = os.path.join(self.spill.path, f"input-{len(self.disk):06d}.parquet")
+        frame.write_parquet(path, compression="lz4", statistics=False)
+        self.disk.append(path)
         self.spilled_rows += frame.height
-        self.spill.bytes_written = os.path.getsize(os.path.join(self.spill.path, "input.duckdb"))
+        self.spill.bytes_written += os.path.getsize(path)
 
     def _held_runner(self) -> "Runner":
-        """The query over the held input (or the database file), or over an empty one."""
+        """The query over the held input (or its Parquet files), or over an empty one."""
         pl = _pl()
-        if self.disk is not None:
-            return Runner(self, self.disk, None)
+        if self.disk:       # the files in the input's order, which a plain scan keeps
+            con = self._connect()
+            files = ", ".join("'" + p.replace("'", "''") + "'" for p in self.disk)
+            con.execute(f"CREATE VIEW {_quoted(self.node.table)} AS SELECT * FROM read_parquet([{files}])")
+            return Runner(self, con, None)
         if self.arrow:      # the kernel's arrays, handed to DuckDB's scan: the query gets the whole share
             import pyarrow as pa
 
