@@ -38,7 +38,9 @@ class Classifier:
         self._error: BaseException | None = None
         self._parse = self._detect = None
         self._cache: dict[str, Agent] = {}
-        threading.Thread(target=self._build, name="report-agents", daemon=True).start()
+        # not a daemon: a run that fails while the parsers are built waits for them (well under a second)
+        # at exit, rather than have the interpreter end the thread inside the parsers' native code
+        threading.Thread(target=self._build, name="report-agents").start()
 
     def _build(self) -> None:
         try:
