@@ -512,9 +512,7 @@ def _report(input_path, out_dir, who, date_from, date_until, where, geoip, trap,
                           ("--work-dir", work_dir)):
         if given is not None:
             raise UserError(f"{option} is not an option of report (it writes report.json)")
-    if opts["hdfs"] and opts["engine"] == "local":
-        raise UserError("--hdfs runs on spark: it cannot go with --engine local")
-    engine = "spark" if opts["hdfs"] else (opts["engine"] or "local")
+    engine = _engine(opts)
     engine_options = engine_options_for(engine, {"memory_limit": opts["memory_limit"], "master": opts["master"],
                                                  "conf": opts["confs"] or None})
     opts = _recognised(opts, input_path, quiet)

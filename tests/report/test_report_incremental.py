@@ -191,6 +191,8 @@ def test_bad_uses_are_one_line(tmp_path):
     cases = [
         (["--input", str(log), "--output", str(tmp_path / "x"), "--incremental", "--hdfs"],
          "--incremental runs on the local engine: it cannot go with --hdfs"),
+        (["--input", str(log), "--output", str(tmp_path / "x"), "--hdfs", "--engine", "local"],
+         "--hdfs runs on spark: it cannot go with --engine local"),
         (["--input", "-", "--output", str(tmp_path / "x"), "--incremental"],
          "--incremental reads files: standard input cannot be read again"),
         (["--input", str(log), "--output", str(tmp_path / "x"), "--rebuild"],
